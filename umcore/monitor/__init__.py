@@ -1,0 +1,1 @@
+"""umcore.monitor: statistics, their protobuf shapes (generated from ../proto), and Prometheus."""
