@@ -1,0 +1,447 @@
+"""Sans-IO UDP topic resolution for one context: multicast or unicast through lbmrd.
+
+Theory of operation
+-------------------
+Topic resolution (TR) is how a receiver learns where the sources of its topic are.  A context's
+:class:`TopicResolver` keeps UM's two resolver caches (seed 003 7.1.1, notes 2.2):
+
+- the **source-side cache**: this context's own sources (topic, topic index, transport info);
+  it answers TQRs and feeds the advertising schedules;
+- the **receiver-side cache**: every source heard of (own ones included), keyed by topic and by
+  the source's transport identity; a new receiver is matched against it at once.  As in UM with
+  UDP TR, entries are never removed when a source goes away (a re-created source is a new
+  entry); the cache is bounded by ``resolver_receiver_map_tablesz`` entries and counts what it
+  refused beyond that.
+
+It produces TIRs (advertisements) on each source topic's :class:`PhaseSchedule` and TQRs
+(queries) on each receiver topic's, packs what is due at one instant into as few LBMR datagrams
+as ``resolver_datagram_max_size`` allows, answers each TQR for one of its topics with an
+immediate TIR in a datagram of its own (``resolver_advertisement_send_immediate_response``) and
+restarts that topic's sustaining phase.
+
+Where datagrams go depends on the mode: **multicast** (default; group 224.9.10.11, port 12965)
+or **unicast** when ``resolver_unicast_daemon`` lists lbmrds (:mod:`umcore.resolver.unicast`
+chooses the lbmrd and the keepalives).  Unicast wins when both are configured (seed 7.2).  In
+unicast mode nothing is sent until the context has a source or a receiver unless
+``resolver_unicast_force_alive`` is set, and datagrams from unknown addresses are dropped
+(``resolver_unicast_ignore_unknown_source``).
+
+Interface: the caller (``umcore.api``) calls :meth:`handle_timer` at :meth:`next_timer`,
+hands every received datagram to :meth:`receive_datagram` and sends what
+:meth:`take_datagrams` returns.  Sources found for topics with local receivers come back as
+:class:`SourceInfo` events.  A peer's malformed datagram is counted and dropped.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from umcore.resolver.schedule import (
+    PhaseSchedule,
+    PhaseTimings,
+    advertisement_timings,
+    query_timings,
+)
+from umcore.resolver.unicast import UnicastDaemons, UnicastTimings
+from umcore.wire import lbmr
+
+__all__ = [
+    "DEFAULT_MULTICAST_ADDRESS",
+    "DEFAULT_MULTICAST_PORT",
+    "ResolverConfig",
+    "ResolverStats",
+    "SourceInfo",
+    "TopicResolver",
+]
+
+Address = tuple[str, int]
+
+DEFAULT_MULTICAST_ADDRESS = "224.9.10.11"
+DEFAULT_MULTICAST_PORT = 12965
+# A TR datagram's LBMR header: ver/type, TQR count (u8), TIR count (u16).
+_LBMR_HEADER = 4
+# The TQR count field is one byte: at most 255 TQRs per datagram.
+_MAX_TQRS_PER_DATAGRAM = 255
+# TIR fixed part after the topic's NUL: transport u8, tlen u8, ttl u16, index u32.
+_TIR_FIXED = 8
+# TCP transport block with a session id: ip u32, sid u32, port u16.
+_TCP_BLOCK = 10
+# Datagrams waiting to be sent: the caller drains them after every call, so this bound only
+# trips when the caller stops draining; what it refuses is counted in stats.outbox_dropped.
+MAX_OUTBOX = 4096
+
+
+class ResolverConfig:
+    """The context options topic resolution reads, already typed (times in seconds)."""
+
+    __slots__ = (
+        "advertisement",
+        "datagram_max_size",
+        "force_alive",
+        "ignore_unknown_source",
+        "multicast_address",
+        "multicast_port",
+        "query",
+        "query_threshold",
+        "receiver_map_max",
+        "send_immediate_response",
+        "send_initial_advertisement",
+        "unicast_daemons",
+        "unicast_timings",
+    )
+
+    def __init__(
+        self,
+        *,
+        unicast_daemons: Iterable[Address] = (),
+        multicast_address: str = DEFAULT_MULTICAST_ADDRESS,
+        multicast_port: int = DEFAULT_MULTICAST_PORT,
+        advertisement: PhaseTimings | None = None,
+        query: PhaseTimings | None = None,
+        unicast_timings: UnicastTimings | None = None,
+        datagram_max_size: int = 8192,
+        force_alive: bool = False,
+        ignore_unknown_source: bool = True,
+        send_immediate_response: bool = True,
+        send_initial_advertisement: bool = True,
+        query_threshold: int = 10_000_000,
+        receiver_map_max: int = 131111,
+    ) -> None:
+        self.unicast_daemons = list(unicast_daemons)
+        self.multicast_address = multicast_address
+        self.multicast_port = multicast_port
+        self.advertisement = advertisement or advertisement_timings()
+        self.query = query or query_timings()
+        self.unicast_timings = unicast_timings or UnicastTimings()
+        self.datagram_max_size = datagram_max_size
+        self.force_alive = force_alive
+        self.ignore_unknown_source = ignore_unknown_source
+        self.send_immediate_response = send_immediate_response
+        self.send_initial_advertisement = send_initial_advertisement
+        self.query_threshold = query_threshold
+        self.receiver_map_max = receiver_map_max
+
+
+class ResolverStats:
+    """Counters of one resolver (what it sent, received and refused)."""
+
+    __slots__ = (
+        "cache_refused",
+        "datagrams_dropped_malformed",
+        "datagrams_dropped_unknown_source",
+        "datagrams_received",
+        "datagrams_sent",
+        "keepalives_sent",
+        "outbox_dropped",
+        "tirs_received",
+        "tirs_sent",
+        "tqrs_received",
+        "tqrs_sent",
+    )
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+
+class SourceInfo:
+    """A source of a topic, as learned from a TIR (or from this context's own source cache).
+
+    ``key`` identifies the transport session (type, ip, port, session id); with ``index`` it
+    identifies the topic source.  ``transport`` is the codec's transport-info object.
+    """
+
+    __slots__ = ("index", "ip", "key", "port", "session_id", "topic", "transport")
+
+    def __init__(self, topic: str, index: int, transport: lbmr.TCPInfo) -> None:
+        self.topic = topic
+        self.index = index
+        self.transport = transport
+        self.ip = transport.ip
+        self.port = transport.port
+        self.session_id = transport.session_id
+        self.key = ("TCP", transport.ip, transport.port, transport.session_id or 0)
+
+    def __repr__(self) -> str:
+        sid = self.session_id or 0
+        return f"SourceInfo({self.topic!r}, TCP:{self.ip}:{self.port}:{sid:08x}[{self.index}])"
+
+
+class _SourceTopic:
+    __slots__ = ("schedule", "sources")
+
+    def __init__(self, schedule: PhaseSchedule) -> None:
+        self.schedule = schedule
+        self.sources: list[SourceInfo] = []
+
+
+class _ReceiverTopic:
+    __slots__ = ("count", "schedule")
+
+    def __init__(self, schedule: PhaseSchedule) -> None:
+        self.schedule = schedule
+        self.count = 1  # receivers of this topic in the context
+
+
+class TopicResolver:
+    """UDP topic resolution of one context (see the module docstring)."""
+
+    def __init__(
+        self, config: ResolverConfig, now: float, *, rng: random.Random | None = None
+    ) -> None:
+        self.config = config
+        self.stats = ResolverStats()
+        self._sources: dict[str, _SourceTopic] = {}
+        self._receivers: dict[str, _ReceiverTopic] = {}
+        # Receiver-side cache: topic -> {(key, index): SourceInfo}
+        self._cache: dict[str, dict[tuple[object, ...], SourceInfo]] = {}
+        self._cache_size = 0
+        self._outbox: list[tuple[bytes, Address]] = []
+        self.unicast: UnicastDaemons | None = None
+        if config.unicast_daemons:
+            self.unicast = UnicastDaemons(
+                config.unicast_daemons, now, timings=config.unicast_timings, rng=rng
+            )
+        self._alive = config.force_alive
+
+    # ----------------------------------------------------------------- local objects
+    @property
+    def multicast_group(self) -> Address:
+        return (self.config.multicast_address, self.config.multicast_port)
+
+    def add_source(
+        self, topic: str, index: int, transport: lbmr.TCPInfo, now: float
+    ) -> list[SourceInfo]:
+        """A local source of ``topic`` exists; returns it as an event if local receivers want it."""
+        self._alive = True
+        entry = self._sources.get(topic)
+        if entry is None:
+            sched = PhaseSchedule(
+                self.config.advertisement,
+                now,
+                send_first=self.config.send_initial_advertisement,
+            )
+            entry = self._sources[topic] = _SourceTopic(sched)
+        info = SourceInfo(topic, index, transport)
+        entry.sources.append(info)
+        new = self._remember(info)
+        return [info] if new and topic in self._receivers else []
+
+    def remove_source(self, topic: str, index: int, transport: lbmr.TCPInfo) -> None:
+        entry = self._sources.get(topic)
+        if entry is None:
+            return
+        entry.sources = [
+            s for s in entry.sources if not (s.index == index and s.transport == transport)
+        ]
+        if not entry.sources:
+            del self._sources[topic]
+
+    def add_receiver(self, topic: str, now: float) -> list[SourceInfo]:
+        """A local receiver of ``topic`` exists; returns the sources already in the cache."""
+        self._alive = True
+        entry = self._receivers.get(topic)
+        if entry is None:
+            self._receivers[topic] = _ReceiverTopic(PhaseSchedule(self.config.query, now))
+        else:
+            entry.count += 1
+        known = list(self._cache.get(topic, {}).values())
+        if len(known) >= self.config.query_threshold:
+            self._receivers[topic].schedule.stop()
+        return known
+
+    def remove_receiver(self, topic: str) -> None:
+        entry = self._receivers.get(topic)
+        if entry is None:
+            return
+        entry.count -= 1
+        if entry.count <= 0:
+            del self._receivers[topic]
+
+    def cached_sources(self, topic: str) -> list[SourceInfo]:
+        return list(self._cache.get(topic, {}).values())
+
+    def request_resolution(self, now: float) -> None:
+        """``lbm_context_topic_resolution_request()``: quiescent topics restart sustaining."""
+        for s in self._sources.values():
+            s.schedule.restart_sustaining(now)
+        for r in self._receivers.values():
+            r.schedule.restart_sustaining(now)
+
+    def _remember(self, info: SourceInfo) -> bool:
+        per_topic = self._cache.get(info.topic)
+        if per_topic is None:
+            per_topic = self._cache[info.topic] = {}
+        k = (info.key, info.index)
+        if k in per_topic:
+            return False
+        if self._cache_size >= self.config.receiver_map_max:
+            self.stats.cache_refused += 1
+            return False
+        per_topic[k] = info
+        self._cache_size += 1
+        return True
+
+    # ----------------------------------------------------------------- input
+    def receive_datagram(
+        self, data: bytes | memoryview, addr: Address, now: float
+    ) -> list[SourceInfo]:
+        """One TR datagram from ``addr``; returns the sources it announced to local receivers.
+
+        Every TIR for a topic with local receivers is returned (not only new ones): the caller
+        joins what it has not joined and ignores the rest, which lets it re-join a source whose
+        connection dropped.
+        """
+        st = self.stats
+        st.datagrams_received += 1
+        uc = self.unicast
+        if uc is not None:
+            idx = uc.index_of(addr)
+            if idx is None:
+                if self.config.ignore_unknown_source:
+                    st.datagrams_dropped_unknown_source += 1
+                    return []
+            else:
+                uc.heard_from(idx, now)
+        try:
+            packet = lbmr.decode(bytes(data))
+        except lbmr.LBMRError:
+            st.datagrams_dropped_malformed += 1
+            return []
+        found: list[SourceInfo] = []
+        for tqr in getattr(packet, "tqrs", ()):
+            st.tqrs_received += 1
+            topic = tqr.topic
+            entry = self._sources.get(topic)
+            if entry is None:
+                continue
+            entry.schedule.restart_sustaining(now)
+            if self.config.send_immediate_response:
+                self._emit(self._pack([], [self._tir(s) for s in entry.sources]), now)
+        for tir in getattr(packet, "tirs", ()):
+            st.tirs_received += 1
+            transport = tir.transport_info
+            if not isinstance(transport, lbmr.TCPInfo):
+                continue  # other transports are not implemented by this client yet
+            info = SourceInfo(tir.topic, tir.index, transport)
+            self._remember(info)
+            rcv = self._receivers.get(tir.topic)
+            if rcv is not None:
+                found.append(info)
+                if len(self._cache[tir.topic]) >= self.config.query_threshold:
+                    rcv.schedule.stop()
+        return found
+
+    # ----------------------------------------------------------------- output
+    @staticmethod
+    def _tir(info: SourceInfo) -> lbmr.TIR:
+        return lbmr.TIR(info.topic, info.index, info.transport)
+
+    def _pack(self, tqrs: list[str], tirs: list[lbmr.TIR]) -> list[bytes]:
+        """LBMR datagrams holding ``tqrs`` then ``tirs``, each within the datagram max size."""
+        out: list[bytes] = []
+        limit = self.config.datagram_max_size
+        cur_q: list[lbmr.TQR] = []
+        cur_t: list[lbmr.TIR] = []
+        size = _LBMR_HEADER
+
+        def flush() -> None:
+            nonlocal cur_q, cur_t, size
+            if cur_q or cur_t:
+                pkt = lbmr.LBMRPacket(lbmr.LBMR_TYPE_NORMAL, tqrs=tuple(cur_q), tirs=tuple(cur_t))
+                out.append(lbmr.encode(pkt))
+            cur_q, cur_t, size = [], [], _LBMR_HEADER
+
+        for topic in tqrs:
+            n = len(topic.encode()) + 1
+            if size + n > limit or len(cur_q) >= _MAX_TQRS_PER_DATAGRAM or cur_t:
+                flush()
+            cur_q.append(lbmr.TQR(topic))
+            size += n
+            self.stats.tqrs_sent += 1
+        for tir in tirs:
+            n = len(tir.topic.encode()) + 1 + _TIR_FIXED + _TCP_BLOCK
+            if size + n > limit:
+                flush()
+            cur_t.append(tir)
+            size += n
+            self.stats.tirs_sent += 1
+        flush()
+        return out
+
+    def _emit(self, datagrams: list[bytes], now: float) -> None:
+        uc = self.unicast
+        if uc is not None:
+            if not self._alive:
+                return
+            uc.advance(now)
+            dest = uc.destination()
+            uc.sent_to(uc.current, now)
+        else:
+            dest = self.multicast_group
+        for d in datagrams:
+            if len(self._outbox) >= MAX_OUTBOX:
+                self.stats.outbox_dropped += 1
+                continue
+            self._outbox.append((d, dest))
+            self.stats.datagrams_sent += 1
+
+    def handle_timer(self, now: float) -> None:
+        """Send every record whose time has come, and the unicast keepalives."""
+        tirs: list[lbmr.TIR] = []
+        for entry in self._sources.values():
+            sched = entry.schedule
+            if sched.due(now):
+                sched.fire(now)
+                tirs.extend(self._tir(s) for s in entry.sources)
+        tqrs: list[str] = []
+        for topic, rcv in self._receivers.items():
+            if rcv.schedule.due(now):
+                rcv.schedule.fire(now)
+                tqrs.append(topic)
+        uc = self.unicast
+        if uc is not None:
+            uc.advance(now)
+        if tirs or tqrs:
+            self._emit(self._pack(tqrs, tirs), now)
+        if uc is not None and self._alive:
+            kind = (
+                lbmr.LBMR_TYPE_UCAST_SRC_ALIVE if self._sources else lbmr.LBMR_TYPE_UCAST_RCV_ALIVE
+            )
+            for i in uc.keepalives_due(now):
+                if len(self._outbox) >= MAX_OUTBOX:
+                    self.stats.outbox_dropped += 1
+                    continue
+                self._outbox.append((lbmr.encode(lbmr.LBMRPacket(kind)), uc.daemons[i]))
+                self.stats.keepalives_sent += 1
+
+    def take_datagrams(self) -> list[tuple[bytes, Address]]:
+        """What to send now, with destinations; the outbox is emptied."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    def next_timer(self) -> float | None:
+        deadline: float | None = None
+        for entry in self._sources.values():
+            d = entry.schedule.next_due
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
+        for rcv in self._receivers.values():
+            d = rcv.schedule.next_due
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
+        uc = self.unicast
+        if uc is not None and self._alive:
+            d = uc.next_timer(keepalives=True)
+            if deadline is None or d < deadline:
+                deadline = d
+        return deadline
+
+    @property
+    def source_topics(self) -> list[str]:
+        return list(self._sources)
+
+    @property
+    def receiver_topics(self) -> list[str]:
+        return list(self._receivers)
