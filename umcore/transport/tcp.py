@@ -1,0 +1,573 @@
+"""Sans-IO TCP transport: the source session, its receiver connections, and the receiver session.
+
+Theory of operation
+-------------------
+UM's TCP transport (seed 003 6.1, notes 1.1) is plain TCP from each receiver to the source's
+listening port; the byte stream is a sequence of LBMC messages, each framed by its own
+``msglen`` (there is no other LBT-TCP header, notes wire 7).
+
+**Source side.**  One :class:`TcpSourceSession` per transport session (one listening port).
+Many topic sources share it; each gets a *topic index* (``tidx``, advertised in its TIR) and its
+own topic sequence numbers.  :meth:`TcpSourceSession.send` frames a message as an LBMC data
+message into the session's *implicit batch* and returns the bytes to write to every connected
+receiver when the batch is due (seed 8.2): after the message the batch holds at least
+``implicit_batching_minimum_length`` bytes (2048) or the caller asked to flush; the batch is sent
+*before* adding a message that would push it past ``transport_tcp_datagram_max_size`` (65535);
+and :meth:`handle_timer` sends it once its oldest message has waited
+``implicit_batching_interval`` (200 ms).  A message bigger than the datagram max size minus the
+header reservation is split by *UM fragmentation*: each fragment is its own LBMC data message
+with its own sequence number and a FRAG header (first sqn, offset, total length).  An idle topic
+gets a TSNI (topic sequence number information: the last sqn sent) every
+``transport_topic_sequence_number_info_interval`` (5 s) until it has been idle for
+``transport_topic_sequence_number_info_active_threshold`` (60 s).
+
+Each accepted receiver connection is a :class:`SourceConnection`.  The receiver's first message
+is an LBMC control message with a TCP-SID header carrying the session id it learned from the TIR
+(the session-id confirmation, seed 6.1.1); a wrong id means stale topic resolution, and the source
+drops the connection (:class:`~umcore.errors.TransportError`).  Data goes to a connection only
+after the confirmation (or at once when ``transport_tcp_use_session_id`` is 0).
+
+**Receiver side.**  One :class:`TcpReceiverSession` per connection to a source session.  It
+produces the confirmation message, frames the stream, and hands each data message to the
+:class:`DeliveryController` (DC) of its topic index; indexes nobody subscribed to are counted and
+dropped (UM's ``lbm_msgs_no_topic_rcved``).  The DC reassembles fragments and delivers in
+sequence order.  TCP itself cannot lose or reorder, so a gap (possible only through a DRO or a
+misbehaving peer) cannot be repaired: the DC reports it at once as unrecoverable loss, one event
+per missing sequence number or one burst event beyond ``delivery_control_maximum_burst_loss``
+(1024); loss before the first delivered message is suppressed (leading loss, seed 6.12+).  A
+TSNI whose sqn is beyond what was delivered reveals tail loss the same way.  Bytes that are not
+valid LBMC raise :class:`~umcore.errors.TransportError`: that costs the peer its connection.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from umcore.errors import TransportError
+from umcore.wire import lbmc
+
+__all__ = [
+    "LOSS",
+    "LOSS_BURST",
+    "DeliveryController",
+    "SourceConnection",
+    "TcpReceiverSession",
+    "TcpSourceSession",
+    "encode_tcp_sid",
+]
+
+# LBMC data message header: ver/type, next header, msglen, tidx, sqn.
+_DATA_HEADER = 12
+# Room the source keeps for LBMC headers in every message before deciding to fragment; UM
+# reserves "the largest possible header" (seed 8.3) without publishing it.  12 bytes data
+# header + 16 bytes FRAG header + slack for options we may add later (topic name, properties).
+HEADER_RESERVATION = 64
+# LBMC msglen is a u16: no LBMC message, hence no TCP "datagram", exceeds this.
+MAX_LBMC_MESSAGE = 65535
+# TSNI records per TSNI header (4 + 8 * 31 = 252 fits the u8 hdr_len; notes wire-lbmc 0x20).
+MAX_TSNI_RECORDS = 31
+# Receive buffer bound: one incomplete LBMC message can never exceed MAX_LBMC_MESSAGE bytes, so a
+# peer that makes us hold more than this is sending garbage.
+MAX_PENDING = 2 * MAX_LBMC_MESSAGE
+# Partially reassembled fragmented messages per DC: TCP delivers in order, so one is in progress
+# at a time; a larger count means a broken peer.
+MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
+
+_U16 = struct.Struct("!H")
+_DATA_HEAD = struct.Struct("!BBHII")
+
+LOSS = "unrecoverable_loss"
+LOSS_BURST = "unrecoverable_loss_burst"
+
+
+# ---------------------------------------------------------------------- LBMC helpers
+def _encode_fragment(
+    tidx: int, sqn: int, piece: bytes | memoryview, first: int, offset: int, total: int
+) -> bytes:
+    frag = lbmc.Frag(first_sqn=first, offset=offset, total_len=total)
+    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, [frag], bytes(piece)))
+
+
+def _encode_tsni(records: list[tuple[int, int]]) -> bytes:
+    tsni = lbmc.Tsni(records=tuple(records))
+    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[tsni]))
+
+
+def encode_tcp_sid(session_id: int) -> bytes:
+    """The receiver's session-id confirmation: a CONTROL message with one TCP-SID header."""
+    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[lbmc.TcpSid(sid=session_id)]))
+
+
+def _decode(msg: bytes) -> lbmc.LBMCMessage:
+    try:
+        return lbmc.decode(msg)
+    except lbmc.LBMCError as exc:
+        raise TransportError(f"bad LBMC message from peer: {exc}") from exc
+
+
+class _Topic:
+    __slots__ = ("last_data", "last_tsni", "sqn", "topic")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.sqn = 0  # next sequence number to use
+        self.last_data = 0.0
+        self.last_tsni = 0.0
+
+
+class SourceStats:
+    __slots__ = ("bytes_sent", "datagrams_sent", "fragments_sent", "messages_sent", "tsnis_sent")
+
+    def __init__(self) -> None:
+        self.messages_sent = 0
+        self.fragments_sent = 0
+        self.datagrams_sent = 0
+        self.bytes_sent = 0
+        self.tsnis_sent = 0
+
+
+class TcpSourceSession:
+    """The sans-IO source end of one TCP transport session (see the module docstring)."""
+
+    def __init__(
+        self,
+        session_id: int,
+        *,
+        datagram_max_size: int = 65535,
+        batching_minimum_length: int = 2048,
+        batching_interval: float = 0.2,
+        tsni_interval: float = 5.0,
+        tsni_active_threshold: float = 60.0,
+        use_session_id: bool = True,
+    ) -> None:
+        if not 0 < session_id <= 0xFFFFFFFF:
+            raise ValueError("a TCP session id is a non-zero 32-bit number")
+        self.session_id = session_id
+        self.use_session_id = use_session_id
+        self.max_size = min(datagram_max_size, MAX_LBMC_MESSAGE)
+        self.max_payload = self.max_size - HEADER_RESERVATION
+        self.batching_minimum_length = batching_minimum_length
+        self.batching_interval = batching_interval
+        self.tsni_interval = tsni_interval
+        self.tsni_active_threshold = tsni_active_threshold
+        self.stats = SourceStats()
+        self._topics: list[_Topic | None] = []
+        self._buf = bytearray(self.max_size)
+        self._len = 0
+        self._batch_deadline: float | None = None
+        self._tsni_check: float | None = None
+
+    # ------------------------------------------------------------------ topics
+    def add_topic(self, topic: str, now: float = 0.0) -> int:
+        """A new topic source on this session; returns its topic index."""
+        self._topics.append(_Topic(topic))
+        t = self._topics[-1]
+        assert t is not None
+        t.last_data = now
+        return len(self._topics) - 1
+
+    def remove_topic(self, tidx: int) -> None:
+        self._topics[tidx] = None
+
+    def topic_count(self) -> int:
+        return sum(1 for t in self._topics if t is not None)
+
+    def next_sequence_number(self, tidx: int) -> int:
+        t = self._topics[tidx]
+        if t is None:
+            raise KeyError(tidx)
+        return t.sqn
+
+    # ------------------------------------------------------------------ sending
+    def _take(self) -> bytes:
+        out = bytes(self._buf[: self._len])
+        self._len = 0
+        self._batch_deadline = None
+        st = self.stats
+        st.datagrams_sent += 1
+        st.bytes_sent += len(out)
+        return out
+
+    def send(
+        self, tidx: int, payload: bytes | memoryview, now: float, flush: bool = False
+    ) -> bytes | None:
+        """Frame one message; returns bytes to write to every receiver now, or None (batched)."""
+        t = self._topics[tidx]
+        if t is None:
+            raise KeyError(f"topic index {tidx} is not a source on this session")
+        n = len(payload)
+        if n > self.max_payload:
+            return self._send_fragmented(t, tidx, payload, now, flush)
+        out: bytes | None = None
+        length = self._len
+        if length + _DATA_HEADER + n > self.max_size:
+            out = self._take()
+            length = 0
+        sqn = t.sqn
+        t.sqn = (sqn + 1) & 0xFFFFFFFF
+        t.last_data = now
+        self._len = lbmc.encode_data_into(self._buf, length, tidx, sqn, payload)
+        self.stats.messages_sent += 1
+        if self._tsni_check is None and self.tsni_interval > 0:
+            self._tsni_check = now + self.tsni_interval
+        if flush or self._len >= self.batching_minimum_length:
+            chunk = self._take()
+            return chunk if out is None else out + chunk
+        if length == 0:
+            self._batch_deadline = now + self.batching_interval
+        return out
+
+    def _send_fragmented(
+        self, t: _Topic, tidx: int, payload: bytes | memoryview, now: float, flush: bool
+    ) -> bytes | None:
+        view = memoryview(payload)
+        total = len(view)
+        chunks: list[bytes] = []
+        if self._len:
+            chunks.append(self._take())
+        first = t.sqn
+        step = self.max_payload
+        for offset in range(0, total, step):
+            piece = view[offset : offset + step]
+            sqn = t.sqn
+            t.sqn = (sqn + 1) & 0xFFFFFFFF
+            msg = _encode_fragment(tidx, sqn, piece, first, offset, total)
+            self.stats.fragments_sent += 1
+            if self._len + len(msg) > self.max_size:
+                chunks.append(self._take())
+            self._buf[self._len : self._len + len(msg)] = msg
+            self._len += len(msg)
+        t.last_data = now
+        self.stats.messages_sent += 1
+        if flush or self._len >= self.batching_minimum_length:
+            chunks.append(self._take())
+        elif self._len and self._batch_deadline is None:
+            self._batch_deadline = now + self.batching_interval
+        if self._tsni_check is None and self.tsni_interval > 0:
+            self._tsni_check = now + self.tsni_interval
+        return b"".join(chunks) if chunks else None
+
+    def flush(self) -> bytes | None:
+        """``lbm_src_flush``: whatever is batched, now."""
+        return self._take() if self._len else None
+
+    # ------------------------------------------------------------------ timers
+    def next_timer(self) -> float | None:
+        a, b = self._batch_deadline, self._tsni_check
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return min(a, b)
+
+    def handle_timer(self, now: float) -> bytes | None:
+        """Send a batch whose interval ran out, and due TSNIs; returns bytes for all receivers."""
+        parts: list[bytes] = []
+        if self._batch_deadline is not None and now >= self._batch_deadline and self._len:
+            parts.append(self._take())
+        if self._tsni_check is not None and now >= self._tsni_check:
+            parts.extend(self._tsnis(now))
+        return b"".join(parts) if parts else None
+
+    def _tsnis(self, now: float) -> list[bytes]:
+        interval, threshold = self.tsni_interval, self.tsni_active_threshold
+        records: list[tuple[int, int]] = []
+        next_check: float | None = None
+        for tidx, t in enumerate(self._topics):
+            if t is None or t.sqn == 0:
+                continue
+            idle = now - t.last_data
+            if threshold > 0 and idle > threshold:
+                continue
+            due = max(t.last_data, t.last_tsni) + interval
+            if now >= due:
+                records.append((tidx, (t.sqn - 1) & 0xFFFFFFFF))
+                t.last_tsni = now
+                due = now + interval
+            if next_check is None or due < next_check:
+                next_check = due
+        self._tsni_check = next_check
+        out = []
+        for i in range(0, len(records), MAX_TSNI_RECORDS):
+            out.append(_encode_tsni(records[i : i + MAX_TSNI_RECORDS]))
+            self.stats.tsnis_sent += 1
+        if out and self._len:
+            # Anything batched goes first: a TSNI must not overtake the data it describes.
+            out.insert(0, self._take())
+        return out
+
+    # ------------------------------------------------------------------ receivers
+    def connection(self) -> SourceConnection:
+        return SourceConnection(self)
+
+
+class SourceConnection:
+    """A receiver's connection to a source session: checks the session-id confirmation."""
+
+    __slots__ = ("_pending", "confirmed", "session")
+
+    def __init__(self, session: TcpSourceSession) -> None:
+        self.session = session
+        self.confirmed = not session.use_session_id
+        self._pending = bytearray()
+
+    def data_received(self, data: bytes | memoryview) -> bool:
+        """Bytes from the receiver.  Returns True when the connection just got confirmed.
+
+        Raises :class:`TransportError` for a stale session id or bytes that are not LBMC.
+        """
+        self._pending += data
+        if len(self._pending) > MAX_PENDING:
+            raise TransportError("receiver sent more than an LBMC message without framing")
+        just = False
+        for msg in _split(self._pending):
+            hdr = _decode(msg).find(lbmc.TcpSid)
+            if hdr is None:
+                continue  # other control traffic from receivers is not used by TCP sources
+            sid = hdr.sid
+            if self.session.use_session_id and sid != self.session.session_id:
+                raise TransportError(
+                    f"stale session id {sid:08x} (this session is {self.session.session_id:08x})"
+                )
+            if not self.confirmed:
+                self.confirmed = just = True
+        return just
+
+
+def _split(pending: bytearray) -> list[bytes]:
+    """Whole LBMC messages at the front of ``pending`` (removed from it)."""
+    out = []
+    pos = 0
+    end = len(pending)
+    while end - pos >= 4:
+        (msglen,) = _U16.unpack_from(pending, pos + 2)
+        if msglen < 4:
+            raise TransportError(f"LBMC msglen {msglen} at stream offset {pos}")
+        if end - pos < msglen:
+            break
+        out.append(bytes(pending[pos : pos + msglen]))
+        pos += msglen
+    if pos:
+        del pending[:pos]
+    return out
+
+
+# ---------------------------------------------------------------------- receiver side
+class DeliveryController:
+    """Ordered delivery and reassembly for one topic source (one tidx on one session)."""
+
+    __slots__ = (
+        "_frag_buf",
+        "_frag_first",
+        "_frag_got",
+        "_frag_total",
+        "deliver",
+        "delivered",
+        "expected",
+        "loss",
+        "max_burst_loss",
+        "started",
+        "tidx",
+        "topic",
+        "unrecoverable",
+    )
+
+    def __init__(
+        self,
+        tidx: int,
+        topic: str,
+        deliver: Callable[[int, bytes | memoryview], None],
+        loss: Callable[[str, int, int], None],
+        *,
+        max_burst_loss: int = 1024,
+    ) -> None:
+        self.tidx = tidx
+        self.topic = topic
+        self.deliver = deliver  # (sqn, payload): payload valid during the call only
+        self.loss = loss  # (kind, first_sqn, count)
+        self.max_burst_loss = max_burst_loss
+        self.expected = 0
+        self.started = False  # leading loss is suppressed until the first delivery
+        self.delivered = 0
+        self.unrecoverable = 0
+        self._frag_buf: bytearray | None = None
+        self._frag_first = 0
+        self._frag_total = 0
+        self._frag_got = 0
+
+    def _gap(self, sqn: int) -> bool:
+        """Account for messages expected..sqn-1 missing; False if ``sqn`` is old (duplicate)."""
+        if not self.started:
+            self.expected = sqn
+            return True
+        diff = (sqn - self.expected) & 0xFFFFFFFF
+        if diff == 0:
+            return True
+        if diff >= 0x80000000:
+            return False  # behind us: a duplicate
+        if diff > self.max_burst_loss:
+            self.unrecoverable += 1
+            self.loss(LOSS_BURST, self.expected, diff)
+        else:
+            self.unrecoverable += diff
+            for k in range(diff):
+                self.loss(LOSS, (self.expected + k) & 0xFFFFFFFF, 1)
+        self._frag_buf = None
+        self.expected = sqn
+        return True
+
+    def on_data(self, sqn: int, payload: bytes | memoryview) -> None:
+        if sqn != self.expected and not self._gap(sqn):
+            return
+        self.expected = (sqn + 1) & 0xFFFFFFFF
+        self._frag_buf = None
+        self.started = True
+        self.delivered += 1
+        self.deliver(sqn, payload)
+
+    def on_fragment(
+        self, sqn: int, first: int, offset: int, total: int, payload: bytes | memoryview
+    ) -> None:
+        if sqn != self.expected and not self._gap(sqn):
+            return
+        self.expected = (sqn + 1) & 0xFFFFFFFF
+        if offset == 0:
+            if total > MAX_REASSEMBLY_BYTES:
+                raise TransportError(f"fragmented message of {total} bytes exceeds our limit")
+            self._frag_buf = bytearray(total)
+            self._frag_first, self._frag_total, self._frag_got = first, total, 0
+        buf = self._frag_buf
+        if buf is None or first != self._frag_first:
+            return  # joined mid-message: leading partial message, silently dropped
+        end = offset + len(payload)
+        if end > self._frag_total:
+            raise TransportError("fragment beyond the message's total length")
+        buf[offset:end] = payload
+        self._frag_got += len(payload)
+        if self._frag_got >= self._frag_total:
+            self._frag_buf = None
+            self.started = True
+            self.delivered += 1
+            # Seed 8.4: a reassembled message carries the sqn of its last fragment.
+            self.deliver(sqn, bytes(buf))
+
+    def on_tsni(self, sqn: int) -> None:
+        """The source's last sent sqn is ``sqn``: anything up to it not seen is lost."""
+        if not self.started:
+            return
+        nxt = (sqn + 1) & 0xFFFFFFFF
+        diff = (nxt - self.expected) & 0xFFFFFFFF
+        if diff and diff < 0x80000000:
+            self._gap(nxt)
+
+
+class ReceiverStats:
+    __slots__ = ("bytes_received", "messages_no_topic", "messages_received", "tsnis_received")
+
+    def __init__(self) -> None:
+        self.bytes_received = 0
+        self.messages_received = 0
+        self.messages_no_topic = 0
+        self.tsnis_received = 0
+
+
+class TcpReceiverSession:
+    """The sans-IO receiver end of one TCP connection to a source session."""
+
+    def __init__(self, session_id: int | None) -> None:
+        self.session_id = session_id
+        self.dcs: dict[int, DeliveryController] = {}
+        self.stats = ReceiverStats()
+        self.active = False  # set by the first bytes from the source: BOS time
+        #: Called once, on the first bytes from the source, before anything is delivered.
+        self.on_active: Callable[[], None] | None = None
+        self._pending = bytearray()
+
+    def connect_message(self) -> bytes | None:
+        """What to send right after connecting: the session-id confirmation (TCP-SID header)."""
+        if self.session_id is None:
+            return None
+        return encode_tcp_sid(self.session_id)
+
+    def subscribe(self, dc: DeliveryController) -> None:
+        self.dcs[dc.tidx] = dc
+
+    def unsubscribe(self, tidx: int) -> None:
+        self.dcs.pop(tidx, None)
+
+    def data_received(self, data: bytes | memoryview) -> bool:
+        """Bytes from the source; delivers through the DCs.  Returns True on the first bytes
+        (the session became active: time for BOS).  Raises TransportError on garbage."""
+        first = not self.active
+        if first:
+            self.active = True
+            if self.on_active is not None:
+                self.on_active()
+        st = self.stats
+        st.bytes_received += len(data)
+        pending = self._pending
+        if pending:
+            pending += data
+            buf: bytes | bytearray | memoryview = pending
+        else:
+            buf = data
+        end = len(buf)
+        pos = 0
+        dcs = self.dcs
+        unpack = _DATA_HEAD.unpack_from
+        view = memoryview(buf)
+        try:
+            while end - pos >= 4:
+                msglen = buf[pos + 2] << 8 | buf[pos + 3]
+                if msglen < 4:
+                    raise TransportError(f"LBMC msglen {msglen} at stream offset {pos}")
+                if end - pos < msglen:
+                    break
+                if msglen >= _DATA_HEADER and buf[pos] == 0 and buf[pos + 1] == 0:
+                    # Fast path: a plain data message (no extension headers).
+                    _, _, _, tidx, sqn = unpack(buf, pos)
+                    st.messages_received += 1
+                    dc = dcs.get(tidx)
+                    if dc is None:
+                        st.messages_no_topic += 1
+                    else:
+                        dc.on_data(sqn, view[pos + _DATA_HEADER : pos + msglen])
+                else:
+                    self._slow(bytes(view[pos : pos + msglen]))
+                pos += msglen
+        finally:
+            view.release()
+        if pos == end:
+            if pending:
+                pending.clear()
+        elif pending:
+            del pending[:pos]
+        else:
+            pending += buf[pos:]
+        if len(pending) > MAX_PENDING:
+            raise TransportError("source sent more than an LBMC message without framing")
+        return first
+
+    def _slow(self, msg: bytes) -> None:
+        """Any LBMC message other than plain data: fragments, TSNI, unknown control."""
+        m = _decode(msg)
+        st = self.stats
+        if m.msg_type in (lbmc.MSG_DATA, lbmc.MSG_RETRANS):
+            st.messages_received += 1
+            dc = self.dcs.get(m.tidx)
+            if dc is None:
+                st.messages_no_topic += 1
+                return
+            frag = m.find(lbmc.Frag)
+            if frag is None:
+                dc.on_data(m.sqn, m.payload)
+            else:
+                dc.on_fragment(m.sqn, frag.first_sqn, frag.offset, frag.total_len, m.payload)
+        elif m.msg_type == lbmc.MSG_CONTROL:
+            for tsni in m.find_all(lbmc.Tsni):
+                st.tsnis_received += 1
+                for tidx, sqn in tsni.records:
+                    dc = self.dcs.get(tidx)
+                    if dc is not None:
+                        dc.on_tsni(sqn)
