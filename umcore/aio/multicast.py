@@ -1,0 +1,66 @@
+"""Sockets for multicast topic resolution, and the interface address a context advertises.
+
+Theory of operation
+-------------------
+Multicast TR sends to and listens on one group and port (224.9.10.11:12965 by default).  Several
+contexts on one host share the port, so the socket sets SO_REUSEADDR (and SO_REUSEPORT where it
+exists) and binds the *group* address, which on Linux keeps datagrams of other groups on the same
+port out (the IP_MULTICAST_ALL trap of notes 2.11/Traps).  IP_MULTICAST_IF picks the interface
+(tests use 127.0.0.1; loopback multicast works with IP_MULTICAST_LOOP on), IP_MULTICAST_TTL is
+``resolver_multicast_ttl``.  The socket is then handed to
+:class:`~umcore.aio.udp.DatagramEndpoint`, which drains it.
+
+:func:`route_address` answers "which of my addresses would reach X": a TIR must carry a concrete
+IP (receivers connect to it, and tshark binds transport and topic by it), never 0.0.0.0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+
+__all__ = ["open_multicast_socket", "route_address"]
+
+
+def open_multicast_socket(
+    group: str, port: int, interface: str, *, ttl: int = 16, rcvbuf: int | None = None
+) -> socket.socket:
+    """A non-blocking UDP socket joined to ``group`` on ``interface``, sending there too."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if rcvbuf:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        try:
+            sock.bind((group, port))
+        except OSError:
+            sock.bind(("0.0.0.0", port))
+        iface = socket.inet_aton(interface)
+        mreq = socket.inet_aton(group) + iface
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, iface)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, struct.pack("b", ttl))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        sock.setblocking(False)
+        return sock
+    except BaseException:
+        sock.close()
+        raise
+
+
+def route_address(dest: str, port: int = 9) -> str:
+    """The local IPv4 address the kernel would use to reach ``dest`` (no packet is sent)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((dest, port))
+        addr: str = s.getsockname()[0]
+        return addr
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        s.close()

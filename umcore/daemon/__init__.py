@@ -1,0 +1,16 @@
+"""umcore.daemon: the runtime every pyum daemon (lbmrd, SRS, store, DRO) is built from.
+
+- ``cli``         argparse with the seed's flags, ``--help`` printing the man page, ``--metrics``
+- ``logs``        console or file logging with timestamps and levels, SIGHUP re-opening, and a
+                  rate-limited logger for "malformed datagram" style messages
+- ``pidfile``     write the pid file at start, remove it at exit
+- ``lifecycle``   the event loop (uvloop when installed), SIGTERM/SIGINT graceful stop (a second
+                  SIGINT forces), SIGHUP, the Windows fallback; "validate config, else one line and
+                  exit 1" before anything binds
+- ``metrics``     the ``--metrics HOST:PORT`` Prometheus endpoint, one registry per daemon
+- ``interfaces``  interface specifications (IP, CIDR, device name, host name) -> a local address
+- ``winservice``  the Windows service front base class (pywin32, optional extra ``windows``)
+
+A daemon's ``__main__`` is thin: parse the command line, load and check the configuration (exit 1
+with one line on error), then :func:`umcore.daemon.lifecycle.run` its ``async`` body.
+"""

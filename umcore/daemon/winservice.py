@@ -1,0 +1,151 @@
+"""The Windows service front of a pyum daemon (``lbmrds`` and, later, the other daemons' ``*s``).
+
+Theory of operation
+-------------------
+UM ships each daemon twice on Windows: the console program (``lbmrd``) and a service front
+(``lbmrds``, seed 003 15.2) that (a) records the service's parameters in the registry
+(``-S install|remove|config``, ``-e`` event-log level, ``-E``/``-U`` environment-variable file) and
+(b) is the executable the Service Control Manager runs.  :class:`ServiceFront` is that second part
+built on pywin32 (optional extra ``pyum[windows]``): a daemon subclasses it, names the service and
+gives the coroutine to run; SvcStop sets the same "stopping" event SIGTERM sets on Unix.
+
+This module imports without pywin32 (``HAVE_PYWIN32`` is then False and :func:`require_pywin32`
+explains what to install); it is documented and type-checked here, not run: there is no Windows
+machine in our CI.  Registry layout (our choice, one key per service):
+``HKLM\\SYSTEM\\CurrentControlSet\\Services\\<name>\\Parameters`` with values ``ConfigFile``,
+``EventLogLevel`` (NONE, INFO, WARN, ERROR; default WARN) and ``EnvVarFile``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+__all__ = [
+    "EVENT_LOG_LEVELS",
+    "HAVE_PYWIN32",
+    "ServiceFront",
+    "ServiceParameters",
+    "require_pywin32",
+]
+
+try:  # pragma: no cover - only on Windows with pywin32
+    import servicemanager
+    import win32event
+    import win32service
+    import win32serviceutil
+
+    HAVE_PYWIN32 = True
+    _Base: Any = win32serviceutil.ServiceFramework
+except ImportError:
+    HAVE_PYWIN32 = False
+    _Base = object
+
+log = logging.getLogger("umcore.daemon.winservice")
+
+# The seed's -e values, lowest to highest; WARN is the default.
+EVENT_LOG_LEVELS = {
+    "NONE": None,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+}
+
+
+def require_pywin32(prog: str) -> None:
+    """Raise SystemExit(1) with one line if pywin32 is missing."""
+    if not HAVE_PYWIN32:
+        raise SystemExit(
+            f"{prog}: the Windows service front needs pywin32: pip install 'pyum[windows]' "
+            "(on Windows); on Unix run the console daemon under systemd instead"
+        )
+
+
+class ServiceParameters:
+    """What ``-S config`` / ``-e`` / ``-E`` store in the registry for the service."""
+
+    __slots__ = ("config_file", "env_var_file", "event_log_level")
+
+    def __init__(
+        self,
+        config_file: str | None = None,
+        event_log_level: str = "WARN",
+        env_var_file: str | None = None,
+    ) -> None:
+        if event_log_level not in EVENT_LOG_LEVELS:
+            raise ValueError(f"event log level must be one of {', '.join(EVENT_LOG_LEVELS)}")
+        self.config_file = config_file
+        self.event_log_level = event_log_level
+        self.env_var_file = env_var_file
+
+    def save(self, service_name: str) -> None:  # pragma: no cover - Windows only
+        require_pywin32(service_name)
+        set_option = win32serviceutil.SetServiceCustomOption
+        set_option(service_name, "ConfigFile", self.config_file or "")
+        set_option(service_name, "EventLogLevel", self.event_log_level)
+        set_option(service_name, "EnvVarFile", self.env_var_file or "")
+
+    @classmethod
+    def load(cls, service_name: str) -> ServiceParameters:  # pragma: no cover - Windows only
+        require_pywin32(service_name)
+        get_option = win32serviceutil.GetServiceCustomOption
+        return cls(
+            get_option(service_name, "ConfigFile", "") or None,
+            get_option(service_name, "EventLogLevel", "WARN") or "WARN",
+            get_option(service_name, "EnvVarFile", "") or None,
+        )
+
+
+class ServiceFront(_Base):  # type: ignore[misc]
+    """Base class of a daemon's Windows service (pywin32's ServiceFramework).
+
+    Subclasses set ``_svc_name_``, ``_svc_display_name_`` and implement :meth:`make_main`, which
+    returns the daemon's coroutine given the stored parameters and the stop event.
+    """
+
+    _svc_name_ = "pyum"
+    _svc_display_name_ = "pyum daemon"
+
+    def __init__(self, args: Any) -> None:  # pragma: no cover - Windows only
+        super().__init__(args)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stop_handle = win32event.CreateEvent(None, 0, 0, None)
+
+    def make_main(
+        self, parameters: ServiceParameters, stopping: asyncio.Event
+    ) -> Coroutine[Any, Any, int]:
+        raise NotImplementedError
+
+    def SvcStop(self) -> None:  # pywin32 names it  # pragma: no cover
+        self.ReportServiceStatus(win32service.SERVICE_STOP_PENDING)
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            loop.call_soon_threadsafe(stop.set)
+        win32event.SetEvent(self._stop_handle)
+
+    def SvcDoRun(self) -> None:  # pywin32 names it  # pragma: no cover
+        servicemanager.LogMsg(
+            servicemanager.EVENTLOG_INFORMATION_TYPE,
+            servicemanager.PYS_SERVICE_STARTED,
+            (self._svc_name_, ""),
+        )
+        parameters = ServiceParameters.load(self._svc_name_)
+
+        async def body() -> int:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            return await self.make_main(parameters, self._stop)
+
+        asyncio.run(body())
+
+
+def handle_command_line(
+    front: type[ServiceFront], argv: list[str], save: Callable[[ServiceParameters], None]
+) -> int:  # pragma: no cover - Windows only
+    """Hand ``-S install|remove`` to pywin32's command-line helper."""
+    require_pywin32(front._svc_name_)
+    win32serviceutil.HandleCommandLine(front, argv=argv)
+    return 0
