@@ -1,0 +1,185 @@
+"""Shared pieces of the LBMR codec: the error class, limits, the record base class, helpers.
+
+Theory of operation
+-------------------
+The LBMR codec (:mod:`umcore.wire.lbmr`) is split over a few modules to keep each readable; this
+one holds what all of them use:
+
+- :class:`LBMRError`, the only exception the LBMR decoders raise, whatever the input.
+- The limits, each a named constant with the reason for its value.
+- :class:`Record`, the base of every record class: plain slotted classes (cheap to build, unlike
+  frozen dataclasses) with value equality, a hash and a readable ``repr`` derived from
+  ``__slots__``.  Treat records as immutable once built.
+- Conversions used everywhere: dotted-quad IPv4 strings <-> 4 raw bytes (no ``socket``), names
+  <-> bytes (UTF-8 with ``surrogateescape``, so any byte string a peer sends decodes and encodes
+  back to the same bytes), and bounds-checked readers that raise :class:`LBMRError` with the
+  record name and offset.
+
+Every integer on the LBMR wire is big-endian (Wireshark's packet-lbmr.c reads them all with
+ENC_BIG_ENDIAN; see shared/spec/wire-lbmr-transports-srs.md section 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from typing import Any
+
+from umcore.errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = [
+    "MAX_DATAGRAM_SIZE",
+    "MAX_NAME_LEN",
+    "MAX_TOPIC_LEN",
+    "RESOLVER_DATAGRAM_MAX_SIZE_DEFAULT",
+    "LBMRError",
+    "Record",
+]
+
+# --- limits -----------------------------------------------------------------------------------
+
+# Longest topic name UM accepts, in bytes without the NUL: the UM API allocates 256 bytes
+# (LBM_MSG_MAX_TOPIC_LEN) but documents 246 as the legal maximum (spec/seed-core-features.md,
+# "legal topic length is 246 bytes").  Applies to TQR, TIR, TMR, QIR and PSER topic names, both
+# when encoding and when decoding (a longer name is not something UM sends).
+MAX_TOPIC_LEN = 246
+
+# Longest other NUL-terminated name (wildcard patterns, queue names, context names, TNWG symbols):
+# the dissector's name buffer is LBMR_MAX_NAMELEN = 256 bytes including the NUL.  [I] UM's own
+# limits for these are not published in our sources.
+MAX_NAME_LEN = 255
+
+# Largest LBMR datagram: resolver_datagram_max_size may be set up to 65535 (UM Configuration
+# Guide; spec/seed-transports-tr.md 2.3).  Neither encode nor decode handles more.
+MAX_DATAGRAM_SIZE = 65535
+
+# UM's default resolver_datagram_max_size; senders batch TQRs/TIRs up to this size.
+RESOLVER_DATAGRAM_MAX_SIZE_DEFAULT = 8192
+
+
+class LBMRError(RemoteProtocolError):
+    """A peer sent an LBMR datagram we cannot decode (the datagram is dropped, nothing else)."""
+
+
+# --- record base ------------------------------------------------------------------------------
+
+
+def _all_slots(cls: type) -> tuple[str, ...]:
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for name in klass.__dict__.get("__slots__", ()):
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+class Record:
+    """Base of every LBMR record: value equality, hash and repr from ``__slots__``."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._fields = _all_slots(cls)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self._values()))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({args})"
+
+
+# --- conversions --------------------------------------------------------------------------------
+
+
+def ip_str(raw: bytes) -> str:
+    """4 raw bytes (network order) -> dotted quad."""
+    return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}"
+
+
+@functools.lru_cache(maxsize=4096)
+def ip_bytes(addr: str) -> bytes:
+    """Dotted quad -> 4 raw bytes; only the canonical form (no leading zeros, no spaces)."""
+    parts = addr.split(".") if isinstance(addr, str) else []
+    if len(parts) != 4:
+        raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
+    out = bytearray(4)
+    for i, part in enumerate(parts):
+        if not part.isdigit() or not part.isascii() or str(int(part)) != part:
+            raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
+        value = int(part)
+        if value > 255:
+            raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
+        out[i] = value
+    return bytes(out)
+
+
+def name_bytes(name: str, limit: int, what: str) -> bytes:
+    """Encode a name for the wire (no NUL added); refuse NULs and names over ``limit`` bytes."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except (UnicodeError, AttributeError) as exc:
+        raise LocalProtocolError(f"{what} cannot be encoded: {name!r}") from exc
+    if b"\0" in raw:
+        raise LocalProtocolError(f"{what} contains a NUL byte: {name!r}")
+    if len(raw) > limit:
+        raise LocalProtocolError(f"{what} is {len(raw)} bytes, more than the limit {limit}")
+    return raw
+
+
+def name_str(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def fixed_bytes(value: bytes, size: int, what: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != size:
+        raise LocalProtocolError(f"{what} must be {size} bytes, got {value!r}")
+    return bytes(value)
+
+
+def read_cstring(data: bytes, pos: int, end: int, limit: int, record: str) -> tuple[str, int]:
+    """Read a NUL-terminated name at ``pos`` (NUL before ``end``); return it and the next offset."""
+    nul = data.find(b"\0", pos, end)
+    if nul < 0:
+        raise LBMRError("name not NUL-terminated", record=record, offset=pos)
+    if nul - pos > limit:
+        raise LBMRError(f"name longer than {limit} bytes", record=record, offset=pos)
+    return data[pos:nul].decode("utf-8", "surrogateescape"), nul + 1
+
+
+def trailing_name(raw: bytes, limit: int, record: str, offset: int) -> str:
+    """A name stored in a length-delimited field: one trailing NUL is dropped if present.
+
+    [I] Our encoders always NUL-terminate these names (as UM does for every other LBMR string);
+    the dissector only shows the bytes, so a peer that omits the NUL is accepted too."""
+    if raw.endswith(b"\0"):
+        raw = raw[:-1]
+    if b"\0" in raw:
+        raise LBMRError("NUL byte inside a name", record=record, offset=offset)
+    if len(raw) > limit:
+        raise LBMRError(f"name longer than {limit} bytes", record=record, offset=offset)
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def need(pos: int, size: int, end: int, record: str) -> None:
+    """Raise unless ``size`` bytes are available at ``pos`` before ``end``."""
+    if pos + size > end:
+        raise LBMRError(
+            f"truncated: need {size} bytes, {max(end - pos, 0)} left", record=record, offset=pos
+        )
+
+
+U8 = struct.Struct(">B")
+U16 = struct.Struct(">H")
+U32 = struct.Struct(">I")
+OPT_HDR = struct.Struct(">BB")  # type, len: the head of every LBMR option
