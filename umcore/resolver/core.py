@@ -310,7 +310,11 @@ class TopicResolver:
             st.datagrams_dropped_malformed += 1
             return []
         found: list[SourceInfo] = []
-        for tqr in getattr(packet, "tqrs", ()):
+        if packet.type not in (lbmr.LBMR_TYPE_NORMAL, lbmr.LBMR_TYPE_WC_TQRS):
+            return []  # keepalives (lbmrd's type 0 has no records) and other types
+        for tqr in packet.tqrs:
+            if type(tqr) is not lbmr.TQR:
+                continue  # wildcard queries: wildcard receivers are not implemented yet
             st.tqrs_received += 1
             topic = tqr.topic
             entry = self._sources.get(topic)
@@ -319,10 +323,10 @@ class TopicResolver:
             entry.schedule.restart_sustaining(now)
             if self.config.send_immediate_response:
                 self._emit(self._pack([], [self._tir(s) for s in entry.sources]), now)
-        for tir in getattr(packet, "tirs", ()):
+        for tir in packet.tirs:
             st.tirs_received += 1
             transport = tir.transport_info
-            if not isinstance(transport, lbmr.TCPInfo):
+            if type(transport) is not lbmr.TCPInfo:
                 continue  # other transports are not implemented by this client yet
             info = SourceInfo(tir.topic, tir.index, transport)
             self._remember(info)

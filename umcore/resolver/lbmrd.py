@@ -49,7 +49,7 @@ import ipaddress
 import struct
 from collections.abc import Iterable, Sequence
 
-from umcore.wire import lbmr
+import umcore.wire.lbmr as lbmr
 
 __all__ = [
     "MAX_CLIENTS",
