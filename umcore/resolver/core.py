@@ -141,8 +141,17 @@ class ResolverStats:
     )
 
     def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, 0)
+        self.datagrams_received = 0
+        self.datagrams_sent = 0
+        self.datagrams_dropped_malformed = 0
+        self.datagrams_dropped_unknown_source = 0
+        self.tirs_received = 0
+        self.tirs_sent = 0
+        self.tqrs_received = 0
+        self.tqrs_sent = 0
+        self.keepalives_sent = 0
+        self.cache_refused = 0  # receiver-side cache full (resolver_receiver_map_tablesz)
+        self.outbox_dropped = 0  # datagrams refused because the caller stopped draining
 
 
 class SourceInfo:
@@ -177,11 +186,12 @@ class _SourceTopic:
 
 
 class _ReceiverTopic:
-    __slots__ = ("count", "schedule")
+    __slots__ = ("count", "schedule", "threshold")
 
     def __init__(self, schedule: PhaseSchedule) -> None:
         self.schedule = schedule
         self.count = 1  # receivers of this topic in the context
+        self.threshold = 10_000_000
 
 
 class TopicResolver:
@@ -211,16 +221,27 @@ class TopicResolver:
         return (self.config.multicast_address, self.config.multicast_port)
 
     def add_source(
-        self, topic: str, index: int, transport: lbmr.TCPInfo, now: float
+        self,
+        topic: str,
+        index: int,
+        transport: lbmr.TCPInfo,
+        now: float,
+        *,
+        timings: PhaseTimings | None = None,
+        send_initial: bool | None = None,
     ) -> list[SourceInfo]:
-        """A local source of ``topic`` exists; returns it as an event if local receivers want it."""
+        """A local source of ``topic`` exists; returns it as an event if local receivers want it.
+
+        ``timings``/``send_initial``: the source's own ``resolver_advertisement_*`` and
+        ``resolver_send_initial_advertisement`` (first source of a topic wins); default: the
+        config's."""
         self._alive = True
         entry = self._sources.get(topic)
         if entry is None:
+            if send_initial is None:
+                send_initial = self.config.send_initial_advertisement
             sched = PhaseSchedule(
-                self.config.advertisement,
-                now,
-                send_first=self.config.send_initial_advertisement,
+                timings or self.config.advertisement, now, send_first=send_initial
             )
             entry = self._sources[topic] = _SourceTopic(sched)
         info = SourceInfo(topic, index, transport)
@@ -238,17 +259,30 @@ class TopicResolver:
         if not entry.sources:
             del self._sources[topic]
 
-    def add_receiver(self, topic: str, now: float) -> list[SourceInfo]:
-        """A local receiver of ``topic`` exists; returns the sources already in the cache."""
+    def add_receiver(
+        self,
+        topic: str,
+        now: float,
+        *,
+        timings: PhaseTimings | None = None,
+        query_threshold: int | None = None,
+    ) -> list[SourceInfo]:
+        """A local receiver of ``topic`` exists; returns the sources already in the cache.
+
+        ``timings``/``query_threshold``: the receiver's ``resolver_query_*`` and
+        ``resolution_number_of_sources_query_threshold`` (first receiver of a topic wins)."""
         self._alive = True
         entry = self._receivers.get(topic)
         if entry is None:
-            self._receivers[topic] = _ReceiverTopic(PhaseSchedule(self.config.query, now))
+            entry = self._receivers[topic] = _ReceiverTopic(
+                PhaseSchedule(timings or self.config.query, now)
+            )
+            entry.threshold = query_threshold or self.config.query_threshold
         else:
             entry.count += 1
         known = list(self._cache.get(topic, {}).values())
-        if len(known) >= self.config.query_threshold:
-            self._receivers[topic].schedule.stop()
+        if len(known) >= entry.threshold:
+            entry.schedule.stop()
         return known
 
     def remove_receiver(self, topic: str) -> None:
@@ -333,7 +367,7 @@ class TopicResolver:
             rcv = self._receivers.get(tir.topic)
             if rcv is not None:
                 found.append(info)
-                if len(self._cache[tir.topic]) >= self.config.query_threshold:
+                if len(self._cache[tir.topic]) >= rcv.threshold:
                     rcv.schedule.stop()
         return found
 

@@ -1,0 +1,750 @@
+"""The public asyncio client API: :class:`Context`, :class:`Source`, :class:`Receiver`.
+
+Theory of operation
+-------------------
+A :class:`Context` is UM's context: one per event loop task group, holding topic resolution and
+the transport sessions (seed 003 chapter 3).  The asyncio loop plays the role of UM's context
+thread: callbacks run on it and must not block.
+
+- **Topic resolution.**  A :class:`~umcore.resolver.core.TopicResolver` (sans-IO) behind one UDP
+  socket (:class:`~umcore.aio.udp.DatagramEndpoint`): bound to a port of
+  ``resolver_unicast_port_low..high`` and talking to lbmrds when ``resolver_unicast_daemon`` is
+  set, otherwise joined to the multicast group.  One :class:`~umcore.aio.timer.CoreTimer` drives
+  its schedules.
+- **Sources.**  Each source is mapped round robin onto up to ``transport_tcp_maximum_ports`` TCP
+  transport sessions, each a listener on a port of ``transport_tcp_port_low..high``
+  (:class:`~umcore.aio.tcp.SourceListener` around a
+  :class:`~umcore.transport.tcp.TcpSourceSession`); the source's TIR advertises (ip, port,
+  session id, topic index).  :meth:`Source.send` awaits while a receiver's buffer is over
+  ``transport_session_maximum_buffer`` (UM's blocking send); :meth:`Source.send_nowait` raises
+  :class:`~umcore.errors.WouldBlock` instead and a WAKEUP event follows when it clears.
+- **Receivers.**  A TIR for a topic with receivers makes the context connect to that source's
+  session once (:class:`~umcore.aio.tcp.ReceiverConnection`) and add a delivery controller for
+  the topic index.  The first bytes on the session give every mapped receiver BOS; a receiver
+  added to an already active session gets BOS at once; the end of the connection gives EOS
+  (seed 3.4).  Data reach the receiver's callback (the fast path) or, without one, a bounded
+  queue read by ``async for msg in receiver``; when that queue holds ``MAX_RECEIVER_QUEUE``
+  messages the context stops reading the sessions feeding it (receiver pacing, counted in
+  :attr:`Receiver.queue_pauses`) instead of growing without bound.
+- **Faults.**  A peer's garbage costs that peer its connection or datagram; an exception raised
+  by an application callback is logged and counted, never allowed to break a session.
+
+Deletion order follows UM: close sources and receivers before their context; :meth:`Context.close`
+refuses otherwise.  ``async with await Context.create(...) as ctx`` closes what is left in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from umcore.aio.multicast import open_multicast_socket, route_address
+from umcore.aio.tcp import ReceiverConnection, SourceListener
+from umcore.aio.timer import CoreTimer
+from umcore.aio.udp import DatagramEndpoint
+from umcore.api import message as m
+from umcore.api.message import Message
+from umcore.config.attributes import global_configuration
+from umcore.errors import ConfigError, UMError, WouldBlock
+from umcore.resolver.core import ResolverConfig, SourceInfo, TopicResolver
+from umcore.resolver.schedule import advertisement_timings, query_timings
+from umcore.resolver.unicast import UnicastTimings
+from umcore.transport.tcp import (
+    LOSS_BURST,
+    DeliveryController,
+    TcpReceiverSession,
+    TcpSourceSession,
+)
+from umcore.wire import lbmr
+
+__all__ = ["MAX_RECEIVER_QUEUE", "Context", "Receiver", "Source"]
+
+log = logging.getLogger("umcore.api")
+
+# Messages a receiver without callback may hold for its async iterator before the context stops
+# reading the sessions feeding it (they resume at half).  Events (BOS/EOS/loss) are always
+# queued: at most a few per session, they cannot grow without bound.
+MAX_RECEIVER_QUEUE = 65536
+# Bound on one connect attempt to a source's TCP port.
+CONNECT_TIMEOUT_S = 5.0
+
+OnMessage = Callable[[Message], object]
+OnSourceEvent = Callable[[int, object], object]
+
+
+# ------------------------------------------------------------------------------ options
+class _Options:
+    """Typed reads of one object's effective options (:mod:`umcore.config.attributes`).
+
+    ``attributes`` may be an attribute object of the right scope, a mapping of option name to
+    UM's string form (set over the current defaults, as ``str_setopt`` would), or None (the
+    process configuration: flat files, ``LBM_*`` environment variables, XML).  The process
+    configuration then checks XML restrictions (a violation is a ConfigError).
+    """
+
+    __slots__ = ("attrs",)
+
+    def __init__(self, scope: str, attributes: Any, name: str | None = None) -> None:
+        cfg = global_configuration()
+        if isinstance(attributes, Mapping):
+            base = cfg.attributes(scope)
+            for key, value in attributes.items():
+                base.set(key, value if isinstance(value, str) else str(value))
+            attributes = base
+        self.attrs = cfg.for_object(scope, attributes, name=name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self.attrs.get_typed(name)
+        except ConfigError:
+            return default
+
+
+def _interface_ip(value: Any) -> str | None:
+    """An interface option's address, or None for "any" (0.0.0.0).
+
+    Limitation: device names and CIDR networks with a prefix are not looked up among the
+    host's interfaces yet; a CIDR address is used as given."""
+    if value is None:
+        return None
+    if getattr(value, "kind", "cidr") != "cidr":
+        log.warning("interface %s: only numeric addresses are supported; using any", value)
+        return None
+    name = getattr(value, "name", None)
+    text = str(name if name is not None else value)
+    if text in ("", "0.0.0.0"):
+        return None
+    return text.split("/")[0]
+
+
+def _daemons(value: Any) -> list[tuple[str, int]]:
+    """``resolver_unicast_daemon`` entries (:class:`~umcore.config.values.ResolverEntry`) as
+    (ip, port).  Limitation: the ``Iface[:SrcPort]->`` part of an entry is not honoured yet."""
+    out: list[tuple[str, int]] = []
+    for entry in value or ():
+        address = getattr(entry, "address", None)
+        port = getattr(entry, "port", None)
+        if address is not None and port is not None:
+            out.append((str(address), int(port)))
+    return out
+
+
+def _random_session_id() -> int:
+    return random.SystemRandom().randrange(1, 0x1_0000_0000)
+
+
+# ------------------------------------------------------------------------------ sources
+class _SourceSession:
+    """One TCP transport session of this context: core, listener, timer and its sources."""
+
+    def __init__(self, ctx: Context, core: TcpSourceSession, listener: SourceListener) -> None:
+        self.ctx = ctx
+        self.core = core
+        self.listener = listener
+        self.sources: list[Source] = []
+        self.timer = CoreTimer(ctx._loop, self._on_timer)
+        listener.on_connect = self._on_connect
+        listener.on_disconnect = self._on_disconnect
+        listener.on_unblock = self._on_unblock
+
+    def _on_timer(self) -> None:
+        out = self.core.handle_timer(self.ctx._loop.time())
+        if out:
+            self.listener.write(out)
+        self.timer.arm(self.core.next_timer())
+
+    def _on_connect(self, peer: str) -> None:
+        for s in self.sources:
+            s._event(m.SRC_EVENT_CONNECT, peer)
+
+    def _on_disconnect(self, peer: str) -> None:
+        for s in self.sources:
+            s._event(m.SRC_EVENT_DISCONNECT, peer)
+
+    def _on_unblock(self) -> None:
+        for s in self.sources:
+            if s._wants_wakeup:
+                s._wants_wakeup = False
+                s._event(m.SRC_EVENT_WAKEUP, None)
+
+
+class Source:
+    """A topic source (``lbm_src_t``); create with :meth:`Context.create_source`."""
+
+    def __init__(
+        self, ctx: Context, topic: str, session: _SourceSession, on_event: OnSourceEvent | None
+    ) -> None:
+        self.context = ctx
+        self.topic = topic
+        self._session = session
+        self._core = session.core
+        self._listener = session.listener
+        self._loop = ctx._loop
+        self.tidx = self._core.add_topic(topic, self._loop.time())
+        self.on_event = on_event
+        self._wants_wakeup = False
+        self.closed = False
+        #: Exceptions raised by ``on_event`` (logged, counted, never propagated).
+        self.callback_errors = 0
+        ip = ctx.advertised_ip
+        self.transport_info = lbmr.TCPInfo(
+            ip, self._listener.port, self._core.session_id if self._core.use_session_id else None
+        )
+        self.source_string = f"TCP:{ip}:{self._listener.port}:{self._core.session_id:08x}"
+
+    @property
+    def receivers(self) -> int:
+        """Receivers connected to this source's transport session."""
+        return self._listener.receivers
+
+    def _event(self, code: int, info: object) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(code, info)
+        except Exception:
+            self.callback_errors += 1
+            log.exception("source event callback failed (topic %r)", self.topic)
+
+    def _check(self) -> None:
+        if self.closed:
+            raise UMError(f"source for {self.topic!r} is closed")
+
+    async def send(self, data: bytes | memoryview, *, flush: bool = False) -> None:
+        """Send one message; awaits while a receiver is too slow (UM's blocking send)."""
+        listener = self._listener
+        if listener._paused:
+            self._check()
+            await listener.writable()
+        self._check()
+        out = self._core.send(self.tidx, data, self._loop.time(), flush)
+        if out is not None:
+            listener.write(out)
+        self._session.timer.arm(self._core.next_timer())
+
+    def send_nowait(self, data: bytes | memoryview, *, flush: bool = False) -> None:
+        """Send one message or raise :class:`WouldBlock` (UM's ``LBM_SRC_NONBLOCK``); a WAKEUP
+        source event follows when sending may go on."""
+        self._check()
+        listener = self._listener
+        if listener._paused:
+            self._wants_wakeup = True
+            raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
+        out = self._core.send(self.tidx, data, self._loop.time(), flush)
+        if out is not None:
+            listener.write(out)
+        self._session.timer.arm(self._core.next_timer())
+
+    def flush(self) -> None:
+        """Send what implicit batching holds now (``lbm_src_flush``)."""
+        out = self._core.flush()
+        if out is not None:
+            self._listener.write(out)
+        self._session.timer.arm(self._core.next_timer())
+
+    async def close(self) -> None:
+        """Delete the source: batched messages go out first; a session left without sources
+        closes, which gives its receivers EOS."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        ctx = self.context
+        ctx._sources.discard(self)
+        ctx._resolver.remove_source(self.topic, self.tidx, self.transport_info)
+        self._core.remove_topic(self.tidx)
+        self._session.sources.remove(self)
+        if not self._session.sources:
+            await ctx._close_session(self._session)
+
+
+# ------------------------------------------------------------------------------ receivers
+class Receiver:
+    """A topic receiver (``lbm_rcv_t``); create with :meth:`Context.create_receiver`.
+
+    With ``on_message`` every delivery calls it on the loop (the fast path); without, deliveries
+    queue for ``async for msg in receiver`` / :meth:`get`.
+    """
+
+    def __init__(self, ctx: Context, topic: str, on_message: OnMessage | None) -> None:
+        self.context = ctx
+        self.topic = topic
+        self.on_message = on_message
+        self.closed = False
+        self._queue: deque[Message] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        #: Times the queue filled up and reading from the sources was paused.
+        self.queue_pauses = 0
+        #: Exceptions raised by ``on_message`` (logged, counted, never propagated).
+        self.callback_errors = 0
+        self.messages = 0
+        self.unrecoverable = 0
+        #: ``ordered_delivery``: TCP delivers in order whatever the mode (no retransmission
+        #: can reorder it), so 1 and -1 behave alike here; 0 (fragments delivered one by one)
+        #: is not implemented: messages are reassembled.
+        self.ordered_delivery = 1
+        #: ``delivery_control_maximum_burst_loss`` (first receiver of a topic wins).
+        self.max_burst_loss = 1024
+
+    def _deliver(self, msg: Message) -> None:
+        cb = self.on_message
+        if cb is not None:
+            try:
+                cb(msg)
+            except Exception:
+                self.callback_errors += 1
+                n = self.callback_errors
+                if n & (n - 1) == 0:
+                    log.exception("receiver callback failed (%d so far, topic %r)", n, self.topic)
+            return
+        q = self._queue
+        q.append(msg)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+        if len(q) >= MAX_RECEIVER_QUEUE and not self._paused:
+            self._paused = True
+            self.queue_pauses += 1
+            self.context._pause_feeding(self.topic)
+
+    async def get(self) -> Message:
+        """The next delivery (data or event)."""
+        q = self._queue
+        while not q:
+            if self.closed:
+                raise UMError(f"receiver for {self.topic!r} is closed")
+            self._waiter = self.context._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        msg = q.popleft()
+        if self._paused and len(q) <= MAX_RECEIVER_QUEUE // 2:
+            self._paused = False
+            self.context._resume_feeding(self.topic)
+        return msg
+
+    def get_nowait(self) -> Message | None:
+        return self._queue.popleft() if self._queue else None
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Message]:
+        while not (self.closed and not self._queue):
+            try:
+                yield await self.get()
+            except UMError:
+                return
+
+    async def close(self) -> None:
+        """Delete the receiver; no callback runs after this returns."""
+        if self.closed:
+            return
+        self.closed = True
+        self.on_message = None
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+        self.context._remove_receiver(self)
+
+
+class _Fanout:
+    """Delivery of one topic index of one joined session to the context's receivers of it."""
+
+    __slots__ = ("dc", "receivers", "session", "topic")
+
+    def __init__(self, session: _JoinedSession, topic: str, tidx: int, max_burst: int) -> None:
+        self.session = session
+        self.topic = topic
+        self.receivers: list[Receiver] = []
+        self.dc = DeliveryController(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+
+    def _data(self, sqn: int, payload: bytes | memoryview) -> None:
+        msg = Message(m.MSG_DATA, self.topic, self.session.source_string, sqn, bytes(payload))
+        for r in self.receivers:
+            r.messages += 1
+            r._deliver(msg)
+
+    def _loss(self, kind: str, sqn: int, count: int) -> None:
+        t = m.MSG_UNRECOVERABLE_LOSS_BURST if kind == LOSS_BURST else m.MSG_UNRECOVERABLE_LOSS
+        msg = Message(t, self.topic, self.session.source_string, sqn, b"", count)
+        for r in self.receivers:
+            r.unrecoverable += count
+            r._deliver(msg)
+
+
+class _JoinedSession:
+    """A source transport session this context has joined as a receiver."""
+
+    def __init__(self, ctx: Context, info: SourceInfo) -> None:
+        self.ctx = ctx
+        self.key = info.key
+        self.ip, self.port, self.session_id = info.ip, info.port, info.session_id
+        self.source_string = f"TCP:{info.ip}:{info.port}:{info.session_id or 0:08x}"
+        self.core = TcpReceiverSession(info.session_id)
+        self.fanouts: dict[int, _Fanout] = {}
+        self.conn: ReceiverConnection | None = None
+        self.transport: asyncio.Transport | None = None
+        self.active = False
+        self.closed = False
+
+    def bos(self) -> None:
+        self.active = True
+        for f in self.fanouts.values():
+            for r in f.receivers:
+                r._deliver(Message(m.MSG_BOS, f.topic, self.source_string))
+
+    def eos(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.ctx._joined.pop(self.key, None)
+        if exc is not None:
+            log.info("session %s ended: %s", self.source_string, exc)
+        for f in self.fanouts.values():
+            for r in f.receivers:
+                r._deliver(Message(m.MSG_EOS, f.topic, self.source_string))
+
+    def add(self, topic: str, tidx: int, receiver: Receiver) -> None:
+        f = self.fanouts.get(tidx)
+        if f is None:
+            f = self.fanouts[tidx] = _Fanout(self, topic, tidx, receiver.max_burst_loss)
+            self.core.subscribe(f.dc)
+        if receiver in f.receivers:
+            return
+        f.receivers.append(receiver)
+        if self.active:
+            receiver._deliver(Message(m.MSG_BOS, topic, self.source_string))
+
+    def remove(self, receiver: Receiver) -> None:
+        for tidx, f in list(self.fanouts.items()):
+            if receiver in f.receivers:
+                f.receivers.remove(receiver)
+            if not f.receivers:
+                del self.fanouts[tidx]
+                self.core.unsubscribe(tidx)
+        if not self.fanouts and self.conn is not None:
+            self.conn.abort()  # nobody listens any more: leave the session (no EOS to anyone)
+            self.closed = True
+            self.ctx._joined.pop(self.key, None)
+
+
+# ------------------------------------------------------------------------------ context
+class Context:
+    """A UM context; create with ``await Context.create(attributes)``."""
+
+    def __init__(self, attributes: Any = None, *, name: str | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.name = name
+        self._opts = _Options("context", attributes, name)
+        self._sources: set[Source] = set()
+        self._receivers: dict[str, list[Receiver]] = {}
+        self._sessions: list[_SourceSession] = []
+        self._next_session = 0
+        self._joined: dict[tuple[object, ...], _JoinedSession] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._endpoint: DatagramEndpoint | None = None
+        self._resolver: TopicResolver
+        self._timer = CoreTimer(self._loop, self._on_timer)
+        self.advertised_ip = "127.0.0.1"
+        self.closed = False
+
+    @classmethod
+    async def create(cls, attributes: Any = None, *, name: str | None = None) -> Context:
+        ctx = cls(attributes, name=name)
+        await ctx._start()
+        return ctx
+
+    async def __aenter__(self) -> Context:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for s in list(self._sources):
+            await s.close()
+        for rs in list(self._receivers.values()):
+            for r in list(rs):
+                await r.close()
+        await self.close()
+
+    # -------------------------------------------------------------- topic resolution
+    def _resolver_config(self) -> ResolverConfig:
+        o = self._opts
+        ms = float
+        return ResolverConfig(
+            unicast_daemons=_daemons(o.get("resolver_unicast_daemon", [])),
+            multicast_address=str(o.get("resolver_multicast_address", "224.9.10.11")),
+            multicast_port=int(o.get("resolver_multicast_port", 12965)),
+            unicast_timings=UnicastTimings(
+                ms(o.get("resolver_unicast_keepalive_interval", 500)) / 1000,
+                ms(o.get("resolver_unicast_activity_timeout", 1000)) / 1000,
+                ms(o.get("resolver_unicast_check_interval", 200)) / 1000,
+                ms(o.get("resolver_unicast_change_interval", 200)) / 1000,
+            ),
+            datagram_max_size=int(o.get("resolver_datagram_max_size", 8192)),
+            force_alive=bool(o.get("resolver_unicast_force_alive", False)),
+            ignore_unknown_source=bool(o.get("resolver_unicast_ignore_unknown_source", True)),
+        )
+
+    async def _start(self) -> None:
+        o = self._opts
+        cfg = self._resolver_config()
+        self._resolver = TopicResolver(cfg, self._loop.time())
+        default_if = _interface_ip(o.get("default_interface", None))
+        if cfg.unicast_daemons:
+            iface = _interface_ip(o.get("resolver_unicast_interface", None)) or default_if
+            low = int(o.get("resolver_unicast_port_low", 14402))
+            high = int(o.get("resolver_unicast_port_high", 14406))
+            self.advertised_ip = iface or route_address(cfg.unicast_daemons[0][0])
+            rcvbuf = int(o.get("resolver_unicast_receiver_socket_buffer", 8388608))
+            last: OSError | None = None
+            for port in [0] if low == 0 else range(low, high + 1):
+                try:
+                    self._endpoint = await DatagramEndpoint.bind(
+                        iface or "0.0.0.0", port, self._on_datagram, rcvbuf=rcvbuf
+                    )
+                    break
+                except OSError as exc:
+                    last = exc
+            if self._endpoint is None:
+                raise UMError(f"no free resolver_unicast port in {low}-{high}: {last}")
+        else:
+            iface = _interface_ip(o.get("resolver_multicast_interface", None)) or default_if
+            self.advertised_ip = iface or route_address(cfg.multicast_address)
+            sock = open_multicast_socket(
+                cfg.multicast_address,
+                cfg.multicast_port,
+                iface or self.advertised_ip,
+                ttl=int(o.get("resolver_multicast_ttl", 16)),
+                rcvbuf=int(o.get("resolver_multicast_receiver_socket_buffer", 8388608)),
+            )
+            self._endpoint = DatagramEndpoint(self._loop, sock, self._on_datagram)
+        self._flush_resolver()
+
+    def _on_datagram(self, data: memoryview, addr: tuple[str, int]) -> None:
+        found = self._resolver.receive_datagram(data, addr, self._loop.time())
+        for info in found:
+            self._join(info)
+        self._flush_resolver()
+
+    def _on_timer(self) -> None:
+        self._resolver.handle_timer(self._loop.time())
+        self._flush_resolver()
+
+    def _flush_resolver(self) -> None:
+        ep = self._endpoint
+        if ep is not None:
+            for data, addr in self._resolver.take_datagrams():
+                ep.sendto(data, addr)
+        self._timer.arm(self._resolver.next_timer())
+
+    def topic_resolution_request(self) -> None:
+        """``lbm_context_topic_resolution_request()``: restart sustaining phases."""
+        self._resolver.request_resolution(self._loop.time())
+        self._flush_resolver()
+
+    @property
+    def resolver_stats(self) -> Any:
+        return self._resolver.stats
+
+    @property
+    def resolver_address(self) -> tuple[str, int]:
+        assert self._endpoint is not None
+        addr: tuple[str, int] = self._endpoint.local_address
+        return addr
+
+    # -------------------------------------------------------------- sources
+    async def create_source(
+        self, topic: str, *, attributes: Any = None, on_event: OnSourceEvent | None = None
+    ) -> Source:
+        self._check()
+        session_opts = _Options("source", attributes, topic)
+        session = await self._session_for(session_opts)
+        src = Source(self, topic, session, on_event)
+        session.sources.append(src)
+        self._sources.add(src)
+        so = session_opts
+        local = self._resolver.add_source(
+            topic,
+            src.tidx,
+            src.transport_info,
+            self._loop.time(),
+            timings=advertisement_timings(
+                so.get("resolver_advertisement_minimum_initial_interval", 10),
+                so.get("resolver_advertisement_maximum_initial_interval", 500),
+                so.get("resolver_advertisement_minimum_initial_duration", 5000),
+                so.get("resolver_advertisement_sustain_interval", 1000),
+                so.get("resolver_advertisement_minimum_sustain_duration", 60),
+            ),
+            send_initial=bool(so.get("resolver_send_initial_advertisement", True)),
+        )
+        for info in local:
+            self._join(info)
+        self._flush_resolver()
+        return src
+
+    async def _session_for(self, o: _Options) -> _SourceSession:
+        maximum = int(self._opts.get("transport_tcp_maximum_ports", 10))
+        if len(self._sessions) >= maximum:
+            s = self._sessions[self._next_session % len(self._sessions)]
+            self._next_session += 1
+            return s
+        use_sid = bool(o.get("transport_tcp_use_session_id", True))
+        core = TcpSourceSession(
+            _random_session_id(),
+            datagram_max_size=int(self._opts.get("transport_tcp_datagram_max_size", 65535)),
+            batching_minimum_length=int(o.get("implicit_batching_minimum_length", 2048)),
+            batching_interval=float(o.get("implicit_batching_interval", 200)) / 1000,
+            tsni_interval=float(o.get("transport_topic_sequence_number_info_interval", 5000))
+            / 1000,
+            tsni_active_threshold=float(
+                o.get("transport_topic_sequence_number_info_active_threshold", 60)
+            ),
+            use_session_id=use_sid,
+        )
+        listener = SourceListener(
+            core,
+            max_buffer=int(o.get("transport_session_maximum_buffer", 65536)),
+            nodelay=bool(o.get("transport_tcp_nodelay", True)),
+        )
+        host = _interface_ip(o.get("transport_tcp_interface", None)) or "0.0.0.0"
+        port = int(o.get("transport_tcp_port", 0))
+        if port:
+            low = high = port
+        else:
+            low = int(self._opts.get("transport_tcp_port_low", 14371))
+            high = int(self._opts.get("transport_tcp_port_high", 14390))
+        await listener.start(host, low, high, int(o.get("transport_tcp_listen_backlog", 5)))
+        s = _SourceSession(self, core, listener)
+        self._sessions.append(s)
+        self._next_session += 1
+        return s
+
+    async def _close_session(self, s: _SourceSession) -> None:
+        s.timer.cancel()
+        out = s.core.flush()
+        if out:
+            s.listener.write(out)
+        if s in self._sessions:
+            self._sessions.remove(s)
+        await s.listener.close()
+
+    # -------------------------------------------------------------- receivers
+    async def create_receiver(
+        self, topic: str, on_message: OnMessage | None = None, *, attributes: Any = None
+    ) -> Receiver:
+        self._check()
+        ropts = _Options("receiver", attributes, topic)
+        r = Receiver(self, topic, on_message)
+        r.ordered_delivery = int(ropts.get("ordered_delivery", 1))
+        r.max_burst_loss = int(ropts.get("delivery_control_maximum_burst_loss", 1024))
+        self._receivers.setdefault(topic, []).append(r)
+        found = self._resolver.add_receiver(
+            topic,
+            self._loop.time(),
+            timings=query_timings(
+                ropts.get("resolver_query_minimum_initial_interval", 20),
+                ropts.get("resolver_query_maximum_initial_interval", 200),
+                ropts.get("resolver_query_minimum_initial_duration", 5000),
+                ropts.get("resolver_query_sustain_interval", 1000),
+                ropts.get("resolver_query_minimum_sustain_duration", 60),
+            ),
+            query_threshold=int(
+                ropts.get("resolution_number_of_sources_query_threshold", 10_000_000)
+            ),
+        )
+        for info in found:
+            self._join(info)
+        self._flush_resolver()
+        return r
+
+    def _remove_receiver(self, r: Receiver) -> None:
+        rs = self._receivers.get(r.topic)
+        if rs is None or r not in rs:
+            return
+        rs.remove(r)
+        if not rs:
+            del self._receivers[r.topic]
+        self._resolver.remove_receiver(r.topic)
+        for js in list(self._joined.values()):
+            js.remove(r)
+
+    def _join(self, info: SourceInfo) -> None:
+        receivers = self._receivers.get(info.topic)
+        if not receivers:
+            return
+        js = self._joined.get(info.key)
+        if js is None:
+            js = self._joined[info.key] = _JoinedSession(self, info)
+            for r in receivers:
+                js.add(info.topic, info.index, r)
+            self._spawn(self._connect(js))
+        else:
+            for r in receivers:
+                js.add(info.topic, info.index, r)
+
+    async def _connect(self, js: _JoinedSession) -> None:
+        conn = ReceiverConnection(js.core, on_active=js.bos, on_closed=js.eos)
+        js.conn = conn
+        try:
+            await asyncio.wait_for(
+                self._loop.create_connection(lambda: conn, js.ip, js.port), CONNECT_TIMEOUT_S
+            )
+        except (TimeoutError, OSError) as exc:
+            # Never connected: no BOS was given, so no EOS either; a later TIR retries.
+            log.info("cannot join %s: %s", js.source_string, exc)
+            js.closed = True
+            if self._joined.get(js.key) is js:
+                del self._joined[js.key]
+
+    def _pause_feeding(self, topic: str) -> None:
+        for js in self._joined.values():
+            if js.conn is not None and any(f.topic == topic for f in js.fanouts.values()):
+                js.conn.pause_reading()
+
+    def _resume_feeding(self, topic: str) -> None:
+        for js in self._joined.values():
+            if js.conn is not None and any(f.topic == topic for f in js.fanouts.values()):
+                js.conn.resume_reading()
+
+    # -------------------------------------------------------------- lifetime
+    def _spawn(self, coro: Any) -> None:
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _check(self) -> None:
+        if self.closed:
+            raise UMError("context is closed")
+
+    async def close(self) -> None:
+        """Delete the context; its sources and receivers must be closed first (UM's rule)."""
+        if self.closed:
+            return
+        if self._sources or self._receivers:
+            raise UMError(
+                "close the context's sources and receivers first "
+                f"({len(self._sources)} sources, {sum(map(len, self._receivers.values()))} "
+                "receivers remain)"
+            )
+        self.closed = True
+        self._timer.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await t
+        for js in list(self._joined.values()):
+            if js.conn is not None:
+                js.conn.abort()
+        self._joined.clear()
+        for s in list(self._sessions):
+            await self._close_session(s)
+        if self._endpoint is not None:
+            self._endpoint.close()
