@@ -24,7 +24,7 @@ from typing import NamedTuple
 from umcore.config.options import lookup, normalize_scope, parse_value
 from umcore.errors import ConfigError
 
-__all__ = ["MAX_FLAT_BYTES", "Setting", "parse_file", "parse_text"]
+__all__ = ["MAX_FLAT_BYTES", "Setting", "make_setting", "parse_file", "parse_text"]
 
 # Far above any real option file; refuses a mistaken path (a log, a device) instead of reading it.
 MAX_FLAT_BYTES = 4 * 1024 * 1024
@@ -59,6 +59,30 @@ def parse_line(raw: str, source: str, line: int | None) -> Setting | None:
     opt = lookup(scope, fields[1], source=source, line=line)
     value = parse_value(opt, fields[2], source=source, line=line)
     return Setting(scope, opt.name, fields[2].strip(), value, source, line)
+
+
+def make_setting(
+    scope: str,
+    name: str,
+    value: str,
+    source: str,
+    line: int | None,
+    scopes: tuple[str, ...] | None = None,
+) -> Setting:
+    """A setting given as separate fields (a daemon's ``<option scope= name= value=>``);
+    ``scopes`` limits the scopes that element may use."""
+    key = normalize_scope(scope, source=source, line=line)
+    if scopes is not None and key not in scopes:
+        raise ConfigError(
+            f"scope {scope!r} is not usable here",
+            source=source,
+            line=line,
+            what=f"{scope} {name}",
+            allowed=", ".join(scopes),
+        )
+    opt = lookup(key, name, source=source, line=line)
+    parsed = parse_value(opt, value, source=source, line=line)
+    return Setting(key, opt.name, value, parsed, source, line)
 
 
 def parse_text(text: str, source: str) -> list[Setting]:

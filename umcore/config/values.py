@@ -528,11 +528,11 @@ class StoreEntry(NamedTuple):
 class StoreGroupEntry(NamedTuple):
     """``ume_store_group``: ``GroupIDX:GroupSZ``."""
 
-    index: int
-    size: int
+    group_index: int
+    group_size: int
 
     def __str__(self) -> str:
-        return f"{self.index}:{self.size}"
+        return f"{self.group_index}:{self.group_size}"
 
 
 class StoreNameEntry(NamedTuple):
