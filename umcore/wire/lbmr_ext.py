@@ -604,9 +604,22 @@ def decode_qmgmt(data: bytes, end: int) -> UMQQueueMgmt:
     elif pos != end:
         raise LBMRError("bytes after the queue management record", record="QMGMT", offset=pos)
     return UMQQueueMgmt(
-        ptype, cfgsig, qid, qver, ip_str(ip), port, inst_idx, grp_idx, dep16, flags, tsp,
-        instances, new_ver, age, queue,
-    )  # fmt: skip
+        ptype,
+        cfgsig,
+        qid,
+        qver,
+        ip_str(ip),
+        port,
+        inst_idx,
+        grp_idx,
+        dep16,
+        flags,
+        tsp,
+        instances,
+        new_ver,
+        age,
+        queue,
+    )
 
 
 # 0x03 context information
