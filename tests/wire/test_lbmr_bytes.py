@@ -826,6 +826,7 @@ UNENCODABLE: list[tuple[str, Any, dict[str, Any]]] = [
     ("type 4 with tqrs", LBMRPacket(4, tqrs=[TQR("a")], body=TopicManagement()), {}),
     ("keepalive with body", LBMRPacket(2, body=TopicManagement()), {}),
     ("max_size", LBMRPacket(0, tqrs=[TQR("a" * 100)] * 10), {"max_size": 500}),
+    ("unknown ext shorter than a header", LBMRPacket(7, body=UnknownExt(9, b"x")), {}),
     ("context name too long", LBMRPacket(7, body=ContextInfo(0, name="n" * 235)), {}),
 ]
 

@@ -164,7 +164,7 @@ ext_bodies = st.one_of(
             st.builds(lbmr.RCtxInfoRecord, st.lists(rctx_options, max_size=4), u16), max_size=3
         ),
     ),
-    st.builds(lbmr.UnknownExt, st.integers(8, 255), st.binary(max_size=30)),
+    st.builds(lbmr.UnknownExt, st.integers(8, 255), st.binary(min_size=2, max_size=30)),
 )
 
 versions = st.integers(0, 15)

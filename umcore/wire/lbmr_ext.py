@@ -998,7 +998,8 @@ def decode_remote_context_info(data: bytes, end: int) -> RemoteContextInfo:
 
 
 class UnknownExt(ExtRecord):
-    """An extended message of an unknown ext type: the bytes after ver_type and ext_type."""
+    """An extended message of an unknown ext type: the bytes after ver_type and ext_type (at
+    least 2, so that the datagram has the 4 bytes every LBMR datagram starts with)."""
 
     __slots__ = ("ext_code", "raw")
 
@@ -1009,6 +1010,9 @@ class UnknownExt(ExtRecord):
     def encode(self) -> bytes:
         if self.ext_code in EXT_DECODERS:
             raise LocalProtocolError("UnknownExt.ext_code is a known ext type; use its class")
+        if len(self.raw) < 2:
+            # every LBMR datagram carries at least the 4-byte header
+            raise LocalProtocolError("UnknownExt.raw must be at least 2 bytes")
         return bytes(self.raw)
 
 
