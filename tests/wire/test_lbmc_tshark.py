@@ -109,11 +109,8 @@ def expected_fields(hdr: Header) -> dict[str, Any]:
             if hdr.subtype == EXTOPT_MSGSEL:
                 out[f"{prefix}.msgsel"] = value.rstrip(b"\0").decode()
             continue
-        if (
-            (f.name == "data"
-            and not isinstance(value, bytes | bytearray))
-            or (f.name == "data"
-            and hdr.NAME == "apphdr")
+        if (f.name == "data" and not isinstance(value, bytes | bytearray)) or (
+            f.name == "data" and hdr.NAME == "apphdr"
         ):
             continue
         if name in STRING_FIELDS:
