@@ -31,6 +31,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
+from typing import cast
 
 from umcore.errors import TransportError, UMError
 from umcore.transport.tcp import SourceConnection, TcpReceiverSession, TcpSourceSession
@@ -168,7 +169,8 @@ class _SourceConnectionProtocol(asyncio.Protocol):
         self.peer = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -222,7 +224,8 @@ class ReceiverConnection(asyncio.Protocol):
         self.error: Exception | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         hello = self.session.connect_message()
         if hello is not None:

@@ -1,0 +1,181 @@
+"""lbmrcv: receive a topic, with the flags of UM's example receiver application.
+
+Theory of operation
+-------------------
+Creates a context and a receiver for the topic and counts what arrives through the receiver
+callback (the fast path).  ``-r N`` exits after N data messages, ``-E`` when the sources it had
+are gone (EOS on every session that gave BOS), ``-V`` checks verifiable messages (see
+:mod:`umcore.tools.common`), ``-v`` prints every event (``-vv`` every message), ``-s`` prints
+statistics each second.  SIGINT/SIGTERM end it too.  The last line on stdout is the summary
+scripts read::
+
+    lbmrcv: messages=N bytes=B unrecoverable=U bursts=K verify_errors=E bos=X eos=Y seconds=S rate=R
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+
+from umcore.errors import ConfigError, UMError
+from umcore.tools.common import load_attributes, run, verify
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lbmrcv", description="Receive messages on a topic (UM example receiver)."
+    )
+    p.add_argument(
+        "-c",
+        dest="config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="read a flat UM configuration file (repeatable, applied in order)",
+    )
+    p.add_argument(
+        "-r", dest="count", type=int, default=0, metavar="N", help="exit after receiving N messages"
+    )
+    p.add_argument(
+        "-E",
+        dest="exit_on_eos",
+        action="store_true",
+        help="exit when the sources stop (end of stream)",
+    )
+    p.add_argument(
+        "-v",
+        dest="verbose",
+        action="count",
+        default=0,
+        help="be verbose: events (-v), every message (-vv)",
+    )
+    p.add_argument(
+        "-V", dest="verify", action="store_true", help="verify message contents (sent by lbmsrc -V)"
+    )
+    p.add_argument("-s", dest="stats", action="store_true", help="print statistics every second")
+    p.add_argument("topic")
+    return p
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.messages = 0
+        self.bytes = 0
+        self.unrecoverable = 0
+        self.bursts = 0
+        self.verify_errors = 0
+        self.bos = 0
+        self.eos = 0
+        self.first: float | None = None
+        self.last = 0.0
+        self.expected: dict[str, int] = {}
+        self.sessions: set[str] = set()
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from umcore.api import Context
+    from umcore.api import message as m
+
+    ctx_attr, _, rcv_attr = load_attributes(args.config)
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    c = _Counts()
+    verbose, check, limit = args.verbose, args.verify, args.count
+
+    def on_message(msg: m.Message) -> None:
+        t = msg.type
+        if t == m.MSG_DATA:
+            c.messages += 1
+            c.bytes += len(msg.data)
+            c.last = now = time.monotonic()
+            if c.first is None:
+                c.first = now
+            if check:
+                counter, err = verify(msg.data, c.expected.get(msg.source))
+                if err is not None:
+                    c.verify_errors += 1
+                    if c.verify_errors <= 10:
+                        print(f"lbmrcv: verify: {err} from {msg.source}", flush=True)
+                if counter is not None:
+                    c.expected[msg.source] = counter + 1
+            if verbose > 1:
+                print(
+                    f"lbmrcv: [{msg.topic}][{msg.source}][{msg.sequence_number}] "
+                    f"{len(msg.data)} bytes",
+                    flush=True,
+                )
+            if limit and c.messages >= limit:
+                done.set()
+            return
+        if t == m.MSG_BOS:
+            c.bos += 1
+            c.sessions.add(msg.source)
+        elif t == m.MSG_EOS:
+            c.eos += 1
+            c.sessions.discard(msg.source)
+            c.expected.pop(msg.source, None)
+            if args.exit_on_eos and not c.sessions:
+                done.set()
+        elif t == m.MSG_UNRECOVERABLE_LOSS:
+            c.unrecoverable += msg.count or 1
+        elif t == m.MSG_UNRECOVERABLE_LOSS_BURST:
+            c.bursts += 1
+            c.unrecoverable += msg.count
+        if verbose:
+            print(
+                f"lbmrcv: [{msg.topic}][{msg.source}] {msg.type_name} sqn={msg.sequence_number}",
+                flush=True,
+            )
+
+    async def stats() -> None:
+        prev = 0
+        while True:
+            await asyncio.sleep(1.0)
+            n = c.messages
+            print(
+                f"lbmrcv: {n - prev} msgs/s, total {n} messages, {c.unrecoverable} unrecoverable",
+                flush=True,
+            )
+            prev = n
+
+    async with await Context.create(ctx_attr) as ctx:
+        await ctx.create_receiver(args.topic, on_message, attributes=rcv_attr)
+        print(f"lbmrcv: receiving topic {args.topic!r}", flush=True)
+        stats_task = asyncio.create_task(stats()) if args.stats else None
+        await done.wait()
+        if stats_task is not None:
+            stats_task.cancel()
+    secs = (c.last - c.first) if c.first is not None else 0.0
+    rate = c.messages / secs if secs > 0 else 0.0
+    print(
+        f"lbmrcv: messages={c.messages} bytes={c.bytes} unrecoverable={c.unrecoverable} "
+        f"bursts={c.bursts} verify_errors={c.verify_errors} bos={c.bos} eos={c.eos} "
+        f"seconds={secs:.3f} rate={rate:.0f}",
+        flush=True,
+    )
+    return 1 if c.verify_errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(_main(args))
+    except ConfigError as exc:
+        print(f"lbmrcv: {exc}", file=sys.stderr)
+        return 1
+    except UMError as exc:
+        print(f"lbmrcv: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""lbmsrc: publish messages on one topic, with the flags of UM's example source application.
+
+Theory of operation
+-------------------
+Creates a context and a source for the topic, waits ``-d`` seconds (so receivers can resolve and
+join), sends ``-M`` messages of ``-l`` bytes (``-V``: verifiable messages that ``lbmrcv -V``
+checks), pausing ``-P`` ms after each, flushes, lingers ``-L`` seconds so receivers drain what
+is in flight, then deletes the source (receivers get EOS) and the context.  Blocking sends: a
+slow receiver slows the source (TCP receiver pacing).  At the end it prints one summary line::
+
+    lbmsrc: topic=T messages=N bytes=B seconds=S rate=R msgs/s
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+
+from umcore.errors import ConfigError, UMError
+from umcore.tools.common import load_attributes, make_verifiable, run
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lbmsrc", description="Send messages on a topic (UM example source)."
+    )
+    p.add_argument(
+        "-c",
+        dest="config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="read a flat UM configuration file (repeatable, applied in order)",
+    )
+    p.add_argument(
+        "-M",
+        dest="messages",
+        type=int,
+        default=10_000_000,
+        help="number of messages to send (default 10000000)",
+    )
+    p.add_argument(
+        "-l", dest="length", type=int, default=25, help="message length in bytes (default 25)"
+    )
+    p.add_argument(
+        "-P",
+        dest="pause",
+        type=float,
+        default=0.0,
+        metavar="MSEC",
+        help="pause MSEC milliseconds after each send (default 0)",
+    )
+    p.add_argument(
+        "-d",
+        dest="delay",
+        type=float,
+        default=1.0,
+        metavar="SEC",
+        help="delay sending for SEC seconds after creating the source (default 1)",
+    )
+    p.add_argument(
+        "-L",
+        dest="linger",
+        type=float,
+        default=1.0,
+        metavar="SEC",
+        help="linger SEC seconds after the last send before deleting (default 1)",
+    )
+    p.add_argument(
+        "-v",
+        dest="verbose",
+        action="count",
+        default=0,
+        help="be verbose: print source events and progress each second",
+    )
+    p.add_argument(
+        "-V",
+        dest="verifiable",
+        action="store_true",
+        help="send verifiable messages (checked by lbmrcv -V)",
+    )
+    p.add_argument("topic")
+    return p
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from umcore.api import Context
+    from umcore.api.message import SRC_EVENT_CONNECT, SRC_EVENT_DISCONNECT
+
+    ctx_attr, src_attr, _ = load_attributes(args.config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def on_event(code: int, info: object) -> None:
+        if args.verbose:
+            name = {SRC_EVENT_CONNECT: "connect", SRC_EVENT_DISCONNECT: "disconnect"}.get(
+                code, f"event {code}"
+            )
+            print(f"lbmsrc: receiver {name} {info}", flush=True)
+
+    ctx = await Context.create(ctx_attr)
+    sent = nbytes = 0
+    start = end = time.monotonic()
+    try:
+        src = await ctx.create_source(args.topic, attributes=src_attr, on_event=on_event)
+        print(f"lbmsrc: topic {args.topic!r} source {src.source_string}", flush=True)
+        if args.delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.delay)
+        plain = bytes(args.length)
+        pause = args.pause / 1000
+        start = time.monotonic()
+        last_report = start
+        send = src.send
+        for i in range(args.messages):
+            if stop.is_set():
+                break
+            data = make_verifiable(i, args.length) if args.verifiable else plain
+            await send(data)
+            sent += 1
+            nbytes += len(data)
+            if pause:
+                src.flush()
+                await asyncio.sleep(pause)
+            elif sent & 0x3FF == 0:
+                await asyncio.sleep(0)  # let the loop breathe (signals, timers)
+            if args.verbose and sent & 0x3FF == 0:
+                now = time.monotonic()
+                if now - last_report >= 1.0:
+                    print(f"lbmsrc: sent {sent} messages", flush=True)
+                    last_report = now
+        src.flush()
+        end = time.monotonic()
+        if args.linger > 0 and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.linger)
+        await src.close()
+    finally:
+        async with ctx:
+            pass
+    secs = max(end - start, 1e-9)
+    print(
+        f"lbmsrc: topic={args.topic} messages={sent} bytes={nbytes} seconds={secs:.3f} "
+        f"rate={sent / secs:.0f} msgs/s",
+        flush=True,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(_main(args))
+    except ConfigError as exc:
+        print(f"lbmsrc: {exc}", file=sys.stderr)
+        return 1
+    except UMError as exc:
+        print(f"lbmsrc: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
