@@ -616,7 +616,7 @@ _TABLE: tuple[Option, ...] = (
     _O(
         "context",
         "transport_lbtru_rate_interval",
-        ULONG,
+        IntChoice((5, 10, 20, 50, 100)),
         "100",
         "RU rate-limiter tick.",
         unit="milliseconds",
@@ -835,7 +835,7 @@ _TABLE: tuple[Option, ...] = (
     _O(
         "context",
         "transport_lbtrm_rate_interval",
-        ULONG,
+        IntChoice((5, 10, 20, 50, 100)),
         "10",
         "RM rate-limiter tick.",
         unit="milliseconds",
