@@ -277,29 +277,28 @@ class StatsCollector:
     def _place(self, key: tuple[str, ...]) -> tuple[str, ...]:
         if key in self._admitted:
             return key
-        # Only label sets other than the overflow one take a slot; one slot stays for overflow.
-        if len(self._admitted) < self.max_series - 1 or (
-            self.max_series == 1 and not self._admitted
-        ):
+        # One of the max_series slots is kept for the overflow series itself.
+        if len(self._admitted) < self.max_series - 1:
             self._admitted[key] = None
             return key
         return tuple(OVERFLOW_LABEL for _ in self.labelnames)
 
     def collect(self) -> Iterator[Metric]:
         """One scrape: read the statistics and yield the metric families."""
-        rows = list(self.read())
-        seen: set[tuple[str, ...]] = set()
+        rows = [
+            (message, tuple(str(labels[n]) for n in self.labelnames))
+            for message, labels in self.read()
+        ]
+        # Label sets that vanished (clients gone) give their slot back before placing new ones.
+        seen = {key for _, key in rows}
+        for gone in [k for k in self._admitted if k not in seen]:
+            del self._admitted[gone]
         folded: set[tuple[str, ...]] = set()
         values: dict[tuple[str, ...], list[float | None]] = {}
-        for message, labels in rows:
-            key = tuple(str(labels[n]) for n in self.labelnames)
-            seen.add(key)
-            if not self.labelnames:
-                place = key
-            else:
-                place = self._place(key)
-                if place != key:
-                    folded.add(key)
+        for message, key in rows:
+            place = self._place(key) if self.labelnames else key
+            if place != key:
+                folded.add(key)
             slot = values.setdefault(place, [None] * len(self.specs))
             for i, spec in enumerate(self.specs):
                 value = spec.value(message)
@@ -307,9 +306,6 @@ class StatsCollector:
                     continue
                 prev = slot[i]
                 slot[i] = value if prev is None else prev + value
-        # Label sets that vanished (clients gone) give their slot back.
-        for gone in [k for k in self._admitted if k not in seen]:
-            del self._admitted[gone]
         self.last_overflow = len(folded)
         for i, spec in enumerate(self.specs):
             family = _family(spec, self.labelnames)
