@@ -17,7 +17,8 @@ def test_line_format_comments_and_case():
         'context resolver_unicast_interface "en0"\nsource transport LBT-RM\n',
         "a.cfg",
     )
-    assert [(s.scope, s.name, s.value, s.line) for s in settings][0] == (
+    first = settings[0]
+    assert (first.scope, first.name, first.value, first.line) == (
         "context",
         "transport_tcp_port_low",
         4901,
