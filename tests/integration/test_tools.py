@@ -1,0 +1,120 @@
+"""lbmsrc and lbmrcv as subprocesses, resolving through a real lbmrd; the make-run topology."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.daemon_proc import ROOT, DaemonProcess
+
+TIMEOUT = 60.0
+SUMMARY = re.compile(r"messages=(\d+) .*unrecoverable=(\d+) .*verify_errors=(\d+)")
+
+
+@pytest.fixture
+async def lbmrd() -> AsyncIterator[DaemonProcess]:
+    d = await DaemonProcess.start("lbmrd", "-i", "127.0.0.1", "-p", "0")
+    try:
+        yield d
+    finally:
+        await d.stop()
+
+
+async def tool(name: str, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        f"umcore.tools.{name}",
+        *args,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, (out or b"").decode(), (err or b"").decode()
+
+
+async def test_lbmsrc_to_lbmrcv_through_lbmrd(lbmrd: DaemonProcess, tmp_path: Path) -> None:
+    ip, port = lbmrd.address
+    cfg = tmp_path / "uc.cfg"
+    cfg.write_text(
+        f"context resolver_unicast_daemon {ip}:{port}\n"
+        "context resolver_unicast_interface 127.0.0.1\n"
+        "context resolver_unicast_port_low 0\ncontext resolver_unicast_port_high 0\n"
+        "source transport_tcp_interface 127.0.0.1\n"
+    )
+    n = 20_000
+    rcv = await tool("lbmrcv", "-c", str(cfg), "-E", "-V", "tools.topic")
+    assert rcv.stdout is not None
+    async with asyncio.timeout(TIMEOUT):
+        assert b"receiving" in await rcv.stdout.readline()
+    src = await tool(
+        "lbmsrc",
+        "-c",
+        str(cfg),
+        "-M",
+        str(n),
+        "-l",
+        "100",
+        "-V",
+        "-d",
+        "1",
+        "-L",
+        "1",
+        "tools.topic",
+    )
+    src_rc, src_out, src_err = await finish(src)
+    rc, out, err = await finish(rcv)
+    assert src_rc == 0, src_err
+    assert rc == 0, err
+    last = out.strip().splitlines()[-1]
+    found = SUMMARY.search(last)
+    assert found, last
+    assert found.groups() == (str(n), "0", "0")
+    assert f"messages={n}" in src_out
+
+
+async def test_bad_config_file_is_one_line_and_status_1(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text("context no_such_option 1\n")
+    rc, out, err = await finish(await tool("lbmrcv", "-c", str(cfg), "-r", "1", "t"))
+    assert rc == 1
+    assert "bad.cfg:1" in err and "no_such_option" in err
+
+
+@pytest.mark.slow
+async def test_topology_shows_messages_crossing_lbmrd() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "umcore.tools.topology",
+        "--messages",
+        "2000",
+        "--rate",
+        "2000",
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    rc, out, _ = await finish(proc)
+    assert rc == 0, out
+    assert "[lbmrd ]" in out and "new client" in out
+    summary = [line for line in out.splitlines() if line.startswith("[lbmrcv] lbmrcv: messages=")]
+    assert summary and "messages=2000 " in summary[0] and "unrecoverable=0" in summary[0]
