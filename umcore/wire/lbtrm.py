@@ -458,6 +458,10 @@ def decode_header(
     other types the sequence fields are 0 and ``payload`` is empty: call :func:`decode`.
     """
     mv = memoryview(buf)
+    if len(mv) >= _HDR_DATA.size and mv[0] == TYPE_DATA and mv[1] == 0:
+        # The common case, one unpack: version 0 DATA without option headers.
+        _vt, _nh, port, sid, sqn, trail, flags, _tgsz, _sym = _HDR_DATA.unpack_from(mv)
+        return TYPE_DATA, port, sid, sqn, trail, flags, mv[_HDR_DATA.size :]
     ptype, next_hdr, ucast_port, session_id = _common(mv)
     if ptype != TYPE_DATA:
         return ptype, ucast_port, session_id, 0, 0, 0, mv[0:0]

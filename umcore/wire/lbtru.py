@@ -458,13 +458,14 @@ def decode_header(
     :func:`decode`.
     """
     mv = memoryview(buf)
+    if len(mv) >= _HDR_DATA_SID.size and mv[0] == TYPE_DATA and mv[1] == OPT_SID:
+        # The common case, one unpack: DATA whose only option is the SID option.
+        _vt, _n, word, sqn, trail, nxt, hdr_len, _fl, sid = _HDR_DATA_SID.unpack_from(mv)
+        if nxt == 0 and hdr_len == _SID_CID_LEN:
+            return TYPE_DATA, word, sqn, trail, sid, mv[_HDR_DATA_SID.size :]
     ptype, next_hdr, word = _common(mv)
     if ptype != TYPE_DATA:
         return ptype, word, 0, 0, None, mv[0:0]
-    if len(mv) >= _HDR_DATA_SID.size and next_hdr == OPT_SID and mv[9] == _SID_CID_LEN:
-        _vt, _n, _w, sqn, trail, nxt, _len, _fl, sid = _HDR_DATA_SID.unpack_from(mv, 0)
-        if nxt == 0:
-            return ptype, word, sqn, trail, sid, mv[_HDR_DATA_SID.size :]
     if len(mv) < _HDR_DATA.size:
         raise LBTRUError("truncated DATA header", record="DATA", offset=HEADER_SIZE)
     sqn, trail = _DATA.unpack_from(mv, HEADER_SIZE)
