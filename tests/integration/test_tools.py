@@ -93,7 +93,7 @@ async def test_lbmsrc_to_lbmrcv_through_lbmrd(lbmrd: DaemonProcess, tmp_path: Pa
 async def test_bad_config_file_is_one_line_and_status_1(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.cfg"
     cfg.write_text("context no_such_option 1\n")
-    rc, out, err = await finish(await tool("lbmrcv", "-c", str(cfg), "-r", "1", "t"))
+    rc, _out, err = await finish(await tool("lbmrcv", "-c", str(cfg), "-r", "1", "t"))
     assert rc == 1
     assert "bad.cfg:1" in err and "no_such_option" in err
 
