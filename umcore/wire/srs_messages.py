@@ -336,7 +336,11 @@ class RegistrationRequest(_Message):
 
 
 class RegistrationResponse(_Message):
-    """SRS -> client: the id the SRS gave this connection, its domain and protocol version."""
+    """SRS -> client: the id the SRS gave this connection, its domain and protocol version.
+
+    Layout u64 client_id, u32 local_domain_id, u8 protocol_version: the dissector's struct and
+    the length macros of current Wireshark.  tshark 4.0.17 reads 8/1/4 (swapped macros), so
+    its display is right only for local_domain_id 0; our tshark tests use 0 (trap 12)."""
 
     MSG_ID = 2
     SHORT = "REGISTRATION_RESPONSE"
