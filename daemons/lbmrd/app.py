@@ -108,9 +108,7 @@ async def serve(
         refused = counters.clients_refused
         out = relay.receive_datagram(data, addr, loop.time())
         if out:
-            send = endpoint.sendto  # type: ignore[union-attr]
-            for payload, to in out:
-                send(payload, to)
+            send_batch(out)
         if counters.malformed != malformed:
             limited.warning(
                 "malformed",
@@ -124,11 +122,13 @@ async def serve(
             )
         elif counters.clients_registered != registered:
             limited.log(logging.INFO, "new-client", "new client %s:%d", addr[0], addr[1])
+            # The relay's next deadline only moves when its table stops being empty (and in
+            # handle_timer, which re-arms itself): no re-arm on the forwarding path.
+            timer.arm(relay.next_timer())
         elif counters.clients_refused != refused:
             limited.warning(
                 "refused", "client table full (%d): refused %s:%d", relay.max_clients, *addr
             )
-        timer.arm(relay.next_timer())
 
     timer = CoreTimer(loop, on_timer)
     log.info("pyum lbmrd %s (unicast UDP topic resolution daemon) starting", pyum_version)
@@ -137,6 +137,7 @@ async def serve(
     endpoint = await DatagramEndpoint.bind(
         address, config.port, on_datagram, rcvbuf=config.rcvbuf, sndbuf=config.sndbuf
     )
+    send_batch = endpoint.send_batch
     granted_rcv, granted_snd = endpoint.socket_buffers()
     # Linux reports twice what it grants (bookkeeping included); less than asked means capped by
     # net.core.rmem_max / wmem_max.

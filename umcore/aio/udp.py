@@ -29,7 +29,7 @@ import contextlib
 import errno
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 __all__ = ["MAX_DATAGRAMS_PER_WAKEUP", "MAX_UDP_PAYLOAD", "DatagramEndpoint", "OnDatagram"]
 
@@ -170,6 +170,29 @@ class DatagramEndpoint:
         self.datagrams_sent += 1
         self.bytes_sent += sent
         return True
+
+    def send_batch(self, items: Iterable[tuple[bytes | bytearray | memoryview, Address]]) -> int:
+        """Send each ``(data, addr)`` like :meth:`sendto`, with less overhead per datagram (one
+        method call for a relay's whole fan-out).  Returns how many were sent."""
+        send = self._sock.sendto
+        sent = 0
+        nbytes = 0
+        for data, addr in items:
+            try:
+                nbytes += send(data, addr)
+            except (BlockingIOError, InterruptedError):
+                self.send_dropped += 1
+                continue
+            except OSError as exc:
+                if self._closed:
+                    break
+                self.send_errors += 1
+                log.debug("sendto %s:%d failed: %s", addr[0], addr[1], exc)
+                continue
+            sent += 1
+        self.datagrams_sent += sent
+        self.bytes_sent += nbytes
+        return sent
 
     def _on_readable(self) -> None:
         recv = self._sock.recvfrom_into

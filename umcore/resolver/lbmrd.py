@@ -349,17 +349,24 @@ class LbmrdRelay:
         else:
             rewritten = None
         size = len(data)
-        for client in self._clients.values():
-            if client is sender:
-                continue
-            payload: Payload = data
-            if rewritten is not None and client.domain is not None:
-                copy = rewritten.get(client.domain)
-                if copy is not None:
-                    payload = copy
-                    counters.nat_rewrites += 1
-            out.append((payload, client.addr))
-            client.last_sent = now
+        append = out.append
+        if not rewritten:  # the common case: the same bytes to everyone
+            for client in self._clients.values():
+                if client is not sender:
+                    client.last_sent = now
+                    append((data, client.addr))
+        else:
+            for client in self._clients.values():
+                if client is sender:
+                    continue
+                payload: Payload = data
+                if client.domain is not None:
+                    copy = rewritten.get(client.domain)
+                    if copy is not None:
+                        payload = copy
+                        counters.nat_rewrites += 1
+                append((payload, client.addr))
+                client.last_sent = now
         counters.forwarded += 1
         counters.datagrams_out += len(out)
         counters.bytes_out += size * len(out)
