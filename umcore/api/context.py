@@ -156,6 +156,7 @@ class _SourceSession:
         out = self.core.handle_timer(self.ctx._loop.time())
         if out:
             self.listener.write(out)
+        self.core.timer_dirty = False
         self.timer.arm(self.core.next_timer())
 
     def _on_connect(self, peer: str) -> None:
@@ -221,11 +222,15 @@ class Source:
         if listener._paused:
             self._check()
             await listener.writable()
-        self._check()
-        out = self._core.send(self.tidx, data, self._loop.time(), flush)
+        if self.closed:
+            raise UMError(f"source for {self.topic!r} is closed")
+        core = self._core
+        out = core.send(self.tidx, data, self._loop.time(), flush)
         if out is not None:
             listener.write(out)
-        self._session.timer.arm(self._core.next_timer())
+        if core.timer_dirty:
+            core.timer_dirty = False
+            self._session.timer.arm(core.next_timer())
 
     def send_nowait(self, data: bytes | memoryview, *, flush: bool = False) -> None:
         """Send one message or raise :class:`WouldBlock` (UM's ``LBM_SRC_NONBLOCK``); a WAKEUP
@@ -235,10 +240,13 @@ class Source:
         if listener._paused:
             self._wants_wakeup = True
             raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
-        out = self._core.send(self.tidx, data, self._loop.time(), flush)
+        core = self._core
+        out = core.send(self.tidx, data, self._loop.time(), flush)
         if out is not None:
             listener.write(out)
-        self._session.timer.arm(self._core.next_timer())
+        if core.timer_dirty:
+            core.timer_dirty = False
+            self._session.timer.arm(core.next_timer())
 
     def flush(self) -> None:
         """Send what implicit batching holds now (``lbm_src_flush``)."""
@@ -298,10 +306,7 @@ class Receiver:
             try:
                 cb(msg)
             except Exception:
-                self.callback_errors += 1
-                n = self.callback_errors
-                if n & (n - 1) == 0:
-                    log.exception("receiver callback failed (%d so far, topic %r)", n, self.topic)
+                self._callback_failed()
             return
         q = self._queue
         q.append(msg)
@@ -312,6 +317,12 @@ class Receiver:
             self._paused = True
             self.queue_pauses += 1
             self.context._pause_feeding(self.topic)
+
+    def _callback_failed(self) -> None:
+        self.callback_errors += 1
+        n = self.callback_errors
+        if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th... failure: bounded log output
+            log.exception("receiver callback failed (%d so far, topic %r)", n, self.topic)
 
     async def get(self) -> Message:
         """The next delivery (data or event)."""
@@ -367,10 +378,19 @@ class _Fanout:
         self.dc = DeliveryController(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
 
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
-        msg = Message(m.MSG_DATA, self.topic, self.session.source_string, sqn, bytes(payload))
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        msg = Message(m.MSG_DATA, self.topic, self.session.source_string, sqn, payload)
         for r in self.receivers:
             r.messages += 1
-            r._deliver(msg)
+            cb = r.on_message
+            if cb is None:
+                r._deliver(msg)
+                continue
+            try:
+                cb(msg)
+            except Exception:
+                r._callback_failed()
 
     def _loss(self, kind: str, sqn: int, count: int) -> None:
         t = m.MSG_UNRECOVERABLE_LOSS_BURST if kind == LOSS_BURST else m.MSG_UNRECOVERABLE_LOSS

@@ -157,6 +157,9 @@ class TcpSourceSession:
         self._len = 0
         self._batch_deadline: float | None = None
         self._tsni_check: float | None = None
+        #: Set when :meth:`next_timer` moved earlier or appeared; the adapter re-arms its timer
+        #: only then and clears it (a per-message re-arm is measurable on the data path).
+        self.timer_dirty = False
 
     # ------------------------------------------------------------------ topics
     def add_topic(self, topic: str, now: float = 0.0) -> int:
@@ -211,11 +214,13 @@ class TcpSourceSession:
         self.stats.messages_sent += 1
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
+            self.timer_dirty = True
         if flush or self._len >= self.batching_minimum_length:
             chunk = self._take()
             return chunk if out is None else out + chunk
         if length == 0:
             self._batch_deadline = now + self.batching_interval
+            self.timer_dirty = True
         return out
 
     def _send_fragmented(
@@ -244,8 +249,10 @@ class TcpSourceSession:
             chunks.append(self._take())
         elif self._len and self._batch_deadline is None:
             self._batch_deadline = now + self.batching_interval
+            self.timer_dirty = True
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
+            self.timer_dirty = True
         return b"".join(chunks) if chunks else None
 
     def flush(self) -> bytes | None:
@@ -507,37 +514,43 @@ class TcpReceiverSession:
         st = self.stats
         st.bytes_received += len(data)
         pending = self._pending
+        # One immutable buffer per call, so payloads are plain ``bytes`` slices (one copy each,
+        # which the receiver needs anyway: a delivered message outlives this call).
         if pending:
             pending += data
-            buf: bytes | bytearray | memoryview = pending
+            buf = bytes(pending)
         else:
-            buf = data
+            buf = data if type(data) is bytes else bytes(data)
         end = len(buf)
         pos = 0
         dcs = self.dcs
         unpack = _DATA_HEAD.unpack_from
-        view = memoryview(buf)
-        try:
-            while end - pos >= 4:
-                msglen = buf[pos + 2] << 8 | buf[pos + 3]
-                if msglen < 4:
-                    raise TransportError(f"LBMC msglen {msglen} at stream offset {pos}")
-                if end - pos < msglen:
-                    break
-                if msglen >= _DATA_HEADER and buf[pos] == 0 and buf[pos + 1] == 0:
-                    # Fast path: a plain data message (no extension headers).
-                    _, _, _, tidx, sqn = unpack(buf, pos)
-                    st.messages_received += 1
-                    dc = dcs.get(tidx)
-                    if dc is None:
-                        st.messages_no_topic += 1
-                    else:
-                        dc.on_data(sqn, view[pos + _DATA_HEADER : pos + msglen])
+        received = 0
+        # This loop is the LBT-TCP stream framing (msglen-delimited LBMC messages) with a fast
+        # path for plain data messages; every other message goes through the LBMC codec.
+        while end - pos >= 4:
+            msglen = buf[pos + 2] << 8 | buf[pos + 3]
+            if msglen < 4:
+                raise TransportError(f"LBMC msglen {msglen} at stream offset {pos}")
+            nxt = pos + msglen
+            if nxt > end:
+                break
+            if msglen >= _DATA_HEADER and buf[pos] == 0 and buf[pos + 1] == 0:
+                _, _, _, tidx, sqn = unpack(buf, pos)
+                received += 1
+                dc = dcs.get(tidx)
+                if dc is None:
+                    st.messages_no_topic += 1
+                elif sqn == dc.expected and dc.started and dc._frag_buf is None:
+                    dc.expected = (sqn + 1) & 0xFFFFFFFF
+                    dc.delivered += 1
+                    dc.deliver(sqn, buf[pos + _DATA_HEADER : nxt])
                 else:
-                    self._slow(bytes(view[pos : pos + msglen]))
-                pos += msglen
-        finally:
-            view.release()
+                    dc.on_data(sqn, buf[pos + _DATA_HEADER : nxt])
+            else:
+                self._slow(buf[pos:nxt])
+            pos = nxt
+        st.messages_received += received
         if pos == end:
             if pending:
                 pending.clear()
