@@ -1025,3 +1025,6 @@ EXT_DECODERS: dict[int, Any] = {
     EXT_REMOTE_DOMAIN_ROUTE: decode_remote_domain_route,
     EXT_REMOTE_CONTEXT_INFO: decode_remote_context_info,
 }
+
+# The named constants (flag bits, type codes, limits) are part of the public API as well.
+__all__ += sorted(name for name in dir() if name.isupper() and not name.startswith("_"))

@@ -900,3 +900,7 @@ def encode_rctx_options(options: tuple[Any, ...] | list[Any]) -> bytes:
 
 def decode_rctx_options(data: bytes, pos: int, end: int) -> tuple[Any, ...]:
     return _decode_chain(data, pos, end, _RCTX_OPTIONS, UnknownRCtxOption, "RCTXINFO option")
+
+
+# The named constants (flag bits, type codes, limits) are part of the public API as well.
+__all__ += sorted(name for name in dir() if name.isupper() and not name.startswith("_"))
