@@ -131,7 +131,11 @@ async def serve(
             )
 
     timer = CoreTimer(loop, on_timer)
-    log.info("pyum lbmrd %s (unicast UDP topic resolution daemon) starting", pyum_version)
+    log.info(
+        "pyum lbmrd %s (unicast UDP topic resolution daemon) starting on %s",
+        pyum_version,
+        "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio's default loop",
+    )
     for warning in config.warnings:
         log.warning("%s", warning)
     endpoint = await DatagramEndpoint.bind(

@@ -361,3 +361,40 @@ def test_local_addresses_include_loopback() -> None:
     assert ("lo", "127.0.0.1") in interfaces.local_addresses() or any(
         a == "127.0.0.1" for _, a in interfaces.local_addresses()
     )
+
+
+async def test_stop_signals_windows_fallback_without_add_signal_handler() -> None:
+    """Where loop.add_signal_handler raises NotImplementedError (Windows), signal.signal is used
+    and the handler hops onto the loop."""
+    loop = asyncio.get_running_loop()
+
+    class NoSignalLoop:
+        def __getattr__(self, name: str) -> object:
+            return getattr(loop, name)
+
+        def add_signal_handler(self, *args: object) -> None:
+            raise NotImplementedError
+
+    sig = lifecycle.StopSignals(NoSignalLoop(), force_exit=lambda code: None)  # type: ignore[arg-type]
+    before = signal.getsignal(signal.SIGTERM)
+    sig.install()
+    try:
+        assert signal.getsignal(signal.SIGTERM) == sig._threadsafe
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(sig.stopping.wait(), WAIT)
+    finally:
+        sig.uninstall()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_windows_front_imports_without_pywin32() -> None:
+    from umcore.daemon import winservice
+
+    params = winservice.ServiceParameters("c.xml", "INFO")
+    assert params.event_log_level == "INFO"
+    with pytest.raises(ValueError):
+        winservice.ServiceParameters(event_log_level="LOUD")
+    if not winservice.HAVE_PYWIN32:
+        with pytest.raises(SystemExit) as exc:
+            winservice.require_pywin32("lbmrds")
+        assert "pywin32" in str(exc.value.code)

@@ -180,3 +180,30 @@ def test_dump_dtd_validates_the_shipped_configs_with_a_stock_tool(tmp_path: Path
         validator = etree.DTD(str(dtd))
         for f in files:
             assert validator.validate(etree.parse(f)), validator.error_log
+
+
+def test_lbmrds_without_pywin32_explains_and_exits_1() -> None:
+    from umcore.daemon.winservice import HAVE_PYWIN32
+
+    if HAVE_PYWIN32:
+        pytest.skip("pywin32 installed: the service front would really act")
+    proc = subprocess.run(
+        [sys.executable, "-m", "daemons.lbmrd.service", "-S", "install", "x.xml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("lbmrds: ") and "pywin32" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    helped = subprocess.run(
+        [sys.executable, "-m", "daemons.lbmrd.service", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert helped.returncode == 0 and "--event-log-level" in helped.stdout
