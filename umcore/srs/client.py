@@ -1,0 +1,561 @@
+"""The client side of the SRS protocol as a sans-IO core: what a context does with
+``resolver_service``.
+
+Theory of operation
+-------------------
+A context lists up to five SRS addresses (``resolver_service``) and uses **all** of them: it
+keeps one TCP connection to each ("hot/hot"), sends every record to every SRS and merges what
+they send back.  :class:`SRSClient` manages those connections as numbered *slots* (0..n-1, in
+configuration order) without touching a socket:
+
+- the adapter asks :meth:`SRSClient.take_connects` which slots to (re)connect now, reports
+  :meth:`~SRSClient.connection_made` / :meth:`~SRSClient.connection_failed` /
+  :meth:`~SRSClient.connection_lost`, feeds bytes with :meth:`~SRSClient.data_received`,
+  writes what :meth:`~SRSClient.take_writes` returns, closes what
+  :meth:`~SRSClient.take_closes` returns, and calls :meth:`~SRSClient.handle_timer` at
+  :meth:`~SRSClient.next_timer`;
+- the context calls :meth:`~SRSClient.add_source` / :meth:`~SRSClient.remove_source` (SIR /
+  SDR), :meth:`~SRSClient.add_receiver` / :meth:`~SRSClient.remove_receiver` (RIR / RDR,
+  reference-counted per topic) and :meth:`~SRSClient.add_wildcard` /
+  :meth:`~SRSClient.remove_wildcard` (WIR / WDR), and reads :meth:`~SRSClient.take_events`:
+  :class:`SourceResolved` when a source is first learned (or its advertisement changed) and
+  :class:`SourceWithdrawn` when it ended.
+
+Session per slot: SETUP (keepalive interval, max lifetime), registration request on stream 1
+(same ``session_id`` for the whole life of the context, so an SRS recognises a reconnect and
+keeps its state), registration response, stream request on stream 3, then the **full state**:
+every source, receiver topic and pattern is sent again on every (re)connect, unasked — that is
+how a context re-synchronises with an SRS that restarted and lost everything.  A KEEPALIVE with
+the respond flag goes out every keepalive interval; a slot that hears nothing for the max
+lifetime is closed and reconnected.  Reconnects back off from ``reconnect_min`` doubling to
+``reconnect_max`` and the back-off resets once a registration succeeds.
+
+Merging several SRSes: a source is *resolved* when the first SRS reports it and *withdrawn*
+when every SRS that reported it has sent its SER (source end: the SIR with cost -1).  Losing
+the connection to an SRS does not withdraw anything: the others still vouch for the source, and
+the lost SRS will resend it after the reconnect.  A source that ended while we were cut off
+from every SRS gets no SER; so ``resync_grace`` seconds after a (re)registration, sources that
+no connected SRS has re-sent since are withdrawn (``slot`` -1 in the event).
+
+Bad bytes from an SRS cost that slot its connection (counted in ``malformed``), never the
+context.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from umcore.wire.srs import (
+    FLAG_NEXT,
+    Error,
+    Keepalive,
+    RequestResponse,
+    RequestStream,
+    Setup,
+    SRSStreamDecoder,
+    encode,
+)
+from umcore.wire.srs_messages import (
+    APP_TYPE_APPLICATION,
+    INTEREST_MODE_FILTER,
+    SER_COST,
+    Batch,
+    BatchRecord,
+    ReceiverDelete,
+    ReceiverInfo,
+    RegistrationRequest,
+    RegistrationResponse,
+    SourceDelete,
+    SourceInfo,
+    SRSError,
+    StreamRequest,
+    WildcardReceiverDelete,
+    WildcardReceiverInfo,
+)
+
+__all__ = [
+    "MAX_RESOLVED",
+    "MAX_SERVERS",
+    "Registered",
+    "SRSClient",
+    "SlotDown",
+    "SourceResolved",
+    "SourceWithdrawn",
+]
+
+# UM accepts at most five resolver_service entries.
+MAX_SERVERS = 5
+# Sources learned from the SRSes that we keep (flood mode learns every source of the TRD): each
+# costs ~1 KB; beyond this new sources are refused and counted in ``refused_sources``.
+MAX_RESOLVED = 1_000_000
+# Events waiting for take_events(): the context drains them after each input.
+MAX_EVENTS = 1_000_000
+# Largest frame we build for our batches (the SRS's default batch-frame-max-datagram-size).
+BATCH_FRAME_BYTES = 8192
+REGISTRATION_STREAM = 1
+RECORD_STREAM = 3
+
+_HEAD = struct.Struct("!IH")
+_PAYLOAD_NEXT = (0x0A << 10) | FLAG_NEXT
+
+# Slot states
+DOWN = 0  # waiting for the reconnect time
+CONNECTING = 1  # the adapter is connecting
+REGISTERING = 2  # SETUP + registration request sent
+STREAMING = 3  # registered, stream open, state sent
+
+SourceKey = tuple[bytes, str]
+
+
+class SourceResolved:
+    """A source was learned (``updated`` when a known source's advertisement changed)."""
+
+    __slots__ = ("record", "slot", "updated")
+
+    def __init__(self, record: SourceInfo, slot: int, updated: bool = False) -> None:
+        self.record = record
+        self.slot = slot
+        self.updated = updated
+
+    def __repr__(self) -> str:
+        return f"SourceResolved({self.record.topic!r}, {self.record.source!r}, slot={self.slot})"
+
+
+class SourceWithdrawn:
+    """Every SRS that reported the source sent its SER: the source is gone."""
+
+    __slots__ = ("record", "slot")
+
+    def __init__(self, record: SourceInfo, slot: int) -> None:
+        self.record = record
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"SourceWithdrawn({self.record.topic!r}, {self.record.source!r}, slot={self.slot})"
+
+
+class Registered:
+    """Slot ``slot`` registered with its SRS (``client_id`` from the response)."""
+
+    __slots__ = ("client_id", "slot")
+
+    def __init__(self, slot: int, client_id: int) -> None:
+        self.slot = slot
+        self.client_id = client_id
+
+    def __repr__(self) -> str:
+        return f"Registered(slot={self.slot}, client_id={self.client_id})"
+
+
+class SlotDown:
+    """Slot ``slot`` lost (or failed to open) its connection; ``reason`` for the log."""
+
+    __slots__ = ("reason", "slot")
+
+    def __init__(self, slot: int, reason: str) -> None:
+        self.slot = slot
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"SlotDown(slot={self.slot}, {self.reason!r})"
+
+
+Event = SourceResolved | SourceWithdrawn | Registered | SlotDown
+
+
+class _Slot:
+    __slots__ = (
+        "address",
+        "backoff",
+        "client_id",
+        "connects",
+        "decoder",
+        "index",
+        "last_rx",
+        "next_keepalive",
+        "reconnect_at",
+        "resync_at",
+        "state",
+    )
+
+    def __init__(self, index: int, address: tuple[str, int]) -> None:
+        self.index = index
+        self.address = address
+        self.state = DOWN
+        self.reconnect_at = 0.0
+        self.backoff = 0.0
+        self.decoder = SRSStreamDecoder()
+        self.last_rx = 0.0
+        self.next_keepalive = 0.0
+        self.client_id: int | None = None
+        self.connects = 0
+        self.resync_at: float | None = None
+
+
+class _Known:
+    __slots__ = ("raw", "record", "slots")
+
+    def __init__(self, record: SourceInfo, raw: bytes) -> None:
+        self.record = record
+        self.raw = raw
+        self.slots: set[int] = set()
+
+
+def _payload_frame(stream_id: int, body: bytes) -> bytes:
+    size = _HEAD.size + len(body)
+    return size.to_bytes(3, "big") + _HEAD.pack(stream_id, _PAYLOAD_NEXT) + body
+
+
+def _frames(raws: list[bytes], max_bytes: int = BATCH_FRAME_BYTES) -> bytes:
+    """Batch PAYLOAD frames on the record stream carrying ``raws`` in order."""
+    limit = max_bytes - 3 - _HEAD.size
+    out: list[bytes] = []
+    batch: list[bytes] = []
+    size = 0
+    for raw in raws:
+        if batch and size + len(raw) > limit:
+            out.append(_payload_frame(RECORD_STREAM, b"".join(batch)))
+            batch, size = [], 0
+        batch.append(raw)
+        size += len(raw)
+    if batch:
+        out.append(_payload_frame(RECORD_STREAM, b"".join(batch)))
+    return b"".join(out)
+
+
+class SRSClient:
+    """One context's connections to its SRS instances; see the module docstring."""
+
+    def __init__(
+        self,
+        servers: list[tuple[str, int]],
+        *,
+        now: float = 0.0,
+        client_addr: str = "0.0.0.0",
+        client_port: int = 0,
+        session_id: int | None = None,
+        host_id: int = 0,
+        interest_mode: int = INTEREST_MODE_FILTER,
+        app_type: int = APP_TYPE_APPLICATION,
+        local_domain_id: int = 0,
+        context_instance: bytes | None = None,
+        keepalive_interval: float = 5.0,
+        max_lifetime: float = 20.0,
+        reconnect_min: float = 0.1,
+        reconnect_max: float = 5.0,
+        resync_grace: float = 5.0,
+    ) -> None:
+        if not 1 <= len(servers) <= MAX_SERVERS:
+            raise ValueError(f"resolver_service takes 1..{MAX_SERVERS} SRS addresses")
+        self.slots = [_Slot(i, addr) for i, addr in enumerate(servers)]
+        self.client_addr = client_addr
+        self.client_port = client_port
+        self.session_id = (
+            session_id if session_id is not None else int.from_bytes(os.urandom(4), "big")
+        )
+        self.host_id = host_id
+        self.interest_mode = interest_mode
+        self.app_type = app_type
+        self.local_domain_id = local_domain_id
+        self.context_instance = context_instance or os.urandom(8)
+        self.keepalive_interval = keepalive_interval
+        self.max_lifetime = max_lifetime
+        self.reconnect_min = reconnect_min
+        self.reconnect_max = reconnect_max
+        self.resync_grace = resync_grace
+        # our state, as encoded records (sent again in full on every connect)
+        self._sources: dict[SourceKey, bytes] = {}
+        self._receivers: dict[str, int] = {}  # topic -> reference count
+        self._receiver_raw: dict[str, bytes] = {}
+        self._patterns: dict[str, int] = {}
+        self._pattern_raw: dict[str, bytes] = {}
+        # what the SRSes told us
+        self._known: dict[SourceKey, _Known] = {}
+        self._writes: dict[int, list[bytes]] = {}
+        self._closes: list[int] = []
+        self._connects: list[int] = []
+        self._events: list[Event] = []
+        #: Frames or records from an SRS that did not decode (the slot was reconnected).
+        self.malformed = 0
+        #: Sources not kept: MAX_RESOLVED reached.
+        self.refused_sources = 0
+        #: Events dropped: nobody drained them.
+        self.refused_events = 0
+        for slot in self.slots:  # connect to every SRS at once
+            slot.state = CONNECTING
+            self._connects.append(slot.index)
+
+    # ------------------------------------------------------------------ the context's side
+
+    def add_source(self, record: SourceInfo) -> None:
+        """Advertise a source (SIR) to every SRS; replaces an earlier one with the same key."""
+        raw = record.encode()
+        key = (record.otid, record.topic)
+        if self._sources.get(key) == raw:
+            return
+        self._sources[key] = raw
+        self._broadcast(raw)
+
+    def remove_source(self, otid: bytes, topic: str) -> None:
+        """Delete a source (SDR) at every SRS."""
+        if self._sources.pop((otid, topic), None) is not None:
+            self._broadcast(SourceDelete(otid, topic).encode())
+
+    def add_receiver(self, topic: str) -> None:
+        """Register interest in ``topic`` (one RIR per topic, however many receivers)."""
+        count = self._receivers.get(topic, 0)
+        self._receivers[topic] = count + 1
+        if count == 0:
+            raw = self._interest_record(ReceiverInfo, topic)
+            self._receiver_raw[topic] = raw
+            self._broadcast(raw)
+
+    def remove_receiver(self, topic: str) -> None:
+        count = self._receivers.get(topic, 0)
+        if count > 1:
+            self._receivers[topic] = count - 1
+        elif count == 1:
+            del self._receivers[topic]
+            del self._receiver_raw[topic]
+            self._broadcast(self._interest_record(ReceiverDelete, topic))
+
+    def add_wildcard(self, pattern: str) -> None:
+        """Register a wildcard receiver's pattern (WIR)."""
+        count = self._patterns.get(pattern, 0)
+        self._patterns[pattern] = count + 1
+        if count == 0:
+            raw = self._pattern_record(WildcardReceiverInfo, pattern)
+            self._pattern_raw[pattern] = raw
+            self._broadcast(raw)
+
+    def remove_wildcard(self, pattern: str) -> None:
+        count = self._patterns.get(pattern, 0)
+        if count > 1:
+            self._patterns[pattern] = count - 1
+        elif count == 1:
+            del self._patterns[pattern]
+            del self._pattern_raw[pattern]
+            self._broadcast(self._pattern_record(WildcardReceiverDelete, pattern))
+
+    def resolved(self, topic: str | None = None) -> list[SourceInfo]:
+        """Sources currently known (for ``topic``, or all)."""
+        return [k.record for key, k in self._known.items() if topic is None or key[1] == topic]
+
+    @property
+    def resolved_count(self) -> int:
+        return len(self._known)
+
+    def registered_slots(self) -> list[int]:
+        return [s.index for s in self.slots if s.state == STREAMING]
+
+    def _interest_record(self, cls: type[ReceiverInfo | ReceiverDelete], topic: str) -> bytes:
+        return cls(
+            topic, domain_id=self.local_domain_id, context_instance=self.context_instance
+        ).encode()
+
+    def _pattern_record(
+        self, cls: type[WildcardReceiverInfo | WildcardReceiverDelete], pattern: str
+    ) -> bytes:
+        return cls(
+            pattern, domain_id=self.local_domain_id, context_instance=self.context_instance
+        ).encode()
+
+    def _broadcast(self, raw: bytes) -> None:
+        for slot in self.slots:
+            if slot.state == STREAMING:
+                self._send(slot.index, _frames([raw]))
+
+    # ------------------------------------------------------------------ the adapter's side
+
+    def take_connects(self) -> list[tuple[int, tuple[str, int]]]:
+        """Slots to connect now, with their SRS address; each is now CONNECTING."""
+        out = [(i, self.slots[i].address) for i in self._connects]
+        self._connects = []
+        return out
+
+    def take_writes(self) -> list[tuple[int, bytes]]:
+        writes = self._writes
+        if not writes:
+            return []
+        self._writes = {}
+        return [(i, b"".join(chunks)) for i, chunks in writes.items()]
+
+    def take_closes(self) -> list[int]:
+        closes, self._closes = self._closes, []
+        return closes
+
+    def take_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def connection_made(self, index: int, now: float) -> None:
+        slot = self.slots[index]
+        slot.state = REGISTERING
+        slot.decoder = SRSStreamDecoder()
+        slot.last_rx = now
+        slot.next_keepalive = now + self.keepalive_interval
+        slot.connects += 1
+        setup = Setup(int(self.keepalive_interval * 1000), int(self.max_lifetime * 1000))
+        request = RegistrationRequest(
+            self.client_addr,
+            self.client_port,
+            self.session_id,
+            app_type=self.app_type,
+            host_id=self.host_id,
+            interest_mode=self.interest_mode,
+            local_domain_id=self.local_domain_id,
+        )
+        self._send(index, encode(setup) + encode(RequestResponse(REGISTRATION_STREAM, request)))
+
+    def connection_failed(self, index: int, now: float, reason: str = "connect failed") -> None:
+        self._down(self.slots[index], now, reason, close=False)
+
+    def connection_lost(self, index: int, now: float) -> None:
+        slot = self.slots[index]
+        if slot.state != DOWN:
+            self._down(slot, now, "connection lost", close=False)
+
+    def data_received(self, index: int, data: bytes | bytearray | memoryview, now: float) -> None:
+        slot = self.slots[index]
+        if slot.state not in (REGISTERING, STREAMING):
+            return
+        slot.last_rx = now
+        try:
+            for frame in slot.decoder.feed(data):
+                if isinstance(frame, Keepalive):
+                    if frame.respond:
+                        self._send(index, encode(Keepalive(False, 0)))
+                    continue
+                if isinstance(frame, Error):
+                    raise SRSError(f"SRS sent ERROR 0x{frame.code:x}: {frame.text[:80]}")
+                message = getattr(frame, "message", None)
+                if isinstance(message, RegistrationResponse):
+                    if slot.state != REGISTERING:
+                        raise SRSError("unexpected registration response")
+                    self._registered(slot, message, now)
+                elif isinstance(message, Batch):
+                    if slot.state != STREAMING:
+                        raise SRSError("records before the registration response")
+                    for rec in message.records:
+                        self._record(slot, rec)
+                elif message is not None:
+                    raise SRSError(f"unexpected {type(message).__name__} from the SRS")
+        except SRSError as exc:
+            self.malformed += 1
+            self._down(slot, now, f"bad input from the SRS: {exc}", close=True)
+
+    def handle_timer(self, now: float) -> None:
+        for slot in self.slots:
+            if slot.state == DOWN:
+                if now >= slot.reconnect_at:
+                    slot.state = CONNECTING
+                    self._connects.append(slot.index)
+            elif slot.state in (REGISTERING, STREAMING):
+                if slot.resync_at is not None and now >= slot.resync_at:
+                    slot.resync_at = None
+                    self._drop_unconfirmed()
+                if now - slot.last_rx > self.max_lifetime:
+                    self._down(slot, now, "SRS silent beyond the max lifetime", close=True)
+                elif now >= slot.next_keepalive:
+                    slot.next_keepalive = now + self.keepalive_interval
+                    self._send(slot.index, encode(Keepalive(True, 0)))
+
+    def next_timer(self) -> float | None:
+        deadline: float | None = None
+        for slot in self.slots:
+            if slot.state == DOWN:
+                t = slot.reconnect_at
+            elif slot.state in (REGISTERING, STREAMING):
+                t = min(slot.next_keepalive, slot.last_rx + self.max_lifetime)
+                if slot.resync_at is not None:
+                    t = min(t, slot.resync_at)
+            else:
+                continue
+            if deadline is None or t < deadline:
+                deadline = t
+        return deadline
+
+    # -------------------------------------------------------------------------- internals
+
+    def _registered(self, slot: _Slot, response: RegistrationResponse, now: float) -> None:
+        slot.state = STREAMING
+        slot.client_id = response.client_id
+        slot.backoff = 0.0
+        slot.resync_at = now + self.resync_grace
+        out = [encode(RequestStream(RECORD_STREAM, StreamRequest()))]
+        state = [
+            *self._sources.values(),
+            *self._receiver_raw.values(),
+            *self._pattern_raw.values(),
+        ]
+        if state:
+            out.append(_frames(state))
+        self._send(slot.index, b"".join(out))
+        self._event(Registered(slot.index, response.client_id))
+
+    def _record(self, slot: _Slot, rec: BatchRecord) -> None:
+        if type(rec) is not SourceInfo:
+            return  # RER/WER/DIR/RTIR/CNIR...: for DROs and Stores, not an application
+        assert isinstance(rec, SourceInfo)
+        key = (rec.otid, rec.topic)
+        known = self._known.get(key)
+        if rec.cost == SER_COST:
+            if known is None:
+                return
+            known.slots.discard(slot.index)
+            if not known.slots:
+                del self._known[key]
+                self._event(SourceWithdrawn(known.record, slot.index))
+            return
+        raw = rec.encode()
+        if known is None:
+            if len(self._known) >= MAX_RESOLVED:
+                self.refused_sources += 1
+                return
+            known = self._known[key] = _Known(rec, raw)
+            known.slots.add(slot.index)
+            self._event(SourceResolved(rec, slot.index))
+            return
+        known.slots.add(slot.index)
+        if known.raw != raw:
+            known.record, known.raw = rec, raw
+            self._event(SourceResolved(rec, slot.index, updated=True))
+
+    def _drop_unconfirmed(self) -> None:
+        """After a re-sync: withdraw the sources no connected SRS re-sent (they ended while we
+        were disconnected, so no SER will ever come)."""
+        for key in [k for k, known in self._known.items() if not known.slots]:
+            known = self._known.pop(key)
+            self._event(SourceWithdrawn(known.record, -1))
+
+    def _down(self, slot: _Slot, now: float, reason: str, *, close: bool) -> None:
+        was = slot.state
+        slot.state = DOWN
+        slot.client_id = None
+        slot.resync_at = None
+        self._writes.pop(slot.index, None)
+        if close and was != DOWN:
+            self._closes.append(slot.index)
+        if slot.backoff <= 0:
+            slot.backoff = self.reconnect_min
+        else:
+            slot.backoff = min(slot.backoff * 2, self.reconnect_max)
+        slot.reconnect_at = now + slot.backoff
+        # This SRS no longer vouches for anything until it re-sends; nothing is withdrawn.
+        for known in self._known.values():
+            known.slots.discard(slot.index)
+        self._event(SlotDown(slot.index, reason))
+
+    def _send(self, index: int, data: bytes) -> None:
+        chunks = self._writes.get(index)
+        if chunks is None:
+            self._writes[index] = [data]
+        else:
+            chunks.append(data)
+
+    def _event(self, event: Event) -> None:
+        if len(self._events) >= MAX_EVENTS:
+            self.refused_events += 1
+            return
+        self._events.append(event)
