@@ -582,10 +582,15 @@ def _decode(data: bytes) -> LBMRPacket:
 
 
 def _decode_tir(data: bytes, pos: int, end: int) -> tuple[TIR, int]:
-    topic, pos = read_cstring(data, pos, end, MAX_TOPIC_LEN, "TIR")
-    need(pos, 8, end, "TIR")
-    transport, tlen, ttl, index = _TIR_HEAD.unpack_from(data, pos)
-    pos += 8
+    # hot path: read_cstring and need() inlined
+    nul = data.find(b"\0", pos, end)
+    if nul < 0 or nul - pos > MAX_TOPIC_LEN:
+        raise LBMRError("TIR topic not NUL-terminated or too long", record="TIR", offset=pos)
+    topic = data[pos:nul].decode("utf-8", "surrogateescape")
+    pos = nul + 9
+    if pos > end:
+        raise LBMRError("truncated TIR", record="TIR", offset=nul + 1)
+    transport, tlen, ttl, index = _TIR_HEAD.unpack_from(data, nul + 1)
     options: tuple[Any, ...] = ()
     if transport & TIR_OPTIONS_FLAG:
         options, pos = decode_topic_options(data, pos, end, "TIR")

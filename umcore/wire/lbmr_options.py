@@ -123,18 +123,20 @@ class FixedOption(Record):
     _raw: ClassVar[dict[str, int]] = {}
 
     def encode(self) -> bytes:
-        values: list[Any] = []
+        values: list[Any] = [self.opt_type, self._struct.size]
+        ips, raw = self._ips, self._raw
         for name in self._layout:
             if name is None:
                 values.append(0)
-                continue
-            value = getattr(self, name)
-            if name in self._ips:
-                value = ip_bytes(value)
-            elif name in self._raw:
-                value = fixed_bytes(value, self._raw[name], f"{type(self).__name__}.{name}")
-            values.append(value)
-        return self._struct.pack(self.opt_type, self._struct.size, *values)
+            elif name in ips:
+                values.append(ip_bytes(getattr(self, name)))
+            elif name in raw:
+                values.append(
+                    fixed_bytes(getattr(self, name), raw[name], f"{type(self).__name__}.{name}")
+                )
+            else:
+                values.append(getattr(self, name))
+        return self._struct.pack(*values)
 
     @classmethod
     def decode(cls, data: bytes, pos: int, length: int) -> FixedOption:
@@ -526,6 +528,9 @@ _TOPIC_OPTIONS: dict[int, type[FixedOption] | type[NameOption]] = {
 }
 
 
+_TOPIC_CLASSES = frozenset(_TOPIC_OPTIONS.values())
+
+
 def _check_unknown(opt: UnknownOption, known: dict[int, Any], reserved: int) -> None:
     if not 0 <= opt.opt_type <= 255 or opt.opt_type in known or opt.opt_type == reserved:
         raise LocalProtocolError(
@@ -535,18 +540,18 @@ def _check_unknown(opt: UnknownOption, known: dict[int, Any], reserved: int) -> 
 
 def encode_topic_options(options: tuple[TopicOption, ...] | list[TopicOption]) -> bytes:
     """The options block of a TIR or QIR: length option first, then ``options``."""
-    parts = [b""]
+    parts = []
     for opt in options:
-        if isinstance(opt, UnknownTopicOption):
+        if type(opt) not in _TOPIC_CLASSES:
+            if not isinstance(opt, UnknownTopicOption):
+                raise LocalProtocolError(f"not a TIR topic option: {opt!r}")
             _check_unknown(opt, _TOPIC_OPTIONS, TOPIC_OPT_LEN)
-        elif type(opt) not in _TOPIC_OPTIONS.values():
-            raise LocalProtocolError(f"not a TIR topic option: {opt!r}")
         parts.append(opt.encode())
-    total = _LEN_RECORD_SIZE + sum(len(p) for p in parts)
+    body = b"".join(parts)
+    total = _LEN_RECORD_SIZE + len(body)
     if total > MAX_OPTION_BLOCK:
         raise LocalProtocolError(f"topic options block of {total} bytes exceeds {MAX_OPTION_BLOCK}")
-    parts[0] = _LEN_RECORD.pack(TOPIC_OPT_LEN, _LEN_RECORD_SIZE, total)
-    return b"".join(parts)
+    return _LEN_RECORD.pack(TOPIC_OPT_LEN, _LEN_RECORD_SIZE, total) + body
 
 
 def decode_topic_options(
