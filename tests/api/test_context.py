@@ -138,3 +138,29 @@ async def test_garbage_from_a_receiver_costs_only_its_connection(opts: None) -> 
         await wait_for(lambda: src.receivers == 1)
         await src.send(b"still fine", flush=True)
         await wait_for(lambda: any(x.data == b"still fine" for x in got))
+
+
+async def test_wildcard_receiver_finds_matching_topics(opts: None) -> None:
+    got: list[Message] = []
+    async with await Context.create() as a, await Context.create() as b:
+        early = await a.create_source("prices.eur")  # exists before the wildcard receiver
+        w = await b.create_wildcard_receiver(r"^prices\.", got.append)
+        late = await a.create_source("prices.usd")
+        other = await a.create_source("news.today")
+        await wait_for(lambda: early.receivers == 1 and late.receivers == 1)
+        for s in (early, late, other):
+            await s.send(s.topic.encode(), flush=True)
+        await wait_for(lambda: sum(x.type == m.MSG_DATA for x in got) == 2)
+        data = sorted((x.topic, x.data) for x in got if x.type == m.MSG_DATA)
+        assert data == [("prices.eur", b"prices.eur"), ("prices.usd", b"prices.usd")]
+        assert other.receivers in (0, 1)  # shares a session only if the pool put it there
+        assert {x.topic for x in got if x.type == m.MSG_BOS} == {"prices.eur", "prices.usd"}
+        await w.close()
+
+
+async def test_bad_wildcard_pattern_is_a_config_error(opts: None) -> None:
+    from umcore.errors import ConfigError
+
+    async with await Context.create() as a:
+        with pytest.raises(ConfigError):
+            await a.create_wildcard_receiver("(unclosed")

@@ -118,3 +118,24 @@ async def test_topology_shows_messages_crossing_lbmrd() -> None:
     assert "[lbmrd ]" in out and "new client" in out
     summary = [line for line in out.splitlines() if line.startswith("[lbmrcv] lbmrcv: messages=")]
     assert summary and "messages=2000 " in summary[0] and "unrecoverable=0" in summary[0]
+
+
+async def test_lbmwrcv_pattern_through_lbmrd(lbmrd: DaemonProcess, tmp_path: Path) -> None:
+    ip, port = lbmrd.address
+    cfg = tmp_path / "uc.cfg"
+    cfg.write_text(
+        f"context resolver_unicast_daemon {ip}:{port}\n"
+        "context resolver_unicast_interface 127.0.0.1\n"
+        "context resolver_unicast_port_low 0\ncontext resolver_unicast_port_high 0\n"
+        "source transport_tcp_interface 127.0.0.1\n"
+    )
+    rcv = await tool("lbmwrcv", "-c", str(cfg), "-r", "500", "-V", r"^wild\.")
+    assert rcv.stdout is not None
+    async with asyncio.timeout(TIMEOUT):
+        assert b"matching" in await rcv.stdout.readline()
+    src = await tool("lbmsrc", "-c", str(cfg), "-M", "500", "-V", "-d", "1", "-L", "0", "wild.one")
+    assert (await finish(src))[0] == 0
+    rc, out, err = await finish(rcv)
+    assert rc == 0, err
+    found = SUMMARY.search(out.strip().splitlines()[-1])
+    assert found and found.groups() == ("500", "0", "0")

@@ -188,3 +188,37 @@ def test_many_topics_pack_into_bounded_datagrams() -> None:
     assert all(len(d) <= 1000 for d, _ in out)
     topics = [q.topic for d, _ in out for q in lbmr.decode(d).tqrs]
     assert sorted(topics) == sorted(f"topic.{i:04d}" for i in range(300))
+
+
+def test_wildcard_query_answered_by_matching_sources_only() -> None:
+    net = Net()
+    a = TopicResolver(ResolverConfig(), 0.0)
+    b = TopicResolver(ResolverConfig(), 0.0)
+    net.add(("127.0.0.1", 1), a)
+    net.add(("127.0.0.1", 2), b)
+    a.add_source("prices.eur", 0, tcp(14371), 0.0)
+    a.add_source("news.today", 1, tcp(14371), 0.0)
+    net.run(0.0, 70.0, step=0.05)  # both sources quiescent now
+    sent_before = len(net.sent)
+    found = b.add_wildcard_receiver(r"^prices\.", 70.0)
+    assert [i.topic for i in found] == ["prices.eur"]  # from the receiver-side cache
+    net.run(70.0, 71.0)
+    wc = [d for _, s, d, _ in net.sent[sent_before:] if s == ("127.0.0.1", 2)]
+    assert wc and all(lbmr.decode(d).type == lbmr.LBMR_TYPE_WC_TQRS for d in wc)
+    answers = [lbmr.decode(d) for _, s, d, _ in net.sent[sent_before:] if s == ("127.0.0.1", 1)]
+    assert {t.topic for p in answers for t in p.tirs} == {"prices.eur"}
+    assert {i.topic for i in net.found[("127.0.0.1", 2)]} == {"prices.eur"}
+
+
+def test_wildcard_queries_have_no_sustaining_phase() -> None:
+    a = TopicResolver(ResolverConfig(), 0.0)
+    a.add_wildcard_receiver("x", 0.0)
+    times = []
+    now = 0.0
+    while (d := a.next_timer()) is not None and d < 200:
+        now = d
+        a.handle_timer(now)
+        if a.take_datagrams():
+            times.append(now)
+    assert times[:5] == pytest.approx([0, 0.05, 0.15, 0.35, 0.75])
+    assert times[-1] < 60 and a.next_timer() is None

@@ -127,7 +127,9 @@ class SourceListener:
         if self.server is not None:
             self.server.close()
         for p in list(self._protocols):
-            p.close()
+            # Graceful: what is buffered for a receiver is still written, then FIN (its EOS).
+            if p.transport is not None:
+                p.transport.close()
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 1.0)

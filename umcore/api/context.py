@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -51,7 +52,12 @@ from umcore.api import message as m
 from umcore.api.message import Message
 from umcore.config.attributes import global_configuration
 from umcore.errors import ConfigError, UMError, WouldBlock
-from umcore.resolver.core import ResolverConfig, SourceInfo, TopicResolver
+from umcore.resolver.core import (
+    ResolverConfig,
+    SourceInfo,
+    TopicResolver,
+    wildcard_query_timings,
+)
 from umcore.resolver.schedule import advertisement_timings, query_timings
 from umcore.resolver.unicast import UnicastTimings
 from umcore.transport.tcp import (
@@ -279,9 +285,20 @@ class Receiver:
     queue for ``async for msg in receiver`` / :meth:`get`.
     """
 
-    def __init__(self, ctx: Context, topic: str, on_message: OnMessage | None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        topic: str,
+        on_message: OnMessage | None,
+        *,
+        pattern: re.Pattern[str] | None = None,
+    ) -> None:
         self.context = ctx
+        #: The topic, or for a wildcard receiver its pattern (messages carry their own topic).
         self.topic = topic
+        #: Compiled PCRE-style pattern of a wildcard receiver (Python ``re``: see
+        #: :meth:`Context.create_wildcard_receiver`), None for a topic receiver.
+        self.pattern = pattern
         self.on_message = on_message
         self.closed = False
         self._queue: deque[Message] = deque()
@@ -466,6 +483,7 @@ class Context:
         self._opts = _Options("context", attributes, name)
         self._sources: set[Source] = set()
         self._receivers: dict[str, list[Receiver]] = {}
+        self._wildcards: list[Receiver] = []
         self._sessions: list[_SourceSession] = []
         self._next_session = 0
         self._joined: dict[tuple[object, ...], _JoinedSession] = {}
@@ -491,6 +509,8 @@ class Context:
         for rs in list(self._receivers.values()):
             for r in list(rs):
                 await r.close()
+        for w in list(self._wildcards):
+            await w.close()
         await self.close()
 
     # -------------------------------------------------------------- topic resolution
@@ -684,7 +704,48 @@ class Context:
         self._flush_resolver()
         return r
 
+    async def create_wildcard_receiver(
+        self, pattern: str, on_message: OnMessage | None = None, *, attributes: Any = None
+    ) -> Receiver:
+        """A receiver of every topic matching ``pattern`` (UM's ``pattern_type`` "pcre").
+
+        Patterns are matched with Python's :func:`re.search` (unanchored, like ``pcre_exec``).
+        Differences from PCRE that matter here: no ``\\Q..\\E`` quoting, no recursion
+        ``(?R)``, no ``\\K`` or callouts, and ``$`` also matches before a final newline as in
+        PCRE's default.  A pattern ``re`` cannot compile raises :class:`ConfigError`.
+        """
+        self._check()
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(
+                f"cannot compile wildcard pattern: {exc}", source="API", what=pattern
+            ) from None
+        wopts = _Options("wildcard_receiver", attributes, pattern)
+        r = Receiver(self, pattern, on_message, pattern=regex)
+        self._wildcards.append(r)
+        found = self._resolver.add_wildcard_receiver(
+            pattern,
+            self._loop.time(),
+            timings=wildcard_query_timings(
+                wopts.get("resolver_query_minimum_interval", 50),
+                wopts.get("resolver_query_maximum_interval", 1000),
+                wopts.get("resolver_query_minimum_duration", 60),
+            ),
+        )
+        for info in found:  # the receiver-side cache holds this context's own sources too
+            self._join(info)
+        self._flush_resolver()
+        return r
+
     def _remove_receiver(self, r: Receiver) -> None:
+        if r.pattern is not None:
+            if r in self._wildcards:
+                self._wildcards.remove(r)
+                self._resolver.remove_wildcard_receiver(r.topic)
+                for js in list(self._joined.values()):
+                    js.remove(r)
+            return
         rs = self._receivers.get(r.topic)
         if rs is None or r not in rs:
             return
@@ -695,8 +756,15 @@ class Context:
         for js in list(self._joined.values()):
             js.remove(r)
 
+    def _receivers_of(self, topic: str) -> list[Receiver]:
+        found = list(self._receivers.get(topic, ()))
+        for w in self._wildcards:
+            if w.pattern is not None and w.pattern.search(topic):
+                found.append(w)
+        return found
+
     def _join(self, info: SourceInfo) -> None:
-        receivers = self._receivers.get(info.topic)
+        receivers = self._receivers_of(info.topic)
         if not receivers:
             return
         js = self._joined.get(info.key)
@@ -747,7 +815,7 @@ class Context:
         """Delete the context; its sources and receivers must be closed first (UM's rule)."""
         if self.closed:
             return
-        if self._sources or self._receivers:
+        if self._sources or self._receivers or self._wildcards:
             raise UMError(
                 "close the context's sources and receivers first "
                 f"({len(self._sources)} sources, {sum(map(len, self._receivers.values()))} "

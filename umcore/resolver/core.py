@@ -35,6 +35,7 @@ hands every received datagram to :meth:`receive_datagram` and sends what
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable
 
 from umcore.resolver.schedule import (
@@ -53,6 +54,7 @@ __all__ = [
     "ResolverStats",
     "SourceInfo",
     "TopicResolver",
+    "wildcard_query_timings",
 ]
 
 Address = tuple[str, int]
@@ -67,6 +69,9 @@ _MAX_TQRS_PER_DATAGRAM = 255
 _TIR_FIXED = 8
 # TCP transport block with a session id: ip u32, sid u32, port u16.
 _TCP_BLOCK = 10
+# Wildcard TQRs per datagram: a pattern is at most 255 bytes plus its type byte and NUL, so 30
+# of them fit the default 8192-byte resolver_datagram_max_size.
+_WC_PER_DATAGRAM = 30
 # Datagrams waiting to be sent: the caller drains them after every call, so this bound only
 # trips when the caller stops draining; what it refuses is counted in stats.outbox_dropped.
 MAX_OUTBOX = 4096
@@ -194,6 +199,24 @@ class _ReceiverTopic:
         self.threshold = 10_000_000
 
 
+class _WildcardPattern:
+    __slots__ = ("count", "regex", "schedule")
+
+    def __init__(self, regex: re.Pattern[str], schedule: PhaseSchedule) -> None:
+        self.regex = regex
+        self.schedule = schedule
+        self.count = 1
+
+
+def wildcard_query_timings(
+    min_interval_ms: float = 50, max_interval_ms: float = 1000, duration_s: float = 60
+) -> PhaseTimings:
+    """Wildcard receivers query in an initial phase only (``resolver_query_minimum_interval``
+    50 ms doubling to ``resolver_query_maximum_interval`` 1000 ms for
+    ``resolver_query_minimum_duration`` 60 s), then go quiescent: no sustaining phase."""
+    return PhaseTimings(min_interval_ms / 1000, max_interval_ms / 1000, duration_s, 0, 0)
+
+
 class TopicResolver:
     """UDP topic resolution of one context (see the module docstring)."""
 
@@ -204,6 +227,9 @@ class TopicResolver:
         self.stats = ResolverStats()
         self._sources: dict[str, _SourceTopic] = {}
         self._receivers: dict[str, _ReceiverTopic] = {}
+        # Wildcard receivers: pattern -> (compiled, schedule, count); topic -> matches (memo).
+        self._wildcards: dict[str, _WildcardPattern] = {}
+        self._wc_memo: dict[str, bool] = {}
         # Receiver-side cache: topic -> {(key, index): SourceInfo}
         self._cache: dict[str, dict[tuple[object, ...], SourceInfo]] = {}
         self._cache_size = 0
@@ -247,7 +273,8 @@ class TopicResolver:
         info = SourceInfo(topic, index, transport)
         entry.sources.append(info)
         new = self._remember(info)
-        return [info] if new and topic in self._receivers else []
+        wanted = topic in self._receivers or (self._wildcards and self._wildcard_wants(topic))
+        return [info] if new and wanted else []
 
     def remove_source(self, topic: str, index: int, transport: lbmr.TCPInfo) -> None:
         entry = self._sources.get(topic)
@@ -292,6 +319,45 @@ class TopicResolver:
         entry.count -= 1
         if entry.count <= 0:
             del self._receivers[topic]
+
+    def add_wildcard_receiver(
+        self, pattern: str, now: float, *, timings: PhaseTimings | None = None
+    ) -> list[SourceInfo]:
+        """A wildcard receiver for ``pattern`` (PCRE, matched with Python's ``re.search``);
+        returns the cached sources whose topics match.  Raises ``re.error`` for a bad pattern."""
+        self._alive = True
+        entry = self._wildcards.get(pattern)
+        if entry is None:
+            regex = re.compile(pattern)
+            sched = PhaseSchedule(timings or wildcard_query_timings(), now)
+            self._wildcards[pattern] = _WildcardPattern(regex, sched)
+            self._wc_memo.clear()
+        else:
+            entry.count += 1
+            regex = entry.regex
+        return [
+            info
+            for topic, per in self._cache.items()
+            if regex.search(topic)
+            for info in per.values()
+        ]
+
+    def remove_wildcard_receiver(self, pattern: str) -> None:
+        entry = self._wildcards.get(pattern)
+        if entry is None:
+            return
+        entry.count -= 1
+        if entry.count <= 0:
+            del self._wildcards[pattern]
+            self._wc_memo.clear()
+
+    def _wildcard_wants(self, topic: str) -> bool:
+        hit = self._wc_memo.get(topic)
+        if hit is None:
+            hit = any(w.regex.search(topic) for w in self._wildcards.values())
+            if len(self._wc_memo) < self.config.receiver_map_max:
+                self._wc_memo[topic] = hit
+        return hit
 
     def cached_sources(self, topic: str) -> list[SourceInfo]:
         return list(self._cache.get(topic, {}).values())
@@ -347,8 +413,12 @@ class TopicResolver:
         if packet.type not in (lbmr.LBMR_TYPE_NORMAL, lbmr.LBMR_TYPE_WC_TQRS):
             return []  # keepalives (lbmrd's type 0 has no records) and other types
         for tqr in packet.tqrs:
+            if type(tqr) is lbmr.WildcardTQR:
+                st.tqrs_received += 1
+                self._answer_wildcard(tqr, now)
+                continue
             if type(tqr) is not lbmr.TQR:
-                continue  # wildcard queries: wildcard receivers are not implemented yet
+                continue
             st.tqrs_received += 1
             topic = tqr.topic
             entry = self._sources.get(topic)
@@ -365,11 +435,29 @@ class TopicResolver:
             info = SourceInfo(tir.topic, tir.index, transport)
             self._remember(info)
             rcv = self._receivers.get(tir.topic)
-            if rcv is not None:
+            if rcv is None:
+                if self._wildcards and self._wildcard_wants(tir.topic):
+                    found.append(info)
+            else:
                 found.append(info)
                 if len(self._cache[tir.topic]) >= rcv.threshold:
                     rcv.schedule.stop()
         return found
+
+    def _answer_wildcard(self, tqr: lbmr.WildcardTQR, now: float) -> None:
+        """Every local source whose topic matches the pattern answers (immediate TIRs)."""
+        try:
+            regex = re.compile(tqr.pattern)
+        except (re.error, RecursionError):
+            self.stats.datagrams_dropped_malformed += 1
+            return
+        tirs: list[lbmr.TIR] = []
+        for topic, entry in self._sources.items():
+            if regex.search(topic):
+                entry.schedule.restart_sustaining(now)
+                tirs.extend(self._tir(s) for s in entry.sources)
+        if tirs and self.config.send_immediate_response:
+            self._emit(self._pack([], tirs), now)
 
     # ----------------------------------------------------------------- output
     @staticmethod
@@ -438,11 +526,20 @@ class TopicResolver:
             if rcv.schedule.due(now):
                 rcv.schedule.fire(now)
                 tqrs.append(topic)
+        wc = []
+        for pattern, w in self._wildcards.items():
+            if w.schedule.due(now):
+                w.schedule.fire(now)
+                wc.append(lbmr.WildcardTQR(lbmr.PATTERN_PCRE, pattern))
         uc = self.unicast
         if uc is not None:
             uc.advance(now)
         if tirs or tqrs:
             self._emit(self._pack(tqrs, tirs), now)
+        for i in range(0, len(wc), _WC_PER_DATAGRAM):
+            pkt = lbmr.LBMRPacket(lbmr.LBMR_TYPE_WC_TQRS, tqrs=wc[i : i + _WC_PER_DATAGRAM])
+            self.stats.tqrs_sent += len(pkt.tqrs)
+            self._emit([lbmr.encode(pkt)], now)
         if uc is not None and self._alive:
             kind = (
                 lbmr.LBMR_TYPE_UCAST_SRC_ALIVE if self._sources else lbmr.LBMR_TYPE_UCAST_RCV_ALIVE
@@ -467,6 +564,10 @@ class TopicResolver:
                 deadline = d
         for rcv in self._receivers.values():
             d = rcv.schedule.next_due
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
+        for w in self._wildcards.values():
+            d = w.schedule.next_due
             if d is not None and (deadline is None or d < deadline):
                 deadline = d
         uc = self.unicast

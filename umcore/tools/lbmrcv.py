@@ -26,10 +26,17 @@ from umcore.tools.common import load_attributes, run, verify
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="lbmrcv", description="Receive messages on a topic (UM example receiver)."
-    )
+def _parser(wildcard: bool = False) -> argparse.ArgumentParser:
+    if wildcard:
+        p = argparse.ArgumentParser(
+            prog="lbmwrcv",
+            description="Receive every topic matching a PCRE pattern (UM example wildcard "
+            "receiver).",
+        )
+    else:
+        p = argparse.ArgumentParser(
+            prog="lbmrcv", description="Receive messages on a topic (UM example receiver)."
+        )
     p.add_argument(
         "-c",
         dest="config",
@@ -58,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         "-V", dest="verify", action="store_true", help="verify message contents (sent by lbmsrc -V)"
     )
     p.add_argument("-s", dest="stats", action="store_true", help="print statistics every second")
-    p.add_argument("topic")
+    p.add_argument("topic", metavar="pattern" if wildcard else "topic")
     return p
 
 
@@ -77,7 +84,7 @@ class _Counts:
         self.sessions: set[str] = set()
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
     from umcore.api import Context
     from umcore.api import message as m
 
@@ -98,13 +105,13 @@ async def _main(args: argparse.Namespace) -> int:
             if c.first is None:
                 c.first = now
             if check:
-                counter, err = verify(msg.data, c.expected.get(msg.source))
+                counter, err = verify(msg.data, c.expected.get(msg.source + msg.topic))
                 if err is not None:
                     c.verify_errors += 1
                     if c.verify_errors <= 10:
                         print(f"lbmrcv: verify: {err} from {msg.source}", flush=True)
                 if counter is not None:
-                    c.expected[msg.source] = counter + 1
+                    c.expected[msg.source + msg.topic] = counter + 1
             if verbose > 1:
                 print(
                     f"lbmrcv: [{msg.topic}][{msg.source}][{msg.sequence_number}] "
@@ -116,11 +123,11 @@ async def _main(args: argparse.Namespace) -> int:
             return
         if t == m.MSG_BOS:
             c.bos += 1
-            c.sessions.add(msg.source)
+            c.sessions.add(msg.source + msg.topic)
         elif t == m.MSG_EOS:
             c.eos += 1
-            c.sessions.discard(msg.source)
-            c.expected.pop(msg.source, None)
+            c.sessions.discard(msg.source + msg.topic)
+            c.expected.pop(msg.source + msg.topic, None)
             if args.exit_on_eos and not c.sessions:
                 done.set()
         elif t == m.MSG_UNRECOVERABLE_LOSS:
@@ -146,8 +153,12 @@ async def _main(args: argparse.Namespace) -> int:
             prev = n
 
     async with await Context.create(ctx_attr) as ctx:
-        await ctx.create_receiver(args.topic, on_message, attributes=rcv_attr)
-        print(f"lbmrcv: receiving topic {args.topic!r}", flush=True)
+        if wildcard:
+            await ctx.create_wildcard_receiver(args.topic, on_message)
+            print(f"lbmrcv: receiving topics matching {args.topic!r}", flush=True)
+        else:
+            await ctx.create_receiver(args.topic, on_message, attributes=rcv_attr)
+            print(f"lbmrcv: receiving topic {args.topic!r}", flush=True)
         stats_task = asyncio.create_task(stats()) if args.stats else None
         await done.wait()
         if stats_task is not None:
@@ -163,10 +174,10 @@ async def _main(args: argparse.Namespace) -> int:
     return 1 if c.verify_errors else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, wildcard: bool = False) -> int:
+    args = _parser(wildcard).parse_args(argv)
     try:
-        return run(_main(args))
+        return run(_main(args, wildcard))
     except ConfigError as exc:
         print(f"lbmrcv: {exc}", file=sys.stderr)
         return 1
