@@ -6,7 +6,7 @@ messages, implicit batching with its defaults (flush at 2048 bytes), delivery to
 callback as :class:`~umcore.api.Message` objects.  Baseline: an asyncio Protocol pair carrying
 the same 64-byte messages, each framed by a 2-byte length, batched into 2048-byte writes, parsed
 one by one on the receiving side into a bytes object handed to a callback.  Prints msgs/s of
-each and the ratio (target >= 70 %).
+each (best of three alternating rounds) and the ratio (target >= 70 %).
 """
 
 from __future__ import annotations
@@ -141,9 +141,14 @@ async def _raw(n: int) -> float:
     return n / elapsed
 
 
+ROUNDS = 3  # alternate raw/pyum rounds and keep each side's best: the machine is shared
+
+
 async def _both() -> tuple[float, float]:
-    raw = await _raw(N)
-    ours = await _pyum(N)
+    raw = ours = 0.0
+    for _ in range(ROUNDS):
+        raw = max(raw, await _raw(N))
+        ours = max(ours, await _pyum(N))
     return raw, ours
 
 
