@@ -16,9 +16,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     here = Path(__file__).parent
-    names = sorted(
-        m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_")
-    )
+    names = sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
     wanted = argv or names
     unknown = sorted(set(wanted) - set(names))
     if unknown:
