@@ -1,0 +1,319 @@
+"""SRS wired up: configuration -> service core + TCP endpoint + timers + monitoring + metrics.
+
+The order (umcore.daemon.lifecycle): everything is checked before anything binds; the pid file
+is written once the listener is up; at stop the listener and connections close, the monitoring
+context closes, then the pid file goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from daemons.srs.logroll import RollingFileHandler
+from daemons.srs.monitor import SRSMonitor
+from umcore import __version__ as pyum_version
+from umcore.aio.srs import SRSServerEndpoint
+from umcore.aio.timer import CoreTimer
+from umcore.config.srs import SRSConfig
+from umcore.daemon.lifecycle import StopSignals
+from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
+from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
+from umcore.daemon.pidfile import PidFile
+from umcore.monitor.pb import srs_mon_pb2
+from umcore.monitor.prometheus import StatsCollector
+from umcore.srs.server import PROTOCOL_VERSION, ServerConfig, SRSEvent, SRSServer
+from umcore.srs.stats import fill_pb
+
+__all__ = [
+    "configure_logging",
+    "metric_registry",
+    "resolve_interface",
+    "serve",
+    "server_config",
+]
+
+log = logging.getLogger("SRS")
+
+Sink = Callable[[bytes], None]
+_LEN = struct.Struct("!I")
+
+
+def configure_logging(config: SRSConfig, *, level: int = logging.INFO) -> LogSetup:
+    """``<log>``: console (stdout) or a rolling file.  OSError if the file cannot be opened."""
+    handler: logging.Handler
+    lg = config.log
+    if lg.type == "file" and lg.file:
+        handler = RollingFileHandler(
+            lg.file,
+            size_mb=lg.size,
+            frequency=lg.frequency,
+            max_history=lg.max_history,
+            total_size_cap_mb=lg.total_size_cap,
+            compression=lg.compression,
+        )
+        path: str | None = lg.file
+    else:
+        handler = logging.StreamHandler(sys.stdout)
+        path = None
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return LogSetup(handler, path)
+
+
+def resolve_interface(interface: str) -> str:
+    """``<srs><interface>``: a dotted IPv4 address or a host name (no CIDR, trap 6)."""
+    return socket.gethostbyname(interface)
+
+
+def server_config(config: SRSConfig) -> ServerConfig:
+    return ServerConfig(
+        source_state_lifetime=config.source_state_lifetime,
+        interest_state_lifetime=config.interest_state_lifetime,
+        route_state_lifetime=config.route_state_lifetime,
+        context_name_state_lifetime=config.context_name_state_lifetime,
+        source_leave_backoff_ms=config.source_leave_backoff,
+        batch_frame_max_record_count=config.batch_frame_max_record_count,
+        batch_frame_max_datagram_size=config.batch_frame_max_datagram_size,
+    )
+
+
+def _refused_getter(core: SRSServer, name: str) -> Callable[[], float]:
+    return lambda: float(getattr(core.refused, name))
+
+
+def metric_registry(
+    core: SRSServer, endpoint: SRSServerEndpoint, monitor: SRSMonitor | None
+) -> Any:
+    """Prometheus: SRS_STATS and SRS_ERROR_STATS, per-client stats (bounded series), refusals."""
+    registry = new_registry(
+        [
+            MetricSpec("pyum_srs_connections_open", "gauge", "TCP connections open", lambda: core.connections),
+            MetricSpec("pyum_srs_sources", "gauge", "Sources held (active and inactive)", core.source_count),
+            MetricSpec("pyum_srs_bytes_received", "counter", "Bytes received from clients", lambda: endpoint.bytes_in),
+            MetricSpec("pyum_srs_bytes_sent", "counter", "Bytes sent to clients", lambda: endpoint.bytes_out),
+            MetricSpec("pyum_srs_slow_clients_dropped", "counter", "Connections dropped: the client did not read", lambda: endpoint.slow_dropped),
+            *(
+                MetricSpec(
+                    f"pyum_srs_refused_{name}",
+                    "counter",
+                    f"Refused or dropped by a bound: {name.replace('_', ' ')}",
+                    _refused_getter(core, name),
+                )
+                for name in core.refused.__slots__
+            ),
+            MetricSpec("pyum_srs_monitor_messages_published", "counter", "Statistics messages published", lambda: monitor.published if monitor else 0),
+        ]
+    )  # fmt: skip
+    SRS = srs_mon_pb2.SRSMonMsg.Stats
+
+    def srs() -> Iterable[tuple[Any, dict[str, str]]]:
+        yield fill_pb(core.snapshot_stats(), SRS.SRS()), {}
+
+    def srs_error() -> Iterable[tuple[Any, dict[str, str]]]:
+        yield fill_pb(core.errors, SRS.SRSError()), {}
+
+    def clients() -> Iterable[tuple[Any, dict[str, str]]]:
+        for c in core.connected_clients():
+            yield (
+                fill_pb(c.stats, SRS.UMClient()),
+                {"client": f"{c.addr}:{c.port}", "session_id": f"0x{c.session_id:08x}"},
+            )
+
+    labels = ("client", "session_id")
+    registry.register(StatsCollector("pyum", "srs", SRS.SRS.DESCRIPTOR, srs))  # type: ignore[arg-type]
+    registry.register(StatsCollector("pyum", "srs_error", SRS.SRSError.DESCRIPTOR, srs_error))  # type: ignore[arg-type]
+    registry.register(
+        StatsCollector(
+            "pyum",
+            "srs_client",
+            SRS.UMClient.DESCRIPTOR,  # type: ignore[arg-type]
+            clients,
+            labelnames=labels,
+            exclude=("um_client_info",),
+        )
+    )
+    return registry
+
+
+class _UMSink:
+    """Statistics published over UM: a monitoring context (``<lbm-attributes>``) and one source
+    on the ``<daemon-monitor topic>``."""
+
+    def __init__(self) -> None:
+        self.ctx: Any = None
+        self.source: Any = None
+        self.dropped = 0
+
+    async def open(self, config: SRSConfig) -> None:
+        from umcore.api import Context
+
+        self.ctx = await Context.create(
+            config.monitor_attributes("context"), name="statsLbmContext"
+        )
+        self.source = await self.ctx.create_source(config.monitor_topic)
+
+    def __call__(self, data: bytes) -> None:
+        try:
+            self.source.send_nowait(data, flush=True)
+        except Exception as exc:  # WouldBlock or a closed session: count, never stop the SRS
+            self.dropped += 1
+            log.debug("statistics message dropped: %s", exc)
+
+    async def close(self) -> None:
+        if self.source is not None:
+            await self.source.close()
+        if self.ctx is not None:
+            await self.ctx.close()
+
+
+class _FileSink:
+    """pyum's ``--monitor-file``: framed statistics messages appended to a file, each preceded
+    by its u32 length (for tests and offline inspection)."""
+
+    def __init__(self, path: str) -> None:
+        self.f = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+
+    def __call__(self, data: bytes) -> None:
+        self.f.write(_LEN.pack(len(data)) + data)
+
+    async def close(self) -> None:
+        self.f.close()
+
+
+def _log_events(events: list[SRSEvent]) -> None:
+    for ev in events:
+        c = ev.client
+        if ev.kind == "UM_CLIENT_CONNECT":
+            log.info(
+                "Registration protocolVersion[%d] received for client[%s:%d] sessionID[0x%08x]",
+                c.protocol_version,
+                c.addr,
+                c.port,
+                c.session_id,
+            )
+        elif ev.kind == "UM_CLIENT_DISCONNECT":
+            log.info(
+                "TCP Disconnect received for client[%s:%d] sessionId[0x%08x] (%s)",
+                c.addr,
+                c.port,
+                c.session_id,
+                ev.detail,
+            )
+
+
+async def serve(
+    config: SRSConfig,
+    *,
+    log_setup: LogSetup | None = None,
+    metrics: tuple[str, int] | None = None,
+    stopping: asyncio.Event | None = None,
+    java_info: int = 0,
+    monitor_file: str | None = None,
+) -> int:
+    """Run the SRS until SIGTERM/SIGINT (or ``stopping``); returns the exit status."""
+    loop = asyncio.get_running_loop()
+    signals: StopSignals | None = None
+    if stopping is None:
+        signals = StopSignals(loop, on_reload=log_setup.reopen if log_setup else None)
+        signals.install()
+        stopping = signals.stopping
+    log.info("pyum SRS %s (Stateful Resolver Service) starting", pyum_version)
+    log.info("SRS Protocol Version: %d", PROTOCOL_VERSION)
+    if java_info:
+        log.info("platform: Python %s on %s", sys.version.split()[0], platform.platform())
+        if java_info > 1:
+            log.info("executable %s, pid %d, cwd %s", sys.executable, os.getpid(), os.getcwd())
+    address = resolve_interface(config.interface)
+    core = SRSServer(server_config(config), now=loop.time())
+    monitor: SRSMonitor | None = None
+    sink: _UMSink | _FileSink | None = None
+    mon_timer: CoreTimer | None = None
+
+    def on_events(events: list[SRSEvent]) -> None:
+        _log_events(events)
+        if monitor is not None:
+            monitor.add_events(events)
+
+    endpoint = SRSServerEndpoint(core, on_events=on_events)
+    host, port = await endpoint.start(address, config.port)
+    log.info("SRS Server IP address: %s port: %d", host, port)
+    metrics_server: MetricsServer | None = None
+    pid: PidFile | None = None
+    try:
+        if config.monitor_topic and (monitor_file or config.daemon_monitor):
+            try:
+                if monitor_file:
+                    sink = _FileSink(monitor_file)
+                else:
+                    um = _UMSink()
+                    await um.open(config)
+                    sink = um
+            except Exception as exc:  # the SRS serves topic resolution even without stats
+                log.error("cannot start the statistics publisher: %s", exc)
+                sink = None
+            if sink is not None:
+
+                def on_mon_timer() -> None:
+                    assert monitor is not None and mon_timer is not None
+                    monitor.handle_timer(loop.time())
+                    mon_timer.arm(monitor.next_timer())
+
+                monitor = SRSMonitor(
+                    config,
+                    core,
+                    sink,
+                    now=loop.time(),
+                    wall_clock=time.time,
+                    pid=os.getpid(),
+                    sender_ipv4=address,
+                )
+                mon_timer = CoreTimer(loop, on_mon_timer)
+                mon_timer.arm(monitor.next_timer())
+                log.info(
+                    "publishing statistics on topic %s (%s)",
+                    config.monitor_topic,
+                    config.monitor_format,
+                )
+        core.keep_events = True
+        if metrics is not None:
+            metrics_server = MetricsServer(metric_registry(core, endpoint, monitor))
+            mhost, mport = await metrics_server.start(*metrics)
+            log.info("metrics on http://%s:%d/metrics", mhost, mport)
+        if config.pid_file:
+            pid = PidFile(config.pid_file)
+            pid.write()
+        await stopping.wait()
+    finally:
+        if mon_timer is not None:
+            mon_timer.cancel()
+        await endpoint.close()
+        if sink is not None:
+            await sink.close()
+        if metrics_server is not None:
+            await metrics_server.close()
+        if pid is not None:
+            pid.remove()
+        if signals is not None:
+            signals.uninstall()
+        s = core.snapshot_stats()
+        log.info(
+            "stopped: %d connects, %d disconnects, %d sources, %d malformed connections",
+            s.clients_connects_count,
+            s.clients_disconnects_count,
+            core.source_count(),
+            core.refused.connections_malformed,
+        )
+    return 0

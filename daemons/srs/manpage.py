@@ -1,0 +1,57 @@
+"""The text ``SRS --help`` and ``srsds --help`` print: the seed's man pages, in our words."""
+
+SRS = """\
+SRS - Stateful Resolver Service, TCP-based topic resolution daemon (pyum)
+
+Usage: SRS [options] [configfile]
+
+Contexts configured with resolver_service connect to the SRS over TCP instead of multicasting
+topic resolution.  Each context tells the SRS about its sources and about the topics (and
+wildcard patterns) it receives; the SRS tells every context about the sources it is interested
+in, keeps that state while a context is briefly disconnected (the state lifetimes), and tells
+receivers when a source ends.  Several SRSes can serve one topic resolution domain: contexts use
+all of them.
+
+Options:
+  -d, --dump            print the full effective configuration (defaults filled in) as XML,
+                        then exit
+  -D, --Debug=PATH:MASK support debugging output (accepted; pyum logs at DEBUG level)
+  -h, --help            print this text, then exit
+  -j, --java            print run-time platform information to the log (repeat for more)
+  -v, --validate        check configfile against the XSD, print the first problem found with
+                        its line, exit 0 when valid and 1 otherwise
+  -x, --xsd             print the XSD configuration files are checked against, then exit
+  --metrics=HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics (pyum; off by
+                        default)
+
+configfile is optional: without one every setting has its default (listen on localhost:27000).
+Its root element is <um-srs>; SRS -x prints the rules and SRS -d the effective values.
+
+Signals: SIGINT or SIGTERM stop the SRS cleanly (exit status 0); a second SIGINT forces an
+immediate exit.  SIGHUP re-opens the log file.
+
+Exit status: 0 success, 1 a configuration or start-up error, 2 a usage error.
+"""
+
+SRSDS = """\
+srsds - the SRS as a Windows service (pyum)
+
+Usage: srsds [options] srs_cfgfile_name
+
+Records the service's parameters in the registry, or runs as the service executable when
+started by the Service Control Manager.
+
+Options:
+  -h, --help                  print this text, then exit
+  -l, --service-log=FILE      log of the service front itself (written when the SRS fails to
+                              start)
+  -p, --process-log=FILE      where the SRS's standard output and errors go
+  -s, --service=REQUEST       install [cfg], remove, or config cfg
+  -e, --event-log-level=LEVEL NONE, INFO, WARN (default) or ERROR
+  -E, --env_var_file=FILE     environment variables the service reads at start
+  -f, --flatdir               accepted (UM: jar files beside the executables)
+  -U, --noenv_var_file        forget the -E file (not with -E)
+
+The service log, the process log and the SRS's own <log> must be three different files.
+Stop the service with the Service Control Manager.  Not available outside Windows.
+"""

@@ -1,0 +1,101 @@
+"""``srsds``: the SRS's Windows service front (seed 003 12.2), on pywin32 (extra ``windows``).
+
+The command line records the service's parameters (``-s install|remove|config``, ``-e``,
+``-E``, ``-U``, ``-l``, ``-p``); run by the Service Control Manager it loads the recorded
+configuration file and runs the same :func:`daemons.srs.app.serve` as ``SRS``, stopped by the
+service control panel.  Not run in our CI (no Windows); elsewhere it explains itself and exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+from daemons.srs.app import configure_logging, serve
+from daemons.srs.manpage import SRSDS
+from umcore.config import srs as srs_config
+from umcore.daemon.cli import DaemonArgumentParser
+from umcore.daemon.winservice import (
+    EVENT_LOG_LEVELS,
+    HAVE_PYWIN32,
+    ServiceFront,
+    ServiceParameters,
+    require_pywin32,
+)
+
+PROG = "srsds"
+
+
+def build_parser() -> DaemonArgumentParser:
+    p = DaemonArgumentParser(PROG, SRSDS)
+    p.add_argument("-l", "--service-log", metavar="FILE")
+    p.add_argument("-p", "--process-log", metavar="FILE")
+    p.add_argument("-s", "--service", nargs="+", metavar="REQUEST")
+    p.add_argument("-e", "--event-log-level", choices=list(EVENT_LOG_LEVELS), type=str.upper)
+    p.add_argument("-E", "--env_var_file", metavar="FILE")
+    p.add_argument("-f", "--flatdir", action="store_true")
+    p.add_argument("-U", "--noenv_var_file", action="store_true")
+    p.add_argument("config", nargs="?", metavar="srs_cfgfile_name")
+    return p
+
+
+class SRSService(ServiceFront):
+    _svc_name_ = "SRS"
+    _svc_display_name_ = "UM Stateful Resolver Service (pyum SRS)"
+
+    def make_main(
+        self, parameters: ServiceParameters, stopping: asyncio.Event
+    ) -> Coroutine[Any, Any, int]:  # pragma: no cover - Windows only
+        config = (
+            srs_config.load(parameters.config_file)
+            if parameters.config_file
+            else srs_config.SRSConfig()
+        )
+        log_setup = configure_logging(config)
+        return serve(config, log_setup=log_setup, stopping=stopping)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.env_var_file and args.noenv_var_file:
+        sys.stderr.write(f"{PROG}: -E and -U cannot be combined\n")
+        raise SystemExit(2)
+    require_pywin32(PROG)
+    if not HAVE_PYWIN32:  # pragma: no cover - require_pywin32 exited
+        return
+    import win32serviceutil  # pragma: no cover - Windows only
+
+    request = args.service[0] if args.service else None  # pragma: no cover
+    cfg = args.service[1] if args.service and len(args.service) > 1 else args.config
+    if cfg:  # pragma: no cover
+        srs_config.load(cfg)  # refuse to record a bad file
+    params = ServiceParameters.load(SRSService._svc_name_)  # pragma: no cover
+    if cfg:  # pragma: no cover
+        params.config_file = cfg
+    if args.event_log_level:  # pragma: no cover
+        params.event_log_level = args.event_log_level
+    if args.env_var_file:  # pragma: no cover
+        params.env_var_file = args.env_var_file
+    if args.noenv_var_file:  # pragma: no cover
+        params.env_var_file = None
+    if request == "install":  # pragma: no cover
+        win32serviceutil.HandleCommandLine(SRSService, argv=[sys.argv[0], "install"])
+    elif request == "remove":  # pragma: no cover
+        win32serviceutil.HandleCommandLine(SRSService, argv=[sys.argv[0], "remove"])
+        return
+    elif request is None and not (
+        args.event_log_level or args.env_var_file or args.noenv_var_file
+    ):  # pragma: no cover
+        import servicemanager
+
+        servicemanager.Initialize()
+        servicemanager.PrepareToHostSingle(SRSService)
+        servicemanager.StartServiceCtrlDispatcher()
+        return
+    params.save(SRSService._svc_name_)  # pragma: no cover
+
+
+if __name__ == "__main__":
+    main()
