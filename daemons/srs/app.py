@@ -292,6 +292,7 @@ async def serve(
             metrics_server = MetricsServer(metric_registry(core, endpoint, monitor))
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
+        log.info("listening on %s:%d", host, port)
         if config.pid_file:
             pid = PidFile(config.pid_file)
             pid.write()

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
+from typing import cast
 
 from umcore.aio.timer import CoreTimer
 from umcore.srs.client import Event as ClientEvent
@@ -157,8 +158,8 @@ class _ServerProtocol(asyncio.Protocol):
         self.conn_id = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.endpoint._made(self, transport)
+        # uvloop's transports do not subclass asyncio.Transport: cast, do not check
+        self.endpoint._made(self, cast(asyncio.Transport, transport))
 
     def data_received(self, data: bytes) -> None:
         self.endpoint._data(self, data)
@@ -285,9 +286,8 @@ class _ClientProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.connector._made(self.index, transport)
+        self.transport = cast(asyncio.Transport, transport)
+        self.connector._made(self.index, self.transport)
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
