@@ -6,7 +6,9 @@ UM's TCP transport (seed 003 6.1, notes 1.1) is plain TCP from each receiver to 
 listening port; the byte stream is a sequence of LBMC messages, each framed by its own
 ``msglen`` (there is no other LBT-TCP header, notes wire 7).
 
-**Source side.**  One :class:`TcpSourceSession` per transport session (one listening port).
+**Source side.**  One :class:`TcpSourceSession` per transport session (one listening port);
+its topics, batching, fragmentation and TSNIs are :class:`~umcore.transport.batching.BatchingSource`
+(shared with LBT-RU and LBT-RM), summarised here.
 Many topic sources share it; each gets a *topic index* (``tidx``, advertised in its TIR) and its
 own topic sequence numbers.  :meth:`TcpSourceSession.send` frames a message as an LBMC data
 message into the session's *implicit batch* and returns the bytes to write to every connected
@@ -45,13 +47,24 @@ import struct
 from collections.abc import Callable
 
 from umcore.errors import TransportError
+from umcore.transport.batching import (  # re-exported: TCP's source side lives there
+    HEADER_RESERVATION,
+    MAX_LBMC_MESSAGE,
+    MAX_TSNI_RECORDS,
+    BatchingSource,
+    SourceStats,
+)
 from umcore.wire import lbmc
 
 __all__ = [
+    "HEADER_RESERVATION",
     "LOSS",
     "LOSS_BURST",
+    "MAX_LBMC_MESSAGE",
+    "MAX_TSNI_RECORDS",
     "DeliveryController",
     "SourceConnection",
+    "SourceStats",
     "TcpReceiverSession",
     "TcpSourceSession",
     "encode_tcp_sid",
@@ -59,14 +72,6 @@ __all__ = [
 
 # LBMC data message header: ver/type, next header, msglen, tidx, sqn.
 _DATA_HEADER = 12
-# Room the source keeps for LBMC headers in every message before deciding to fragment; UM
-# reserves "the largest possible header" (seed 8.3) without publishing it.  12 bytes data
-# header + 16 bytes FRAG header + slack for options we may add later (topic name, properties).
-HEADER_RESERVATION = 64
-# LBMC msglen is a u16: no LBMC message, hence no TCP "datagram", exceeds this.
-MAX_LBMC_MESSAGE = 65535
-# TSNI records per TSNI header (4 + 8 * 31 = 252 fits the u8 hdr_len; notes wire-lbmc 0x20).
-MAX_TSNI_RECORDS = 31
 # Receive buffer bound: one incomplete LBMC message can never exceed MAX_LBMC_MESSAGE bytes, so a
 # peer that makes us hold more than this is sending garbage.
 MAX_PENDING = 2 * MAX_LBMC_MESSAGE
@@ -82,18 +87,6 @@ LOSS_BURST = "unrecoverable_loss_burst"
 
 
 # ---------------------------------------------------------------------- LBMC helpers
-def _encode_fragment(
-    tidx: int, sqn: int, piece: bytes | memoryview, first: int, offset: int, total: int
-) -> bytes:
-    frag = lbmc.Frag(first_sqn=first, offset=offset, total_len=total)
-    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, [frag], bytes(piece)))
-
-
-def _encode_tsni(records: list[tuple[int, int]]) -> bytes:
-    tsni = lbmc.Tsni(records=tuple(records))
-    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[tsni]))
-
-
 def encode_tcp_sid(session_id: int) -> bytes:
     """The receiver's session-id confirmation: a CONTROL message with one TCP-SID header."""
     return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[lbmc.TcpSid(sid=session_id)]))
@@ -106,28 +99,7 @@ def _decode(msg: bytes) -> lbmc.LBMCMessage:
         raise TransportError(f"bad LBMC message from peer: {exc}") from exc
 
 
-class _Topic:
-    __slots__ = ("last_data", "last_tsni", "sqn", "topic")
-
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        self.sqn = 0  # next sequence number to use
-        self.last_data = 0.0
-        self.last_tsni = 0.0
-
-
-class SourceStats:
-    __slots__ = ("bytes_sent", "datagrams_sent", "fragments_sent", "messages_sent", "tsnis_sent")
-
-    def __init__(self) -> None:
-        self.messages_sent = 0
-        self.fragments_sent = 0
-        self.datagrams_sent = 0
-        self.bytes_sent = 0
-        self.tsnis_sent = 0
-
-
-class TcpSourceSession:
+class TcpSourceSession(BatchingSource):
     """The sans-IO source end of one TCP transport session (see the module docstring)."""
 
     def __init__(
@@ -143,173 +115,16 @@ class TcpSourceSession:
     ) -> None:
         if not 0 < session_id <= 0xFFFFFFFF:
             raise ValueError("a TCP session id is a non-zero 32-bit number")
+        super().__init__(
+            datagram_max_size=datagram_max_size,
+            batching_minimum_length=batching_minimum_length,
+            batching_interval=batching_interval,
+            tsni_interval=tsni_interval,
+            tsni_active_threshold=tsni_active_threshold,
+        )
         self.session_id = session_id
         self.use_session_id = use_session_id
-        self.max_size = min(datagram_max_size, MAX_LBMC_MESSAGE)
-        self.max_payload = self.max_size - HEADER_RESERVATION
-        self.batching_minimum_length = batching_minimum_length
-        self.batching_interval = batching_interval
-        self.tsni_interval = tsni_interval
-        self.tsni_active_threshold = tsni_active_threshold
-        self.stats = SourceStats()
-        self._topics: list[_Topic | None] = []
-        # The batch: encoded messages joined on send (measured 3x cheaper per 64-byte message
-        # than encoding into one preallocated bytearray).
-        self._parts: list[bytes] = []
-        self._len = 0
-        self._batch_deadline: float | None = None
-        self._tsni_check: float | None = None
-        #: Set when :meth:`next_timer` moved earlier or appeared; the adapter re-arms its timer
-        #: only then and clears it (a per-message re-arm is measurable on the data path).
-        self.timer_dirty = False
 
-    # ------------------------------------------------------------------ topics
-    def add_topic(self, topic: str, now: float = 0.0) -> int:
-        """A new topic source on this session; returns its topic index."""
-        self._topics.append(_Topic(topic))
-        t = self._topics[-1]
-        assert t is not None
-        t.last_data = now
-        return len(self._topics) - 1
-
-    def remove_topic(self, tidx: int) -> None:
-        self._topics[tidx] = None
-
-    def topic_count(self) -> int:
-        return sum(1 for t in self._topics if t is not None)
-
-    def next_sequence_number(self, tidx: int) -> int:
-        t = self._topics[tidx]
-        if t is None:
-            raise KeyError(tidx)
-        return t.sqn
-
-    # ------------------------------------------------------------------ sending
-    def _take(self) -> bytes:
-        parts = self._parts
-        out = parts[0] if len(parts) == 1 else b"".join(parts)
-        parts.clear()
-        self._len = 0
-        self._batch_deadline = None
-        st = self.stats
-        st.datagrams_sent += 1
-        st.bytes_sent += len(out)
-        return out
-
-    def send(
-        self, tidx: int, payload: bytes | memoryview, now: float, flush: bool = False
-    ) -> bytes | None:
-        """Frame one message; returns bytes to write to every receiver now, or None (batched)."""
-        t = self._topics[tidx]
-        if t is None:
-            raise KeyError(f"topic index {tidx} is not a source on this session")
-        n = len(payload)
-        if n > self.max_payload:
-            return self._send_fragmented(t, tidx, payload, now, flush)
-        out: bytes | None = None
-        length = self._len
-        if length + _DATA_HEADER + n > self.max_size:
-            out = self._take()
-            length = 0
-        sqn = t.sqn
-        t.sqn = (sqn + 1) & 0xFFFFFFFF
-        t.last_data = now
-        self._parts.append(lbmc.encode_data(tidx, sqn, payload))
-        self._len = length + _DATA_HEADER + n
-        self.stats.messages_sent += 1
-        if self._tsni_check is None and self.tsni_interval > 0:
-            self._tsni_check = now + self.tsni_interval
-            self.timer_dirty = True
-        if flush or self._len >= self.batching_minimum_length:
-            chunk = self._take()
-            return chunk if out is None else out + chunk
-        if length == 0:
-            self._batch_deadline = now + self.batching_interval
-            self.timer_dirty = True
-        return out
-
-    def _send_fragmented(
-        self, t: _Topic, tidx: int, payload: bytes | memoryview, now: float, flush: bool
-    ) -> bytes | None:
-        view = memoryview(payload)
-        total = len(view)
-        chunks: list[bytes] = []
-        if self._len:
-            chunks.append(self._take())
-        first = t.sqn
-        step = self.max_payload
-        for offset in range(0, total, step):
-            piece = view[offset : offset + step]
-            sqn = t.sqn
-            t.sqn = (sqn + 1) & 0xFFFFFFFF
-            msg = _encode_fragment(tidx, sqn, piece, first, offset, total)
-            self.stats.fragments_sent += 1
-            if self._len + len(msg) > self.max_size:
-                chunks.append(self._take())
-            self._parts.append(msg)
-            self._len += len(msg)
-        t.last_data = now
-        self.stats.messages_sent += 1
-        if flush or self._len >= self.batching_minimum_length:
-            chunks.append(self._take())
-        elif self._len and self._batch_deadline is None:
-            self._batch_deadline = now + self.batching_interval
-            self.timer_dirty = True
-        if self._tsni_check is None and self.tsni_interval > 0:
-            self._tsni_check = now + self.tsni_interval
-            self.timer_dirty = True
-        return b"".join(chunks) if chunks else None
-
-    def flush(self) -> bytes | None:
-        """``lbm_src_flush``: whatever is batched, now."""
-        return self._take() if self._len else None
-
-    # ------------------------------------------------------------------ timers
-    def next_timer(self) -> float | None:
-        a, b = self._batch_deadline, self._tsni_check
-        if a is None:
-            return b
-        if b is None:
-            return a
-        return min(a, b)
-
-    def handle_timer(self, now: float) -> bytes | None:
-        """Send a batch whose interval ran out, and due TSNIs; returns bytes for all receivers."""
-        parts: list[bytes] = []
-        if self._batch_deadline is not None and now >= self._batch_deadline and self._len:
-            parts.append(self._take())
-        if self._tsni_check is not None and now >= self._tsni_check:
-            parts.extend(self._tsnis(now))
-        return b"".join(parts) if parts else None
-
-    def _tsnis(self, now: float) -> list[bytes]:
-        interval, threshold = self.tsni_interval, self.tsni_active_threshold
-        records: list[tuple[int, int]] = []
-        next_check: float | None = None
-        for tidx, t in enumerate(self._topics):
-            if t is None or t.sqn == 0:
-                continue
-            idle = now - t.last_data
-            if threshold > 0 and idle > threshold:
-                continue
-            due = max(t.last_data, t.last_tsni) + interval
-            if now >= due:
-                records.append((tidx, (t.sqn - 1) & 0xFFFFFFFF))
-                t.last_tsni = now
-                due = now + interval
-            if next_check is None or due < next_check:
-                next_check = due
-        self._tsni_check = next_check
-        out = []
-        for i in range(0, len(records), MAX_TSNI_RECORDS):
-            out.append(_encode_tsni(records[i : i + MAX_TSNI_RECORDS]))
-            self.stats.tsnis_sent += 1
-        if out and self._len:
-            # Anything batched goes first: a TSNI must not overtake the data it describes.
-            out.insert(0, self._take())
-        return out
-
-    # ------------------------------------------------------------------ receivers
     def connection(self) -> SourceConnection:
         return SourceConnection(self)
 
