@@ -278,6 +278,8 @@ class SRSClient:
         self._events: list[Event] = []
         #: Frames or records from an SRS that did not decode (the slot was reconnected).
         self.malformed = 0
+        #: SIR records received from all SRSes (SERs included), for measurements.
+        self.sirs_received = 0
         #: Sources not kept: MAX_RESOLVED reached.
         self.refused_sources = 0
         #: Events dropped: nobody drained them.
@@ -498,6 +500,7 @@ class SRSClient:
         if type(rec) is not SourceInfo:
             return  # RER/WER/DIR/RTIR/CNIR...: for DROs and Stores, not an application
         assert isinstance(rec, SourceInfo)
+        self.sirs_received += 1
         key = (rec.otid, rec.topic)
         known = self._known.get(key)
         if rec.cost == SER_COST:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import heapq
 import re
 import struct
+import sys
 from collections.abc import Iterable
 
 from umcore.srs.stats import ClientErrorStats, ClientStats, SRSErrorStats, SRSStats
@@ -266,13 +267,13 @@ class SRSEvent:
 
 
 class _Source:
-    """One source in the global index: its SIR, the SIR's bytes, owner and liveness."""
+    """One source in the global index: its SIR's bytes (relayed as they came; the decoded
+    record is not kept, to save memory), owner and liveness."""
 
-    __slots__ = ("active", "key", "owner", "raw", "record")
+    __slots__ = ("active", "key", "owner", "raw")
 
-    def __init__(self, key: SourceKey, record: SourceInfo, raw: bytes, owner: Client) -> None:
+    def __init__(self, key: SourceKey, raw: bytes, owner: Client) -> None:
         self.key = key
-        self.record = record
         self.raw = raw
         self.owner = owner
         self.active = True
@@ -374,13 +375,13 @@ def _payload_frame(stream_id: int, body: bytes, complete: bool = False) -> bytes
     return size.to_bytes(3, "big") + _HEAD.pack(stream_id, flags) + body
 
 
-def _ser(record: SourceInfo) -> bytes:
-    """The SER (source end record) for a source: its SIR with cost -1."""
-    end = SourceInfo.__new__(SourceInfo)
-    for name in SourceInfo._fields():
-        setattr(end, name, getattr(record, name))
-    end.cost = SER_COST
-    return end.encode()
+_SER_TAIL = struct.pack("!i", SER_COST)
+
+
+def _ser(raw: bytes) -> bytes:
+    """The SER (source end record) for a source: its SIR with cost -1.  ``cost`` is the SIR's
+    last field (an i32), so the SER is the SIR's bytes with their last four replaced."""
+    return raw[:-4] + _SER_TAIL
 
 
 class SRSServer:
@@ -696,7 +697,8 @@ class SRSServer:
         if rec.cost == SER_COST:  # a client may not end sources by SER; SDR is the way
             client.err.client_invalid_srs_message_received_count += 1
             return
-        key = (rec.otid, rec.topic)
+        topic = rec.topic = sys.intern(rec.topic)  # one string per topic, however many refer
+        key = (rec.otid, topic)
         src = self._sources.get(key)
         raw = rec.encode()
         if src is not None:
@@ -710,7 +712,7 @@ class SRSServer:
             elif pending is None and not changed:
                 self.errors.clients_duplicate_sir_count += 1
                 return
-            src.record, src.raw = rec, raw
+            src.raw = raw
             if changed:
                 self._relay_sir(src)
             return
@@ -728,7 +730,7 @@ class SRSServer:
             self.refused.sources += 1
             return
         st.client_sir_received_count += 1
-        src = _Source(key, rec, raw, client)
+        src = _Source(key, raw, client)
         self._sources[key] = src
         self._by_topic.setdefault(rec.topic, {})[key] = src
         client.sources[key] = src
@@ -796,14 +798,14 @@ class SRSServer:
         self._push(due, "ser", src.key)
 
     def _send_ser(self, src: _Source) -> None:
-        raw = _ser(src.record)
+        raw = _ser(src.raw)
         for c in self._recipients(src.key[1], src.owner):
             if c.streaming:
                 self._queue(c, raw)
                 c.stats.client_ser_sent_count += 1
 
     def _rir(self, client: Client, rec: ReceiverInfo, now: float) -> None:
-        topic = rec.topic
+        topic = rec.topic = sys.intern(rec.topic)
         state = client.interest.get(topic)
         if state is True:
             self.errors.clients_duplicate_rir_count += 1
