@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "umcore"
-SANS_IO = ["wire", "resolver", "transport", "persist", "route"]
+SANS_IO = ["wire", "resolver", "transport", "srs", "persist", "route"]
 FORBIDDEN = {"asyncio", "socket", "time", "selectors", "threading", "uvloop", "subprocess"}
 # The lbmrd relay core sits in resolver/ and is sans-IO too; persist's repositories may touch files
 # (os/pathlib) by design, but still never sockets or the loop.
