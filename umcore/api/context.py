@@ -227,6 +227,7 @@ class Source:
         listener = self._listener
         if listener._paused:
             self._check()
+            self.context.send_blocked += 1
             await listener.writable()
         if self.closed:
             raise UMError(f"source for {self.topic!r} is closed")
@@ -245,6 +246,7 @@ class Source:
         listener = self._listener
         if listener._paused:
             self._wants_wakeup = True
+            self.context.send_would_block += 1
             raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
         core = self._core
         out = core.send(self.tidx, data, self._loop.time(), flush)
@@ -412,6 +414,7 @@ class _Fanout:
     def _loss(self, kind: str, sqn: int, count: int) -> None:
         t = m.MSG_UNRECOVERABLE_LOSS_BURST if kind == LOSS_BURST else m.MSG_UNRECOVERABLE_LOSS
         msg = Message(t, self.topic, self.session.source_string, sqn, b"", count)
+        self.session.ctx.fragments_unrecoverably_lost += count
         for r in self.receivers:
             r.unrecoverable += count
             r._deliver(msg)
@@ -493,6 +496,17 @@ class Context:
         self._timer = CoreTimer(self._loop, self._on_timer)
         self.advertised_ip = "127.0.0.1"
         self.closed = False
+        # Statistics for automatic monitoring (umcore.monitor.automatic): sends that blocked
+        # or raised WouldBlock, and messages lost for good (gaps a receiver was told about).
+        self.send_blocked = 0
+        self.send_would_block = 0
+        self.fragments_unrecoverably_lost = 0
+        self._monitor: Any = None
+        self._monitor_settings: Any = None
+        if int(self._opts.get("monitor_interval", 0) or 0) > 0:
+            from umcore.monitor.modopts import MonitorSettings  # ConfigError before any I/O
+
+            self._monitor_settings = MonitorSettings.from_options(self._opts.get)
 
     @classmethod
     async def create(cls, attributes: Any = None, *, name: str | None = None) -> Context:
@@ -566,6 +580,16 @@ class Context:
             )
             self._endpoint = DatagramEndpoint(self._loop, sock, self._on_datagram)
         self._flush_resolver()
+        if self._monitor_settings is not None:
+            from umcore.monitor.automatic import start_automatic_monitoring
+
+            try:
+                self._monitor = await start_automatic_monitoring(self, self._monitor_settings)
+            except BaseException:
+                self._timer.cancel()
+                if self._endpoint is not None:
+                    self._endpoint.close()
+                raise
 
     def _on_datagram(self, data: memoryview, addr: tuple[str, int]) -> None:
         found = self._resolver.receive_datagram(data, addr, self._loop.time())
@@ -822,6 +846,8 @@ class Context:
                 "receivers remain)"
             )
         self.closed = True
+        if self._monitor is not None:
+            await self._monitor.close()
         self._timer.cancel()
         for t in list(self._tasks):
             t.cancel()
