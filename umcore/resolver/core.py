@@ -37,6 +37,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from umcore.resolver.schedule import (
     PhaseSchedule,
@@ -166,12 +167,16 @@ class SourceInfo:
     identifies the topic source.  ``transport`` is the codec's transport-info object.
     """
 
-    __slots__ = ("index", "ip", "key", "port", "session_id", "topic", "transport")
+    __slots__ = ("index", "ip", "key", "options", "port", "session_id", "topic", "transport")
 
-    def __init__(self, topic: str, index: int, transport: lbmr.TCPInfo) -> None:
+    def __init__(
+        self, topic: str, index: int, transport: lbmr.TCPInfo, options: tuple[Any, ...] = ()
+    ) -> None:
         self.topic = topic
         self.index = index
         self.transport = transport
+        #: The TIR's topic options (late join 0x04, extended functionality 0x0E, ...).
+        self.options = options
         self.ip = transport.ip
         self.port = transport.port
         self.session_id = transport.session_id
@@ -255,6 +260,7 @@ class TopicResolver:
         *,
         timings: PhaseTimings | None = None,
         send_initial: bool | None = None,
+        options: tuple[Any, ...] = (),
     ) -> list[SourceInfo]:
         """A local source of ``topic`` exists; returns it as an event if local receivers want it.
 
@@ -270,7 +276,7 @@ class TopicResolver:
                 timings or self.config.advertisement, now, send_first=send_initial
             )
             entry = self._sources[topic] = _SourceTopic(sched)
-        info = SourceInfo(topic, index, transport)
+        info = SourceInfo(topic, index, transport, options)
         entry.sources.append(info)
         new = self._remember(info)
         wanted = topic in self._receivers or (self._wildcards and self._wildcard_wants(topic))
@@ -432,7 +438,7 @@ class TopicResolver:
             transport = tir.transport_info
             if type(transport) is not lbmr.TCPInfo:
                 continue  # other transports are not implemented by this client yet
-            info = SourceInfo(tir.topic, tir.index, transport)
+            info = SourceInfo(tir.topic, tir.index, transport, tir.options)
             self._remember(info)
             rcv = self._receivers.get(tir.topic)
             if rcv is None:
@@ -462,7 +468,7 @@ class TopicResolver:
     # ----------------------------------------------------------------- output
     @staticmethod
     def _tir(info: SourceInfo) -> lbmr.TIR:
-        return lbmr.TIR(info.topic, info.index, info.transport)
+        return lbmr.TIR(info.topic, info.index, info.transport, info.options)
 
     def _pack(self, tqrs: list[str], tirs: list[lbmr.TIR]) -> list[bytes]:
         """LBMR datagrams holding ``tqrs`` then ``tirs``, each within the datagram max size."""
