@@ -192,6 +192,7 @@ class DeliveryController:
         "deliver",
         "delivered",
         "expected",
+        "headers",
         "loss",
         "max_burst_loss",
         "started",
@@ -218,6 +219,9 @@ class DeliveryController:
         self.started = False  # leading loss is suppressed until the first delivery
         self.delivered = 0
         self.unrecoverable = 0
+        #: The extra LBMC headers (REQUEST, APPHDR_CHAIN...) of the message being delivered,
+        #: valid during the ``deliver`` call only; () for plain data (the fast path).
+        self.headers: tuple[lbmc.Header, ...] = ()
         self._frag_buf: bytearray | None = None
         self._frag_first = 0
         self._frag_total = 0
@@ -393,10 +397,14 @@ class TcpReceiverSession:
                 st.messages_no_topic += 1
                 return
             frag = m.find(lbmc.Frag)
-            if frag is None:
-                dc.on_data(m.sqn, m.payload)
-            else:
-                dc.on_fragment(m.sqn, frag.first_sqn, frag.offset, frag.total_len, m.payload)
+            dc.headers = tuple(h for h in m.headers if type(h) is not lbmc.Frag)
+            try:
+                if frag is None:
+                    dc.on_data(m.sqn, m.payload)
+                else:
+                    dc.on_fragment(m.sqn, frag.first_sqn, frag.offset, frag.total_len, m.payload)
+            finally:
+                dc.headers = ()
         elif m.msg_type == lbmc.MSG_CONTROL:
             for tsni in m.find_all(lbmc.Tsni):
                 st.tsnis_received += 1
