@@ -14,10 +14,18 @@ source's ``on_event(code, info)`` with UM's ``LBM_SRC_EVENT_*`` numbers.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "MSG_BOS",
     "MSG_DATA",
     "MSG_EOS",
+    "MSG_FLAG_IMMEDIATE",
+    "MSG_FLAG_OTR",
+    "MSG_FLAG_RETRANSMIT",
+    "MSG_FLAG_TOPICLESS",
+    "MSG_REQUEST",
+    "MSG_RESPONSE",
     "MSG_UNRECOVERABLE_LOSS",
     "MSG_UNRECOVERABLE_LOSS_BURST",
     "SRC_EVENT_CONNECT",
@@ -28,9 +36,17 @@ __all__ = [
 
 MSG_DATA = 0  # LBM_MSG_DATA
 MSG_EOS = 1  # LBM_MSG_EOS: the transport session ended (disconnect, timeout)
+MSG_REQUEST = 2  # LBM_MSG_REQUEST: data carrying a response object (``msg.response``)
+MSG_RESPONSE = 3  # LBM_MSG_RESPONSE: an answer to one of our requests
 MSG_UNRECOVERABLE_LOSS = 4  # LBM_MSG_UNRECOVERABLE_LOSS: one sequence number lost for good
 MSG_UNRECOVERABLE_LOSS_BURST = 5  # LBM_MSG_UNRECOVERABLE_LOSS_BURST: a gap beyond the burst limit
 MSG_BOS = 20  # LBM_MSG_BOS: first activity seen on a joined transport session
+
+# lbm_msg_t.flags bits (lbm.h)
+MSG_FLAG_RETRANSMIT = 0x8  # delivered through late join
+MSG_FLAG_IMMEDIATE = 0x10  # a UIM or MIM
+MSG_FLAG_TOPICLESS = 0x100  # an immediate message without topic
+MSG_FLAG_OTR = 0x2000  # delivered through off-transport recovery
 
 SRC_EVENT_CONNECT = 1  # LBM_SRC_EVENT_CONNECT: a receiver joined the transport session
 SRC_EVENT_DISCONNECT = 2  # LBM_SRC_EVENT_DISCONNECT: a receiver left it
@@ -42,6 +58,8 @@ _TYPE_NAMES = {
     MSG_UNRECOVERABLE_LOSS: "UNRECOVERABLE_LOSS",
     MSG_UNRECOVERABLE_LOSS_BURST: "UNRECOVERABLE_LOSS_BURST",
     MSG_BOS: "BOS",
+    MSG_REQUEST: "REQUEST",
+    MSG_RESPONSE: "RESPONSE",
 }
 
 
@@ -51,10 +69,24 @@ class Message:
     ``data`` is the payload (bytes; empty for events), ``sequence_number`` the topic sequence
     number (for a reassembled message, that of its last fragment; for a loss event the first
     lost one), ``source`` UM's source string (``TCP:ip:port:sid``), ``count`` the number of
-    messages a burst-loss event covers.
+    messages a burst-loss event covers.  ``flags`` holds UM's ``LBM_MSG_FLAG_*`` bits
+    (RETRANSMIT for late join, OTR, IMMEDIATE, TOPICLESS), ``properties`` the message
+    properties (None when the message had none), ``app_headers`` its application headers as
+    (subtype, bytes), ``response`` the response object of a REQUEST (``msg.respond(data)``).
     """
 
-    __slots__ = ("count", "data", "sequence_number", "source", "topic", "type")
+    __slots__ = (
+        "app_headers",
+        "count",
+        "data",
+        "flags",
+        "properties",
+        "response",
+        "sequence_number",
+        "source",
+        "topic",
+        "type",
+    )
 
     def __init__(
         self,
@@ -71,7 +103,18 @@ class Message:
         self.sequence_number = sequence_number
         self.data = data
         self.count = count
+        self.flags = 0
+        self.properties: Any = None
+        self.app_headers: list[tuple[int, bytes]] = []
+        self.response: Any = None
 
+    def respond(self, data: bytes, **kwargs: Any) -> None:
+        """Answer a REQUEST (``lbm_send_response``); raises UMError for other messages."""
+        if self.response is None:
+            from umcore.errors import UMError
+
+            raise UMError("this message is not a request (or its response was detached)")
+        self.response.send(data, **kwargs)
     @property
     def type_name(self) -> str:
         return _TYPE_NAMES.get(self.type, str(self.type))
