@@ -110,6 +110,9 @@ class BatchingSource:
         #: Set when :meth:`next_timer` moved earlier or appeared; the adapter re-arms its timer
         #: only then and clears it (a per-message re-arm is measurable on the data path).
         self.timer_dirty = False
+        #: The ``now`` of the latest :meth:`send` / :meth:`handle_timer` call, for subclasses'
+        #: :meth:`_take` (which the batching logic calls without a time).
+        self.now = 0.0
 
     # ------------------------------------------------------------------ topics
     def add_topic(self, topic: str, now: float = 0.0) -> int:
@@ -151,6 +154,7 @@ class BatchingSource:
         t = self._topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
+        self.now = now
         n = len(payload)
         if n > self.max_payload:
             return self._send_fragmented(t, tidx, payload, now, flush)
@@ -223,6 +227,7 @@ class BatchingSource:
 
     def handle_timer(self, now: float) -> bytes | None:
         """Send a batch whose interval ran out, and due TSNIs; returns bytes for all receivers."""
+        self.now = now
         parts: list[bytes] = []
         if self._batch_deadline is not None and now >= self._batch_deadline and self._len:
             parts.append(self._take())

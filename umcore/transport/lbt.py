@@ -1,0 +1,881 @@
+"""What LBT-RU and LBT-RM share: the source's window, rate control, session messages and NAK
+policy; the receiver's gap tracking, NAK timers and hand-off to the delivery controllers.
+
+Theory of operation
+-------------------
+**Source** (:class:`LbtSource`, a :class:`~umcore.transport.batching.BatchingSource`).  Every
+batch the implicit batcher hands on becomes one DATA datagram with the next *transport* sequence
+number.  The datagram is kept in the *transmission window* (``transport_*_transmission_window_size``
+bytes of payload, 24 MB; ``..._limit`` caps payload plus overhead when non-zero): the oldest
+datagrams leave it first, and the oldest one still in it is the ``trail_sqn`` every DATA and SM
+announces.  The context's data :class:`~umcore.transport.ratelimit.TokenBucket` decides whether a
+datagram leaves now: once the interval's budget is spent the session is *blocked* (the datagram
+that crossed it still left) and further datagrams wait in a bounded queue until the next refill;
+the adapter makes ``send`` wait (or raise WouldBlock) meanwhile and sends WAKEUP afterwards.
+
+*Session messages* (SM) go out when the session is idle: the first ``sm_minimum_interval``
+(200 ms) after the last datagram of any kind, then at doubling intervals up to
+``sm_maximum_interval`` (10 s) (notes 3.5).  They carry the lead (last sent) and trail sequence
+numbers: a receiver learns from them about tail loss.  A new session sends them from its
+creation, so a receiver that joins before the first message knows where the stream starts.
+
+*NAKs* are handled oldest sequence number first (notes 1.3): a number no longer in the window
+gets an NCF "do not retry" (0); a number retransmitted less than ``ignore_interval`` (500 ms) ago
+is rejected, and (UM 6.10+) only the first rejection in that interval gets an NCF "NAK ignored"
+(1), later ones are discarded silently; a retransmission the retransmit bucket cannot pay for
+is rejected with NCF "NAK shed" (3), with the same one-NCF-per-interval rule.  Otherwise the
+datagram is retransmitted at once with its RX flag set.
+
+**Receiver** (:class:`LbtReceiver`).  Tracks the next expected transport sequence number.  A
+datagram beyond it opens a gap: each missing number gets a NAK timer, first after the initial
+back-off (random in [1/2, 3/2] of ``nak_initial_backoff_interval``; 0 = at once), then every
+``nak_backoff_interval`` (randomised the same way); an NCF pushes the next NAK
+``nak_suppress_interval`` away, or ("do not retry", or a trail beyond the number) gives up at
+once (``unrecovered_txw``).  ``nak_generation_interval`` after detection the transport gives up
+(``unrecovered_tmo``) -- with **no** application event: that comes from the DC's own timer
+(:mod:`umcore.transport.delivery`).  Datagrams are handed up in arrival order; each LBMC message
+goes to the DC of its topic index (unsubscribed indexes are counted, UM's
+``lbm_msgs_no_topic_rcved``).  ``activity_timeout`` (60 s) without any datagram from the source
+ends the session (EOS).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections import deque
+from collections.abc import Callable
+
+from umcore.errors import TransportError
+from umcore.transport.batching import BatchingSource
+from umcore.transport.delivery import LbtDeliveryController
+from umcore.transport.ratelimit import RateLimiter
+from umcore.wire import lbmc
+
+__all__ = [
+    "MAX_HELD_DATAGRAMS",
+    "MAX_MISSING",
+    "MAX_NAKS_PER_PACKET",
+    "NCF_IGNORED",
+    "NCF_NO_RETRY",
+    "NCF_SHED",
+    "LbtReceiver",
+    "LbtSource",
+    "ReceiverConfig",
+    "SourceConfig",
+]
+
+_M = 0xFFFFFFFF
+_HALF = 0x80000000
+
+NCF_NO_RETRY = 0  # the data left the transmission window
+NCF_IGNORED = 1  # retransmitted less than an ignore interval ago
+NCF_RX_DELAY = 2
+NCF_SHED = 3  # the retransmit rate limit is reached
+
+# Datagrams a blocked session holds until the rate limiter's next refill.  The API never sends
+# while the session is blocked, so only a flush/close batch and TSNIs can land here; the bound
+# catches a caller that ignores blocking (refused datagrams are counted: they are then loss the
+# receivers recover by NAK, as long as the window holds them).
+MAX_HELD_DATAGRAMS = 1024
+# Missing transport sequence numbers a receiver tracks; a bigger jump is counted lost at once
+# (it is more than a 24 MB window of minimum-size datagrams could hold anyway).
+MAX_MISSING = 65_536
+# Sequence numbers per NAK packet: 8192-byte datagrams less headers hold ~2040 u32 entries.
+MAX_NAKS_PER_PACKET = 1024
+# Entries of the source's "retransmitted at" map kept before pruning the ones older than the
+# ignore interval (bounded memory under a NAK storm).
+MAX_RX_HISTORY = 65_536
+# Payload + overhead we count per datagram for transmission_window_limit (UDP + IP headers).
+DATAGRAM_OVERHEAD = 28
+
+_DATA_HEAD = struct.Struct("!BBHII")
+
+
+class SourceConfig:
+    """Session-level options of an LBT source (seconds, bytes)."""
+
+    __slots__ = (
+        "batching_interval",
+        "batching_minimum_length",
+        "datagram_max_size",
+        "ignore_interval",
+        "sm_maximum_interval",
+        "sm_minimum_interval",
+        "transmission_window_limit",
+        "transmission_window_size",
+        "tsni_active_threshold",
+        "tsni_interval",
+    )
+
+    def __init__(
+        self,
+        *,
+        datagram_max_size: int = 8192,
+        batching_minimum_length: int = 2048,
+        batching_interval: float = 0.2,
+        tsni_interval: float = 5.0,
+        tsni_active_threshold: float = 60.0,
+        sm_minimum_interval: float = 0.2,
+        sm_maximum_interval: float = 10.0,
+        ignore_interval: float = 0.5,
+        transmission_window_size: int = 25_165_824,
+        transmission_window_limit: int = 0,
+    ) -> None:
+        self.datagram_max_size = datagram_max_size
+        self.batching_minimum_length = batching_minimum_length
+        self.batching_interval = batching_interval
+        self.tsni_interval = tsni_interval
+        self.tsni_active_threshold = tsni_active_threshold
+        self.sm_minimum_interval = sm_minimum_interval
+        self.sm_maximum_interval = sm_maximum_interval
+        self.ignore_interval = ignore_interval
+        self.transmission_window_size = transmission_window_size
+        self.transmission_window_limit = transmission_window_limit
+
+
+class LbtSourceStats:
+    """UM's source transport statistics for LBT-RM/RU (ums_mon.proto names)."""
+
+    __slots__ = (
+        "bytes_sent",
+        "datagrams_held",
+        "datagrams_refused",
+        "msgs_sent",
+        "nak_pckts_rcved",
+        "naks_ignored",
+        "naks_rcved",
+        "naks_rx_delay_ignored",
+        "naks_shed",
+        "ncfs_sent",
+        "rctlr_data_msgs",
+        "rctlr_rx_msgs",
+        "rx_bytes_sent",
+        "rxs_sent",
+        "sms_sent",
+        "txw_bytes",
+        "txw_msgs",
+    )
+
+    def __init__(self) -> None:
+        self.bytes_sent = 0
+        self.datagrams_held = 0
+        self.datagrams_refused = 0
+        self.msgs_sent = 0
+        self.nak_pckts_rcved = 0
+        self.naks_ignored = 0
+        self.naks_rcved = 0
+        self.naks_rx_delay_ignored = 0
+        self.naks_shed = 0
+        self.ncfs_sent = 0
+        self.rctlr_data_msgs = 0
+        self.rctlr_rx_msgs = 0
+        self.rx_bytes_sent = 0
+        self.rxs_sent = 0
+        self.sms_sent = 0
+        self.txw_bytes = 0
+        self.txw_msgs = 0
+
+
+class LbtSource(BatchingSource):
+    """The transport-independent part of an LBT-RU / LBT-RM source session.
+
+    Subclasses define ``header_size``, :meth:`_encode_data` (a DATA datagram), :meth:`_rx_header`
+    (the header of a retransmission) and :meth:`_session_message`; the adapter sends
+    :attr:`ready` (DATA datagrams for every receiver) and :attr:`outbox` ((datagram, address)
+    pairs, or address None = every receiver) after each call, then clears both.
+    """
+
+    header_size = 20
+
+    def __init__(
+        self,
+        session_id: int,
+        config: SourceConfig,
+        limiter: RateLimiter | None = None,
+        now: float = 0.0,
+    ) -> None:
+        if not 0 < session_id <= _M:
+            raise ValueError("a session id is a non-zero 32-bit number")
+        super().__init__(
+            datagram_max_size=config.datagram_max_size - self.header_size,
+            batching_minimum_length=config.batching_minimum_length,
+            batching_interval=config.batching_interval,
+            tsni_interval=config.tsni_interval,
+            tsni_active_threshold=config.tsni_active_threshold,
+        )
+        self.session_id = session_id
+        self.config = config
+        self.limiter = limiter
+        self.now = now
+        self.lstats = LbtSourceStats()
+        #: DATA datagrams to send to every receiver now.
+        self.ready: list[bytes] = []
+        #: Other datagrams: (bytes, address or None for every receiver).
+        self.outbox: list[tuple[bytes, object]] = []
+        self.next_sqn = 0  # transport sequence number of the next DATA datagram
+        self._window: deque[bytes] = deque()
+        self._window_trail = 0  # sqn of _window[0]
+        self._window_bytes = 0
+        self._window_total = 0  # payload + overhead, for transmission_window_limit
+        self._held: deque[bytes] = deque()
+        #: True while the data rate limit holds datagrams back; cleared at the next refill.
+        self.blocked = False
+        #: Set when the session just stopped being blocked (the adapter sends WAKEUP, clears).
+        self.unblocked = False
+        self._rx_at: dict[int, float] = {}  # sqn -> when it was last retransmitted
+        self._ncf_at: dict[int, float] = {}  # sqn -> when its last rejection NCF went out
+        self.sm_sqn = 0
+        self._last_activity = now
+        self._sm_interval = config.sm_minimum_interval
+        self._sm_due: float | None = now + config.sm_minimum_interval
+
+    # ------------------------------------------------------------------ protocol hooks
+    def _encode_data(self, sqn: int, trail: int, payload: bytes) -> bytes:
+        raise NotImplementedError
+
+    def _rx_datagram(self, original: bytes, trail: int) -> bytes:
+        raise NotImplementedError
+
+    def _session_message(self, lead: int, trail: int) -> None:
+        """Queue an SM (to every receiver) on :attr:`outbox`."""
+        raise NotImplementedError
+
+    def _ncf(self, sqns: list[int], reason: int, addr: object) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ window
+    @property
+    def trail_sqn(self) -> int:
+        return self._window_trail if self._window else self.next_sqn
+
+    @property
+    def lead_sqn(self) -> int:
+        return (self.next_sqn - 1) & _M
+
+    def _take(self) -> bytes:
+        parts = self._parts
+        payload = parts[0] if len(parts) == 1 else b"".join(parts)
+        parts.clear()
+        self._len = 0
+        self._batch_deadline = None
+        self._emit(payload)
+        return b""
+
+    def _emit(self, payload: bytes) -> None:
+        sqn = self.next_sqn
+        self.next_sqn = (sqn + 1) & _M
+        window = self._window
+        if not window:
+            self._window_trail = sqn
+        dgram = self._encode_data(sqn, self._window_trail, payload)
+        window.append(dgram)
+        n = len(dgram)
+        self._window_bytes += n
+        self._window_total += n + DATAGRAM_OVERHEAD
+        cfg = self.config
+        while len(window) > 1 and (
+            self._window_bytes > cfg.transmission_window_size
+            or (
+                cfg.transmission_window_limit and self._window_total > cfg.transmission_window_limit
+            )
+        ):
+            old = window.popleft()
+            self._window_bytes -= len(old)
+            self._window_total -= len(old) + DATAGRAM_OVERHEAD
+            self._window_trail = (self._window_trail + 1) & _M
+        st = self.stats
+        st.datagrams_sent += 1
+        st.bytes_sent += n
+        now = self.now
+        self._activity(now)
+        limiter = self.limiter
+        if self.blocked or (limiter is not None and not limiter.take_data(n, now)):
+            if not self.blocked:
+                self.blocked = True
+                self.timer_dirty = True
+            if len(self._held) >= MAX_HELD_DATAGRAMS:
+                self.lstats.datagrams_refused += 1
+                return
+            self._held.append(dgram)
+            self.lstats.datagrams_held += 1
+            return
+        self.ready.append(dgram)
+
+    def _activity(self, now: float) -> None:
+        self._last_activity = now
+        if self._sm_interval != self.config.sm_minimum_interval:
+            self._sm_interval = self.config.sm_minimum_interval
+            self._sm_due = now + self._sm_interval
+            self.timer_dirty = True
+
+    def _emit_control(self, lbmc_bytes: bytes) -> None:
+        """TSNIs (LBMC control messages) in DATA datagrams, split at the size limit."""
+        limit = self.max_size
+        pos = 0
+        end = len(lbmc_bytes)
+        while pos < end:
+            chunk_end = pos
+            while chunk_end < end:
+                (msglen,) = struct.unpack_from("!H", lbmc_bytes, chunk_end + 2)
+                if chunk_end + msglen - pos > limit and chunk_end > pos:
+                    break
+                chunk_end += msglen
+            self._emit(lbmc_bytes[pos:chunk_end])
+            pos = chunk_end
+
+    # ------------------------------------------------------------------ timers
+    def next_timer(self) -> float | None:
+        t = super().next_timer()
+        for other in (
+            self._sm_due,
+            self.limiter.next_refill() if self.blocked and self.limiter else None,
+        ):
+            if other is not None and (t is None or other < t):
+                t = other
+        return t
+
+    def handle_timer(self, now: float) -> bytes | None:
+        """Batches, TSNIs, rate-limit refills and session messages that are due; the output is
+        on :attr:`ready` / :attr:`outbox` (the return value is for the TCP-shaped caller)."""
+        tsnis = super().handle_timer(now)
+        if tsnis:
+            self._emit_control(tsnis)
+        if self.blocked and self.limiter is not None:
+            self._release(now)
+        due = self._sm_due
+        if due is not None and now >= due:
+            idle_for = now - self._last_activity
+            if idle_for >= self._sm_interval - 1e-9:
+                self._session_message(self.lead_sqn, self.trail_sqn)
+                self.sm_sqn = (self.sm_sqn + 1) & _M
+                self.lstats.sms_sent += 1
+                self._last_activity = now
+                self._sm_interval = min(self._sm_interval * 2, self.config.sm_maximum_interval)
+                self._sm_due = now + self._sm_interval
+            else:
+                self._sm_due = self._last_activity + self._sm_interval
+        self.on_timer(now)
+        return b"" if (self.ready or self.outbox) else None
+
+    def on_timer(self, now: float) -> None:
+        """Subclass hook (client timeouts)."""
+
+    def _release(self, now: float) -> None:
+        limiter = self.limiter
+        assert limiter is not None
+        held = self._held
+        while held and limiter.data.available(now):
+            dgram = held.popleft()
+            limiter.take_data(len(dgram), now)
+            self.ready.append(dgram)
+        if not held:
+            self.blocked = False
+            self.unblocked = True
+
+    # ------------------------------------------------------------------ NAKs
+    def handle_nak(self, sqns: tuple[int, ...] | list[int], addr: object, now: float) -> None:
+        """A NAK from ``addr``: retransmit or NCF, oldest first (see the module docstring)."""
+        st = self.lstats
+        st.nak_pckts_rcved += 1
+        st.naks_rcved += len(sqns)
+        trail = self.trail_sqn
+        nxt = self.next_sqn
+        ignore = self.config.ignore_interval
+        rx_at = self._rx_at
+        ncf_at = self._ncf_at
+        no_retry: list[int] = []
+        ignored: list[int] = []
+        shed: list[int] = []
+        window = self._window
+        limiter = self.limiter
+        for sqn in sorted(sqns, key=lambda s: (s - trail) & _M):
+            off = (sqn - trail) & _M
+            if off >= (nxt - trail) & _M or not window:
+                if (sqn - nxt) & _M < _HALF:
+                    continue  # never sent: a confused receiver; nothing to say
+                no_retry.append(sqn)
+                continue
+            last = rx_at.get(sqn)
+            if last is not None and now - last < ignore:
+                st.naks_ignored += 1
+                n = ncf_at.get(sqn)
+                if n is None or n < last:
+                    ncf_at[sqn] = now
+                    ignored.append(sqn)
+                continue
+            original = window[off]
+            if limiter is not None and not limiter.take_retransmit(len(original), now):
+                st.naks_shed += 1
+                n = ncf_at.get(sqn)
+                if n is None or now - n >= ignore:
+                    ncf_at[sqn] = now
+                    shed.append(sqn)
+                continue
+            rx_at[sqn] = now
+            self._retransmit(self._rx_datagram(original, trail), addr)
+            st.rxs_sent += 1
+            st.rx_bytes_sent += len(original)
+            self._activity(now)
+        for reason, lst in ((NCF_NO_RETRY, no_retry), (NCF_IGNORED, ignored), (NCF_SHED, shed)):
+            for i in range(0, len(lst), MAX_NAKS_PER_PACKET):
+                self._ncf(lst[i : i + MAX_NAKS_PER_PACKET], reason, addr)
+                st.ncfs_sent += 1
+        if len(rx_at) > MAX_RX_HISTORY:
+            self._prune(now)
+
+    def _retransmit(self, dgram: bytes, addr: object) -> None:
+        self.outbox.append((dgram, addr))
+
+    def _prune(self, now: float) -> None:
+        ignore = self.config.ignore_interval
+        self._rx_at = {s: t for s, t in self._rx_at.items() if now - t < ignore}
+        self._ncf_at = {s: t for s, t in self._ncf_at.items() if now - t < ignore}
+
+
+# ============================================================================ receiver
+class ReceiverConfig:
+    """Receiver-side transport options (seconds)."""
+
+    __slots__ = (
+        "activity_timeout",
+        "loss_check_interval",
+        "max_burst_loss",
+        "nak_backoff_interval",
+        "nak_generation_interval",
+        "nak_initial_backoff_interval",
+        "nak_suppress_interval",
+        "ordered",
+        "send_naks",
+    )
+
+    def __init__(
+        self,
+        *,
+        activity_timeout: float = 60.0,
+        nak_initial_backoff_interval: float = 0.05,
+        nak_backoff_interval: float = 0.2,
+        nak_generation_interval: float = 10.0,
+        nak_suppress_interval: float = 1.0,
+        send_naks: bool = True,
+        max_burst_loss: int = 1024,
+        ordered: bool = True,
+        loss_check_interval: float = 0.0,
+    ) -> None:
+        self.activity_timeout = activity_timeout
+        self.nak_initial_backoff_interval = nak_initial_backoff_interval
+        self.nak_backoff_interval = nak_backoff_interval
+        self.nak_generation_interval = nak_generation_interval
+        self.nak_suppress_interval = nak_suppress_interval
+        self.send_naks = send_naks
+        self.max_burst_loss = max_burst_loss
+        self.ordered = ordered
+        self.loss_check_interval = loss_check_interval
+
+
+class LbtReceiverStats:
+    """UM's receiver transport statistics for LBT-RM/RU (ums_mon.proto names)."""
+
+    __slots__ = (
+        "bytes_rcved",
+        "dgrams_dropped_hdr",
+        "dgrams_dropped_sid",
+        "dgrams_dropped_type",
+        "duplicate_data",
+        "lbm_msgs_no_topic_rcved",
+        "lbm_msgs_rcved",
+        "lost",
+        "msgs_rcved",
+        "nak_pckts_sent",
+        "naks_sent",
+        "ncfs_ignored",
+        "ncfs_rx_delay",
+        "ncfs_shed",
+        "ncfs_unknown",
+        "out_of_order",
+        "rxs_rcved",
+        "sms_rcved",
+        "tsnis_rcved",
+        "unrecovered_tmo",
+        "unrecovered_txw",
+    )
+
+    def __init__(self) -> None:
+        self.bytes_rcved = 0
+        self.dgrams_dropped_hdr = 0
+        self.dgrams_dropped_sid = 0
+        self.dgrams_dropped_type = 0
+        self.duplicate_data = 0
+        self.lbm_msgs_no_topic_rcved = 0
+        self.lbm_msgs_rcved = 0
+        self.lost = 0
+        self.msgs_rcved = 0
+        self.nak_pckts_sent = 0
+        self.naks_sent = 0
+        self.ncfs_ignored = 0
+        self.ncfs_rx_delay = 0
+        self.ncfs_shed = 0
+        self.ncfs_unknown = 0
+        self.out_of_order = 0
+        self.rxs_rcved = 0
+        self.sms_rcved = 0
+        self.tsnis_rcved = 0
+        self.unrecovered_tmo = 0
+        self.unrecovered_txw = 0
+
+
+class _Gap:
+    """NAK state of one missing transport sequence number."""
+
+    __slots__ = ("give_up", "next_nak")
+
+    def __init__(self, next_nak: float, give_up: float) -> None:
+        self.next_nak = next_nak
+        self.give_up = give_up
+
+
+class LbtReceiver:
+    """The transport-independent part of an LBT-RU / LBT-RM receiver session.
+
+    Subclasses feed DATA through :meth:`_data`, SMs through :meth:`_sm`, NCFs through
+    :meth:`_ncf`, and define :meth:`_send_nak`.  Output datagrams (to the source) collect on
+    :attr:`outbox`; the adapter sends and clears it after every call.
+    """
+
+    def __init__(
+        self, config: ReceiverConfig, now: float = 0.0, rng: random.Random | None = None
+    ) -> None:
+        self.config = config
+        self.rng = rng or random.Random()
+        self.stats = LbtReceiverStats()
+        self.dcs: dict[int, LbtDeliveryController] = {}
+        self.outbox: list[bytes] = []
+        self.started = False  # the transport knows its first sequence number
+        self.active = False  # a datagram arrived: BOS time
+        self.ended = False
+        self.expected = 0  # next transport sequence number
+        self.trail = 0
+        self.missing: dict[int, _Gap] = {}
+        self._nak_due: float | None = None
+        self._pending_starts: list[tuple[int, LbtDeliveryController]] = []
+        self._last_activity = now
+        self._activity_check: float | None = now + config.activity_timeout
+        self._loss_check: float | None = (
+            now + config.loss_check_interval if config.loss_check_interval > 0 else None
+        )
+        #: Called once, at the first datagram (BOS), and when the session ends (EOS).
+        self.on_active: Callable[[], None] | None = None
+        self.on_end: Callable[[], None] | None = None
+        self.timer_dirty = False
+
+    # ------------------------------------------------------------------ DCs
+    def subscribe(self, dc: LbtDeliveryController) -> None:
+        self.dcs[dc.tidx] = dc
+
+    def unsubscribe(self, tidx: int) -> None:
+        self.dcs.pop(tidx, None)
+
+    def new_dc(
+        self,
+        tidx: int,
+        topic: str,
+        deliver: Callable[[int, bytes], None],
+        loss: Callable[[str, int, int], None],
+        *,
+        max_burst_loss: int | None = None,
+    ) -> LbtDeliveryController:
+        cfg = self.config
+        return LbtDeliveryController(
+            tidx,
+            topic,
+            deliver,
+            loss,
+            max_burst_loss=cfg.max_burst_loss if max_burst_loss is None else max_burst_loss,
+            loss_timeout=cfg.nak_generation_interval,
+            ordered=cfg.ordered,
+        )
+
+    # ------------------------------------------------------------------ input
+    def _touch(self, now: float) -> None:
+        self._last_activity = now
+        if not self.active:
+            self.active = True
+            if self.on_active is not None:
+                self.on_active()
+
+    def _start_at(self, sqn: int) -> None:
+        self.started = True
+        self.expected = sqn
+
+    def _sm(self, lead: int, trail: int, now: float) -> None:
+        """A session message: tail loss shows as lead >= expected."""
+        self.stats.sms_rcved += 1
+        self._touch(now)
+        if not self.started:
+            self._start_at((lead + 1) & _M)
+            self.trail = trail
+            return
+        self.trail = trail
+        nxt = (lead + 1) & _M
+        if (nxt - self.expected) & _M < _HALF and nxt != self.expected:
+            self._open(self.expected, nxt, now)
+            self.expected = nxt
+        self._flush_naks(now)
+
+    def _data(self, sqn: int, trail: int, rx: bool, payload: memoryview, now: float) -> None:
+        st = self.stats
+        st.msgs_rcved += 1
+        st.bytes_rcved += len(payload)
+        self._touch(now)
+        if not self.started:
+            if rx:
+                return  # a retransmission for someone else, before we know our start
+            self._start_at(sqn)
+        self.trail = trail
+        exp = self.expected
+        if sqn == exp:
+            self.expected = (sqn + 1) & _M
+            tentative_from = sqn if self.missing else -1
+        else:
+            d = (sqn - exp) & _M
+            if d < _HALF:
+                st.out_of_order += 1
+                self._open(exp, sqn, now)
+                self.expected = (sqn + 1) & _M
+                tentative_from = sqn
+            else:
+                if self.missing.pop(sqn, None) is None:
+                    st.duplicate_data += 1
+                    return
+                if rx:
+                    st.rxs_rcved += 1
+                tentative_from = sqn
+        self._payload(payload, now, tentative_from)
+        if self._pending_starts:
+            self._confirm_starts(now)
+        if self._nak_due is not None and self._nak_due <= now:
+            self._flush_naks(now)
+
+    def _payload(self, payload: memoryview, now: float, datagram: int) -> None:
+        """Hand each LBMC message of a DATA datagram to its DC (arrival order)."""
+        buf = bytes(payload)
+        end = len(buf)
+        pos = 0
+        dcs = self.dcs
+        st = self.stats
+        unpack = _DATA_HEAD.unpack_from
+        while end - pos >= 4:
+            msglen = buf[pos + 2] << 8 | buf[pos + 3]
+            if msglen < 4 or pos + msglen > end:
+                st.dgrams_dropped_hdr += 1
+                return
+            nxt = pos + msglen
+            if msglen >= 12 and buf[pos] == 0 and buf[pos + 1] == 0:
+                _, _, _, tidx, sqn = unpack(buf, pos)
+                st.lbm_msgs_rcved += 1
+                dc = dcs.get(tidx)
+                if dc is None:
+                    st.lbm_msgs_no_topic_rcved += 1
+                elif dc.started:
+                    dc.on_message(sqn, buf[pos + 12 : nxt], None, now)
+                else:
+                    self._to_new_dc(dc, sqn, buf[pos + 12 : nxt], None, now, datagram)
+            else:
+                self._slow(buf[pos:nxt], now, datagram)
+            pos = nxt
+
+    def _to_new_dc(
+        self,
+        dc: LbtDeliveryController,
+        sqn: int,
+        payload: bytes,
+        frag: tuple[int, int, int] | None,
+        now: float,
+        datagram: int,
+    ) -> None:
+        tentative = datagram >= 0 and self._gap_below(datagram)
+        if tentative and not dc.tentative:
+            self._pending_starts.append((datagram, dc))
+        dc.on_message(sqn, payload, frag, now, tentative)
+
+    def _gap_below(self, sqn: int) -> bool:
+        return any((m - sqn) & _M >= _HALF for m in self.missing)
+
+    def _confirm_starts(self, now: float) -> None:
+        keep = []
+        for datagram, dc in self._pending_starts:
+            if self._gap_below(datagram):
+                keep.append((datagram, dc))
+            else:
+                dc.confirm(now)
+        self._pending_starts = keep
+
+    def _slow(self, msg: bytes, now: float, datagram: int) -> None:
+        try:
+            m = lbmc.decode(msg)
+        except lbmc.LBMCError:
+            self.stats.dgrams_dropped_hdr += 1
+            return
+        st = self.stats
+        if m.msg_type in (lbmc.MSG_DATA, lbmc.MSG_RETRANS):
+            st.lbm_msgs_rcved += 1
+            dc = self.dcs.get(m.tidx)
+            if dc is None:
+                st.lbm_msgs_no_topic_rcved += 1
+                return
+            f = m.find(lbmc.Frag)
+            frag = None if f is None else (f.first_sqn, f.offset, f.total_len)
+            try:
+                if dc.started:
+                    dc.on_message(m.sqn, m.payload, frag, now)
+                else:
+                    self._to_new_dc(dc, m.sqn, m.payload, frag, now, datagram)
+            except TransportError:
+                st.dgrams_dropped_hdr += 1
+        elif m.msg_type == lbmc.MSG_CONTROL:
+            for tsni in m.find_all(lbmc.Tsni):
+                st.tsnis_rcved += 1
+                for tidx, sqn in tsni.records:
+                    dc = self.dcs.get(tidx)
+                    if dc is not None:
+                        dc.on_tsni(sqn, now)
+
+    # ------------------------------------------------------------------ gaps and NAKs
+    def _backoff(self, interval: float) -> float:
+        return interval * (0.5 + self.rng.random()) if interval > 0 else 0.0
+
+    def _open(self, start: int, end: int, now: float) -> None:
+        """Transport sqns start..end-1 are missing."""
+        count = (end - start) & _M
+        missing = self.missing
+        cfg = self.config
+        room = MAX_MISSING - len(missing)
+        if count > room:
+            lost = count - max(room, 0)
+            self.stats.lost += lost
+            self.stats.unrecovered_tmo += lost
+            start = (end - max(room, 0)) & _M
+            count = max(room, 0)
+        give_up = now + cfg.nak_generation_interval
+        first = now + self._backoff(cfg.nak_initial_backoff_interval)
+        if not cfg.send_naks:
+            first = give_up
+        s = start
+        for _ in range(count):
+            missing[s] = _Gap(first, give_up)
+            s = (s + 1) & _M
+        self.stats.lost += count
+        if count and (self._nak_due is None or first < self._nak_due):
+            self._nak_due = first
+            self.timer_dirty = True
+
+    def _flush_naks(self, now: float) -> None:
+        """Send the NAKs that are due; give up what is past its generation interval."""
+        missing = self.missing
+        if not missing:
+            self._nak_due = None
+            return
+        cfg = self.config
+        st = self.stats
+        trail = self.trail
+        due: list[int] = []
+        gone: list[int] = []
+        nxt: float | None = None
+        backoff = cfg.nak_backoff_interval
+        for sqn, g in missing.items():
+            if (sqn - trail) & _M >= _HALF:
+                gone.append(sqn)
+                st.unrecovered_txw += 1
+                continue
+            if now >= g.give_up:
+                gone.append(sqn)
+                st.unrecovered_tmo += 1
+                continue
+            if now >= g.next_nak and cfg.send_naks:
+                due.append(sqn)
+                g.next_nak = min(now + self._backoff(backoff), g.give_up)
+            t = g.next_nak if g.next_nak < g.give_up else g.give_up
+            if nxt is None or t < nxt:
+                nxt = t
+        for sqn in gone:
+            del missing[sqn]
+        self._nak_due = nxt
+        if due:
+            due.sort(key=lambda s: (s - trail) & _M)
+            for i in range(0, len(due), MAX_NAKS_PER_PACKET):
+                chunk = due[i : i + MAX_NAKS_PER_PACKET]
+                self._send_nak(chunk)
+                st.nak_pckts_sent += 1
+                st.naks_sent += len(chunk)
+        if gone and self._pending_starts:
+            self._confirm_starts(now)
+
+    def _send_nak(self, sqns: list[int]) -> None:
+        raise NotImplementedError
+
+    def _ncf(self, reason: int, trail: int, sqns: tuple[int, ...], now: float) -> None:
+        st = self.stats
+        self._touch(now)
+        self.trail = trail
+        if reason == NCF_IGNORED:
+            st.ncfs_ignored += 1
+        elif reason == NCF_SHED:
+            st.ncfs_shed += 1
+        elif reason == NCF_RX_DELAY:
+            st.ncfs_rx_delay += 1
+        elif reason != NCF_NO_RETRY:
+            st.ncfs_unknown += 1
+        suppress = self.config.nak_suppress_interval
+        gone = False
+        for sqn in sqns:
+            g = self.missing.get(sqn)
+            if g is None:
+                continue
+            if reason == NCF_NO_RETRY:
+                del self.missing[sqn]
+                st.unrecovered_txw += 1
+                gone = True
+            else:
+                g.next_nak = max(g.next_nak, now + suppress)
+        if gone and self._pending_starts:
+            self._confirm_starts(now)
+
+    # ------------------------------------------------------------------ timers
+    def next_timer(self) -> float | None:
+        t = self._nak_due
+        for other in (self._activity_check, self._loss_check):
+            if other is not None and (t is None or other < t):
+                t = other
+        return t
+
+    def handle_timer(self, now: float) -> None:
+        if self.ended:
+            return
+        if self._nak_due is not None and now >= self._nak_due:
+            self._flush_naks(now)
+        if self._loss_check is not None and now >= self._loss_check:
+            for dc in list(self.dcs.values()):
+                dc.check(now)
+            self._loss_check = now + self.config.loss_check_interval
+        check = self._activity_check
+        if check is not None and now >= check:
+            deadline = self._last_activity + self.config.activity_timeout
+            if now >= deadline:
+                self.end()
+                return
+            self._activity_check = deadline
+        self.on_timer(now)
+
+    def on_timer(self, now: float) -> None:
+        """Subclass hook (connection requests, ACKs)."""
+
+    def end(self) -> None:
+        """The session is over (activity timeout, or the source reset it): EOS."""
+        if self.ended:
+            return
+        self.ended = True
+        self._nak_due = None
+        self._activity_check = None
+        self._loss_check = None
+        if self.on_end is not None:
+            self.on_end()

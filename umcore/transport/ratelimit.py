@@ -1,0 +1,108 @@
+"""Sans-IO rate limiters of the datagram transports: one token bucket per limit per context.
+
+Theory of operation
+-------------------
+UM limits what LBT-RM and LBT-RU sources put on the wire (seed 003 L1206-1240, notes 1.3): per
+*rate interval* (``transport_lbtrm_rate_interval`` 10 ms, ``transport_lbtru_rate_interval``
+100 ms) a context may send ``limit x interval`` bits, where the limit is
+``transport_*_data_rate_limit`` (10 Mbit/s; new data **and** retransmissions) and, a sub-cap,
+``transport_*_retransmit_rate_limit`` (5 Mbit/s; retransmissions only).  Both are context
+options, so one :class:`RateLimiter` (two :class:`TokenBucket` objects) is shared by every
+session of that transport type in a context.
+
+A bucket is refilled to its full budget at each interval boundary (no carry-over: the budget is
+"per interval").  :meth:`TokenBucket.take` spends; it refuses only when the budget is already
+exhausted, so the datagram that *crosses* the budget still goes (UM: "the datagram that would
+exceed the budget is queued and the send still succeeds"; we let it go at once and count the
+overdraft against the next interval, which is the same average rate without a queue).  The
+transport is then *blocked* until the next refill: further data waits in the session (the API
+awaits, or raises :class:`~umcore.errors.WouldBlock` and sends WAKEUP later), further NAKs are
+answered with NCFs (reason "shed").  A limit of 0 means unlimited.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RateLimiter", "TokenBucket"]
+
+
+class TokenBucket:
+    """One byte budget per interval; see the module docstring."""
+
+    __slots__ = ("budget", "interval", "next_refill", "overdraft", "refused", "tokens")
+
+    def __init__(self, bits_per_second: int, interval: float, now: float = 0.0) -> None:
+        if interval <= 0:
+            raise ValueError("a rate interval is positive")
+        self.interval = interval
+        #: Bytes per interval; 0 = unlimited.
+        self.budget = int(bits_per_second * interval / 8)
+        self.tokens = self.budget
+        self.next_refill = now + interval
+        #: Datagrams refused because the budget was exhausted (the caller queued or shed them).
+        self.refused = 0
+        #: Bytes sent beyond the budget by the crossing datagram, charged to the next interval.
+        self.overdraft = 0
+
+    @property
+    def unlimited(self) -> bool:
+        return self.budget == 0
+
+    def refill(self, now: float) -> bool:
+        """Refill if an interval boundary passed; True when it did."""
+        if now < self.next_refill:
+            return False
+        steps = int((now - self.next_refill) / self.interval) + 1
+        self.next_refill += steps * self.interval
+        self.tokens = self.budget - self.overdraft if steps == 1 else self.budget
+        self.overdraft = 0
+        return True
+
+    def available(self, now: float) -> bool:
+        if self.budget == 0:
+            return True
+        if now >= self.next_refill:
+            self.refill(now)
+        return self.tokens > 0
+
+    def take(self, nbytes: int, now: float) -> bool:
+        """Spend ``nbytes``; False (nothing spent) when the budget is exhausted."""
+        if self.budget == 0:
+            return True
+        if now >= self.next_refill:
+            self.refill(now)
+        tokens = self.tokens
+        if tokens <= 0:
+            self.refused += 1
+            return False
+        tokens -= nbytes
+        if tokens < 0:
+            self.overdraft = -tokens
+            tokens = 0
+        self.tokens = tokens
+        return True
+
+
+class RateLimiter:
+    """A context's data and retransmit buckets for one transport type."""
+
+    __slots__ = ("data", "retransmit")
+
+    def __init__(
+        self, data_bps: int, retransmit_bps: int, interval: float, now: float = 0.0
+    ) -> None:
+        self.data = TokenBucket(data_bps, interval, now)
+        self.retransmit = TokenBucket(retransmit_bps, interval, now)
+
+    def take_data(self, nbytes: int, now: float) -> bool:
+        return self.data.take(nbytes, now)
+
+    def take_retransmit(self, nbytes: int, now: float) -> bool:
+        """A retransmission spends both budgets (the data limit includes retransmissions)."""
+        if not self.retransmit.available(now) or not self.data.available(now):
+            return False
+        self.retransmit.take(nbytes, now)
+        self.data.take(nbytes, now)
+        return True
+
+    def next_refill(self) -> float:
+        return self.data.next_refill
