@@ -160,31 +160,55 @@ class ResolverStats:
         self.outbox_dropped = 0  # datagrams refused because the caller stopped draining
 
 
+# Transports this client can join (TIRs of other types are cached nowhere and ignored).
+_JOINABLE = (lbmr.TCPInfo, lbmr.LBTRUInfo, lbmr.LBTRMInfo)
+
+
 class SourceInfo:
     """A source of a topic, as learned from a TIR (or from this context's own source cache).
 
-    ``key`` identifies the transport session (type, ip, port, session id); with ``index`` it
-    identifies the topic source.  ``transport`` is the codec's transport-info object.
+    ``key`` identifies the transport session (type, ip, port, session id; LBT-RM adds group and
+    destination port, ``port`` being its NAK port); with ``index`` it identifies the topic
+    source.  ``transport`` is the codec's transport-info object (TCP, LBT-RU or LBT-RM).
     """
 
     __slots__ = ("index", "ip", "key", "options", "port", "session_id", "topic", "transport")
 
     def __init__(
-        self, topic: str, index: int, transport: lbmr.TCPInfo, options: tuple[Any, ...] = ()
+        self,
+        topic: str,
+        index: int,
+        transport: lbmr.TCPInfo | lbmr.LBTRMInfo,
+        options: tuple[Any, ...] = (),
     ) -> None:
         self.topic = topic
         self.index = index
         self.transport = transport
         #: The TIR's topic options (late join 0x04, extended functionality 0x0E, ...).
         self.options = options
-        self.ip = transport.ip
-        self.port = transport.port
-        self.session_id = transport.session_id
-        self.key = ("TCP", transport.ip, transport.port, transport.session_id or 0)
+        self.session_id: int | None
+        if isinstance(transport, lbmr.LBTRMInfo):
+            self.ip, self.port = transport.src_ip, transport.sport
+            self.session_id = transport.session_id
+            self.key: tuple[object, ...] = (
+                "LBTRM",
+                transport.src_ip,
+                transport.sport,
+                transport.session_id,
+                transport.mc_group,
+                transport.dport,
+            )
+        else:
+            self.ip = transport.ip
+            self.port = transport.port
+            self.session_id = transport.session_id
+            kind = "LBT-RU" if type(transport) is lbmr.LBTRUInfo else "TCP"
+            self.key = (kind, transport.ip, transport.port, transport.session_id or 0)
 
     def __repr__(self) -> str:
         sid = self.session_id or 0
-        return f"SourceInfo({self.topic!r}, TCP:{self.ip}:{self.port}:{sid:08x}[{self.index}])"
+        kind = self.key[0]
+        return f"SourceInfo({self.topic!r}, {kind}:{self.ip}:{self.port}:{sid:08x}[{self.index}])"
 
 
 class _SourceTopic:
@@ -255,7 +279,7 @@ class TopicResolver:
         self,
         topic: str,
         index: int,
-        transport: lbmr.TCPInfo,
+        transport: lbmr.TCPInfo | lbmr.LBTRMInfo,
         now: float,
         *,
         timings: PhaseTimings | None = None,
@@ -282,7 +306,9 @@ class TopicResolver:
         wanted = topic in self._receivers or (self._wildcards and self._wildcard_wants(topic))
         return [info] if new and wanted else []
 
-    def remove_source(self, topic: str, index: int, transport: lbmr.TCPInfo) -> None:
+    def remove_source(
+        self, topic: str, index: int, transport: lbmr.TCPInfo | lbmr.LBTRMInfo
+    ) -> None:
         entry = self._sources.get(topic)
         if entry is None:
             return
@@ -436,8 +462,8 @@ class TopicResolver:
         for tir in packet.tirs:
             st.tirs_received += 1
             transport = tir.transport_info
-            if type(transport) is not lbmr.TCPInfo:
-                continue  # other transports are not implemented by this client yet
+            if type(transport) not in _JOINABLE:
+                continue  # other transports (IPC, SMX, ...) are not implemented by this client
             info = SourceInfo(tir.topic, tir.index, transport, tir.options)
             self._remember(info)
             rcv = self._receivers.get(tir.topic)
