@@ -110,6 +110,31 @@ class Option:
 
 _O = Option
 
+
+class _Fraction(ValueType):
+    """A fraction 0..1 (pyum's fault-injection settings; UM has no such value type)."""
+
+    __slots__ = ()
+
+    def parse(self, text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise BadValue(f"{text!r} is not a number") from None
+        if not 0.0 <= value <= 1.0:
+            raise BadValue(f"{value} is not between 0 and 1")
+        return value
+
+    def format(self, value: object) -> str:
+        text = repr(float(value))  # type: ignore[arg-type]
+        return text[:-2] if text.endswith(".0") else text
+
+    def allowed(self) -> str:
+        return "a fraction between 0 and 1"
+
+
+FRACTION = _Fraction()
+
 _TABLE: tuple[Option, ...] = (
     # C4.1 Major options
     _O(
@@ -2556,6 +2581,22 @@ _TABLE: tuple[Option, ...] = (
         BOOL,
         "0",
         "1 = reuse LBT-IPC receive buffers.",
+    ),
+    # pyum-only (NOT UM options): fault injection for demonstrating loss recovery, see
+    # umcore.aio.lbt.  UM has no such setting; real deployments leave these at 0.
+    _O(
+        "context",
+        "pyum_fault_drop_send",
+        FRACTION,
+        "0",
+        "pyum only, not a UM option: drop this fraction (0..1) of LBT-RU/RM datagrams sent.",
+    ),
+    _O(
+        "context",
+        "pyum_fault_drop_receive",
+        FRACTION,
+        "0",
+        "pyum only, not a UM option: drop this fraction (0..1) of LBT-RU/RM datagrams received.",
     ),
 )
 
