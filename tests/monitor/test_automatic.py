@@ -337,8 +337,9 @@ def test_srs_stats_text_and_json() -> None:
     text = format_text(sm, ctime=_ctime)
     assert text.startswith("\nSRS statistics received from srs1 at 127.0.0.1")
     assert "domain ID" not in text.splitlines()[1]
-    assert "\t\tactive_clients_count = 4\n" in text
-    assert "\t\tclients_connects_count = 11\n" in text
+    assert "\n\t--- stats ---\n\t\t--- srs ---\n" in text
+    assert "\n\t\t\tactive_clients_count = 4\n" in text
+    assert "\n\t\t\tclients_connects_count = 11\n" in text
     obj = json.loads(format_json(sm))
     assert obj["packetType"] == "SRS"
     assert obj["attributes"]["applicationId"] == "srs1"
