@@ -232,3 +232,63 @@ async def test_bad_transport_opts_fail_context_creation(loopback: Path) -> None:
             }
         )
     assert not automatic._PUBLISHERS
+
+
+async def test_environment_turns_monitoring_on(loopback: Path) -> None:
+    """``LBM_MONITOR_*`` override the defaults of every context (B2)."""
+    from umcore.config.attributes import global_configuration
+
+    global_configuration().load_environment(
+        {
+            "LBM_MONITOR_INTERVAL": "1",
+            "LBM_MONITOR_FORMAT": "pb",
+            "LBM_MONITOR_APPID": "from-env",
+            "LBM_MONITOR_TRANSPORT_OPTS": "topic=/env/stats",
+        }
+    )
+    collector = Collector()
+    # The listening context is monitored too (the environment applies to every context).
+    mon = await Context.create()
+    stats_rcv = await mon.create_receiver("/env/stats", collector)
+    try:
+        got = await collector.wait_for(
+            lambda sm: sm.packet_type == PacketType.CONTEXT and sm.attributes.object_id == id(mon),
+            "from the context monitored through the environment",
+        )
+        assert got.attributes.application_id == "from-env"
+    finally:
+        await stats_rcv.close()
+        await mon.close()
+
+
+async def test_unrecoverable_loss_is_counted(loopback: Path) -> None:
+    app = await Context.create()
+    losses: list[int] = []
+    delivered = asyncio.Event()
+
+    def on_msg(msg: Message) -> None:
+        if msg.type == m.MSG_DATA:
+            delivered.set()
+        elif msg.type in (m.MSG_UNRECOVERABLE_LOSS, m.MSG_UNRECOVERABLE_LOSS_BURST):
+            losses.append(msg.count or 1)
+
+    src = await app.create_source("lossy")
+    rcv = await app.create_receiver("lossy", on_msg)
+    try:
+        await wait_until(lambda: src.receivers == 1, "the receiver to join")
+        await src.send(b"first", flush=True)
+        await asyncio.wait_for(delivered.wait(), WAIT)
+        assert automatic.sample_context(app).context["fragments_unrecoverably_lost"] == 0
+        (js,) = app._joined.values()
+        (fan,) = js.fanouts.values()
+        # A gap of three sequence numbers, as a DRO or a broken peer could cause: TCP cannot
+        # repair it, the receiver is told at once.
+        fan.dc.on_data(fan.dc.expected + 3, b"after the gap")
+        assert sum(losses) == 3
+        sample = automatic.sample_context(app).context
+        assert sample["fragments_unrecoverably_lost"] == 3
+        assert sample["fragments_lost"] == 3
+    finally:
+        await rcv.close()
+        await src.close()
+        await app.close()
