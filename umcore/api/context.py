@@ -49,9 +49,12 @@ from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.api import message as m
+from umcore.api import transports
+from umcore.api.features import ContextFeatures, FeatureAPI, Request
 from umcore.api.message import Message
 from umcore.config.attributes import global_configuration
 from umcore.errors import ConfigError, UMError, WouldBlock
+from umcore.features.properties import AppHeader, MessageProperties, encode_extras
 from umcore.resolver.core import (
     ResolverConfig,
     SourceInfo,
@@ -66,7 +69,7 @@ from umcore.transport.tcp import (
     TcpReceiverSession,
     TcpSourceSession,
 )
-from umcore.wire import lbmr
+from umcore.wire import lbmc, lbmr
 
 __all__ = ["MAX_RECEIVER_QUEUE", "Context", "Receiver", "Source"]
 
@@ -193,16 +196,26 @@ class Source:
         self._listener = session.listener
         self._loop = ctx._loop
         self.tidx = self._core.add_topic(topic, self._loop.time())
+        #: Late-join retention and transport index (umcore.api.features), set by the context.
+        self._ext: Any = None
         self.on_event = on_event
         self._wants_wakeup = False
         self.closed = False
         #: Exceptions raised by ``on_event`` (logged, counted, never propagated).
         self.callback_errors = 0
         ip = ctx.advertised_ip
-        self.transport_info = lbmr.TCPInfo(
-            ip, self._listener.port, self._core.session_id if self._core.use_session_id else None
-        )
-        self.source_string = f"TCP:{ip}:{self._listener.port}:{self._core.session_id:08x}"
+        self.transport_info: lbmr.TCPInfo | lbmr.LBTRMInfo
+        lbt: Any = self._listener
+        if hasattr(lbt, "transport_info"):  # LBT-RU / LBT-RM (umcore.api.transports)
+            self.transport_info = lbt.transport_info(ip)
+            self.source_string = lbt.source_string(ip)
+        else:
+            self.transport_info = lbmr.TCPInfo(
+                ip,
+                self._listener.port,
+                self._core.session_id if self._core.use_session_id else None,
+            )
+            self.source_string = f"TCP:{ip}:{self._listener.port}:{self._core.session_id:08x}"
 
     @property
     def receivers(self) -> int:
@@ -222,8 +235,33 @@ class Source:
         if self.closed:
             raise UMError(f"source for {self.topic!r} is closed")
 
-    async def send(self, data: bytes | memoryview, *, flush: bool = False) -> None:
-        """Send one message; awaits while a receiver is too slow (UM's blocking send)."""
+    def _extended(
+        self,
+        data: bytes | memoryview,
+        flush: bool,
+        properties: MessageProperties | None,
+        app_headers: Any,
+        request: lbmc.Request | None = None,
+    ) -> bytes | None:
+        headers, tail = encode_extras(properties, app_headers)
+        if request is not None:
+            headers.append(request)
+        return self.context._features.source_send(self, data, flush, headers, tail)
+
+    def _plain(self) -> bool:
+        ext = self._ext
+        return ext is None or ext.retention is None
+
+    async def send(
+        self,
+        data: bytes | memoryview,
+        *,
+        flush: bool = False,
+        properties: MessageProperties | None = None,
+        app_headers: tuple[AppHeader, ...] | list[AppHeader] = (),
+    ) -> None:
+        """Send one message; awaits while a receiver is too slow (UM's blocking send).
+        ``properties`` / ``app_headers``: UM's send-ex PROPERTIES / APPHDR_CHAIN."""
         listener = self._listener
         if listener._paused:
             self._check()
@@ -232,14 +270,24 @@ class Source:
         if self.closed:
             raise UMError(f"source for {self.topic!r} is closed")
         core = self._core
-        out = core.send(self.tidx, data, self._loop.time(), flush)
+        if properties is None and not app_headers and self._plain():
+            out = core.send(self.tidx, data, self._loop.time(), flush)
+        else:
+            out = self._extended(data, flush, properties, app_headers)
         if out is not None:
             listener.write(out)
         if core.timer_dirty:
             core.timer_dirty = False
             self._session.timer.arm(core.next_timer())
 
-    def send_nowait(self, data: bytes | memoryview, *, flush: bool = False) -> None:
+    def send_nowait(
+        self,
+        data: bytes | memoryview,
+        *,
+        flush: bool = False,
+        properties: MessageProperties | None = None,
+        app_headers: tuple[AppHeader, ...] | list[AppHeader] = (),
+    ) -> None:
         """Send one message or raise :class:`WouldBlock` (UM's ``LBM_SRC_NONBLOCK``); a WAKEUP
         source event follows when sending may go on."""
         self._check()
@@ -249,12 +297,32 @@ class Source:
             self.context.send_would_block += 1
             raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
         core = self._core
-        out = core.send(self.tidx, data, self._loop.time(), flush)
+        if properties is None and not app_headers and self._plain():
+            out = core.send(self.tidx, data, self._loop.time(), flush)
+        else:
+            out = self._extended(data, flush, properties, app_headers)
         if out is not None:
             listener.write(out)
         if core.timer_dirty:
             core.timer_dirty = False
             self._session.timer.arm(core.next_timer())
+
+    async def send_request(
+        self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None
+    ) -> Request:
+        """``lbm_send_request``: a message every receiver gets as a REQUEST; responses reach
+        ``on_response`` (message type RESPONSE) until the returned request is closed."""
+        feat = self.context._features
+        port = feat._require_port()
+        if self._listener._paused:
+            await self._listener.writable()
+        self._check()
+        qidx = feat.requests.open(on_response, clientd)
+        hdr = lbmc.Request(0, 0, qidx, port.port, 0, lbmc.ip4_from_str(feat.ip))
+        out = self._extended(data, True, None, (), hdr)
+        if out is not None:
+            self._listener.write(out)
+        return Request(feat, qidx)
 
     def flush(self) -> None:
         """Send what implicit batching holds now (``lbm_src_flush``)."""
@@ -272,6 +340,7 @@ class Source:
         self.closed = True
         ctx = self.context
         ctx._sources.discard(self)
+        ctx._features.source_closed(self)
         ctx._resolver.remove_source(self.topic, self.tidx, self.transport_info)
         self._core.remove_topic(self.tidx)
         self._session.sources.remove(self)
@@ -318,6 +387,8 @@ class Receiver:
         self.ordered_delivery = 1
         #: ``delivery_control_maximum_burst_loss`` (first receiver of a topic wins).
         self.max_burst_loss = 1024
+        #: The receiver's effective options (late join / OTR read them when joining).
+        self._opts: Any = None
 
     def _deliver(self, msg: Message) -> None:
         cb = self.on_message
@@ -388,18 +459,38 @@ class Receiver:
 class _Fanout:
     """Delivery of one topic index of one joined session to the context's receivers of it."""
 
-    __slots__ = ("dc", "receivers", "session", "topic")
+    __slots__ = ("dc", "receivers", "recovery", "request_dest", "session", "topic")
 
     def __init__(self, session: _JoinedSession, topic: str, tidx: int, max_burst: int) -> None:
         self.session = session
         self.topic = topic
         self.receivers: list[Receiver] = []
-        self.dc = DeliveryController(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+        new_dc = getattr(session.core, "new_dc", None)  # LBT-RU / LBT-RM receiver cores
+        self.dc: Any = (
+            DeliveryController(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+            if new_dc is None
+            else new_dc(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+        )
+        #: Late join / OTR state (umcore.features.recovery.TopicRecovery) or None.
+        self.recovery: Any = None
+        self.request_dest: tuple[str, int] = ("", 0)
 
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
         if type(payload) is not bytes:
             payload = bytes(payload)
-        msg = Message(m.MSG_DATA, self.topic, self.session.source_string, sqn, payload)
+        headers = self.dc.headers
+        if self.recovery is not None:
+            self.session.ctx._features.live(self, sqn, payload, headers)
+            return
+        if headers:
+            feat_msg = self.session.ctx._features.make_message(
+                self.topic, self.session.source_string, sqn, payload, headers
+            )
+            if feat_msg is None:
+                return
+            msg = feat_msg
+        else:
+            msg = Message(m.MSG_DATA, self.topic, self.session.source_string, sqn, payload)
         for r in self.receivers:
             r.messages += 1
             cb = r.on_message
@@ -412,6 +503,9 @@ class _Fanout:
                 r._callback_failed()
 
     def _loss(self, kind: str, sqn: int, count: int) -> None:
+        if self.recovery is not None:
+            self.session.ctx._features.transport_loss(self, sqn, count)
+            return
         t = m.MSG_UNRECOVERABLE_LOSS_BURST if kind == LOSS_BURST else m.MSG_UNRECOVERABLE_LOSS
         msg = Message(t, self.topic, self.session.source_string, sqn, b"", count)
         self.session.ctx.fragments_unrecoverably_lost += count
@@ -428,7 +522,8 @@ class _JoinedSession:
         self.key = info.key
         self.ip, self.port, self.session_id = info.ip, info.port, info.session_id
         self.source_string = f"TCP:{info.ip}:{info.port}:{info.session_id or 0:08x}"
-        self.core = TcpReceiverSession(info.session_id)
+        self.core: Any = TcpReceiverSession(info.session_id)
+        self.options = info.options
         self.fanouts: dict[int, _Fanout] = {}
         self.conn: ReceiverConnection | None = None
         self.transport: asyncio.Transport | None = None
@@ -457,6 +552,8 @@ class _JoinedSession:
         if f is None:
             f = self.fanouts[tidx] = _Fanout(self, topic, tidx, receiver.max_burst_loss)
             self.core.subscribe(f.dc)
+            if receiver._opts is not None:
+                self.ctx._features.fanout_created(f, self.options, receiver)
         if receiver in f.receivers:
             return
         f.receivers.append(receiver)
@@ -468,6 +565,7 @@ class _JoinedSession:
             if receiver in f.receivers:
                 f.receivers.remove(receiver)
             if not f.receivers:
+                self.ctx._features.fanout_removed(f)
                 del self.fanouts[tidx]
                 self.core.unsubscribe(tidx)
         if not self.fanouts and self.conn is not None:
@@ -477,8 +575,10 @@ class _JoinedSession:
 
 
 # ------------------------------------------------------------------------------ context
-class Context:
-    """A UM context; create with ``await Context.create(attributes)``."""
+class Context(FeatureAPI):
+    """A UM context; create with ``await Context.create(attributes)``.
+
+    Immediate messaging and requests: :class:`~umcore.api.features.FeatureAPI`."""
 
     def __init__(self, attributes: Any = None, *, name: str | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -496,6 +596,7 @@ class Context:
         self._timer = CoreTimer(self._loop, self._on_timer)
         self.advertised_ip = "127.0.0.1"
         self.closed = False
+        self._features = ContextFeatures(self)
         # Statistics for automatic monitoring (umcore.monitor.automatic): sends that blocked
         # or raised WouldBlock, and messages lost for good (gaps a receiver was told about).
         self.send_blocked = 0
@@ -579,6 +680,14 @@ class Context:
                 rcvbuf=int(o.get("resolver_multicast_receiver_socket_buffer", 8388608)),
             )
             self._endpoint = DatagramEndpoint(self._loop, sock, self._on_datagram)
+        self._features.ip = self.advertised_ip
+        try:
+            await self._features.start()
+        except BaseException:
+            self._timer.cancel()
+            if self._endpoint is not None:
+                self._endpoint.close()
+            raise
         self._flush_resolver()
         if self._monitor_settings is not None:
             from umcore.monitor.automatic import start_automatic_monitoring
@@ -647,6 +756,7 @@ class Context:
                 so.get("resolver_advertisement_minimum_sustain_duration", 60),
             ),
             send_initial=bool(so.get("resolver_send_initial_advertisement", True)),
+            options=self._features.source_created(src, so),
         )
         for info in local:
             self._join(info)
@@ -654,6 +764,9 @@ class Context:
         return src
 
     async def _session_for(self, o: _Options) -> _SourceSession:
+        kind = transports.transport_kind(o)
+        if kind != "tcp":
+            return await transports.lbt_source_session(self, kind, o)
         maximum = int(self._opts.get("transport_tcp_maximum_ports", 10))
         if len(self._sessions) >= maximum:
             s = self._sessions[self._next_session % len(self._sessions)]
@@ -708,6 +821,7 @@ class Context:
         r = Receiver(self, topic, on_message)
         r.ordered_delivery = int(ropts.get("ordered_delivery", 1))
         r.max_burst_loss = int(ropts.get("delivery_control_maximum_burst_loss", 1024))
+        r._opts = ropts
         self._receivers.setdefault(topic, []).append(r)
         found = self._resolver.add_receiver(
             topic,
@@ -794,9 +908,12 @@ class Context:
         js = self._joined.get(info.key)
         if js is None:
             js = self._joined[info.key] = _JoinedSession(self, info)
+            lbt = info.key[0] != "TCP"
+            if lbt:
+                transports.prepare_join(self, js, info, receivers)
             for r in receivers:
                 js.add(info.topic, info.index, r)
-            self._spawn(self._connect(js))
+            self._spawn(transports.join(self, js, info) if lbt else self._connect(js))
         else:
             for r in receivers:
                 js.add(info.topic, info.index, r)
@@ -860,5 +977,6 @@ class Context:
         self._joined.clear()
         for s in list(self._sessions):
             await self._close_session(s)
+        await self._features.close()
         if self._endpoint is not None:
             self._endpoint.close()

@@ -195,10 +195,13 @@ Address = tuple[str, int]
 
 
 class _Out:
-    __slots__ = ("connected", "deadline", "holds", "queue", "queued", "sqn", "stream_id")
+    __slots__ = (
+        "connected", "connecting", "deadline", "holds", "queue", "queued", "sqn", "stream_id",
+    )  # fmt: skip
 
     def __init__(self, stream_id: int) -> None:
         self.connected = False
+        self.connecting = False
         self.queue: deque[bytes] = deque()
         self.queued = 0
         self.holds = 0
@@ -261,7 +264,7 @@ class UimConnections:
         return o.stream_id, sqn
 
     def send(self, dest: Address, data: bytes, now: float) -> tuple[bool, bytes]:
-        o, new = self._get(dest)
+        o, _ = self._get(dest)
         if o.holds == 0:
             o.deadline = now + self.deletion_timeout
         self.stats.messages_sent += 1
@@ -274,11 +277,14 @@ class UimConnections:
             )
         o.queue.append(data)
         o.queued += len(data)
-        return new, b""
+        return self._start_connect(o), b""
 
-    def wants_connect(self, dest: Address) -> bool:
-        o = self._out.get(dest)
-        return o is not None and not o.connected
+    @staticmethod
+    def _start_connect(o: _Out) -> bool:
+        if o.connected or o.connecting:
+            return False
+        o.connecting = True
+        return True
 
     def connected(self, dest: Address, now: float) -> bytes:
         """The connection is up: what was held for it, to write now."""
@@ -286,6 +292,7 @@ class UimConnections:
         if o is None:
             return b""
         o.connected = True
+        o.connecting = False
         out = b"".join(o.queue)
         o.queue.clear()
         o.queued = 0
@@ -299,11 +306,13 @@ class UimConnections:
         self.stats.connections_closed += 1
         return o.queued
 
-    def hold(self, dest: Address, now: float) -> None:
-        """A response object now depends on the connection to ``dest`` (opened on request)."""
+    def hold(self, dest: Address, now: float) -> bool:
+        """A response object now depends on the connection to ``dest`` (opened on request).
+        Returns True when the adapter must open the connection now."""
         o, _ = self._get(dest)
         o.holds += 1
         o.deadline = None
+        return self._start_connect(o)
 
     def release(self, dest: Address, now: float) -> None:
         o = self._out.get(dest)

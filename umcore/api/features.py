@@ -1,0 +1,650 @@
+"""API glue of the chapter-10 features: request port, late join, OTR, request/response, UIM/MIM.
+
+Theory of operation
+-------------------
+Each :class:`~umcore.api.context.Context` owns one :class:`ContextFeatures`, started with it:
+
+- the **request port** (:class:`~umcore.aio.request_port.RequestPort`) unless
+  ``request_tcp_bind_request_port`` is 0 — which, as in UM, disables UIM reception, late join,
+  OTR and request/response (seed L4386, L5506);
+- the **late-join service** (:class:`~umcore.features.latejoin.LateJoinService`) answering
+  LJI_REQ and UME_RXREQ for the context's sources with ``late_join`` 1, whose TIRs then carry
+  the LATE_JOIN and EXFUNC options; each such source keeps a
+  :class:`~umcore.features.retention.RetentionBuffer`;
+- one :class:`~umcore.features.recovery.TopicRecovery` per joined topic source whose receiver
+  wants late join (``use_late_join`` 1 and the source offers it) or OTR (``use_otr`` 1),
+  driven by one timer;
+- the **request table** (:class:`~umcore.features.request.RequestTable`) for
+  :meth:`~umcore.api.context.Source.send_request`, :meth:`FeatureAPI.send_uim_request` and
+  :meth:`FeatureAPI.send_mim_request`;
+- **MIM**: a sending socket (to ``mim_outgoing_address``) and, when ``mim_incoming_address`` is
+  set (default 0.0.0.0 = off), a receiving one.
+
+Immediate messages reach, in order of preference: the context's receivers of their topic
+(wildcard ones included), else ``ctx.immediate_topic_message_callback``; topicless ones go to
+``ctx.immediate_message_callback``.  These callables play the role of UM's
+``immediate_message_topic_receiver_function`` / ``immediate_message_receiver_function`` options.
+MIM loss goes to ``ctx.mim_loss_callback(count)`` (``mim_unrecoverable_loss_function``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from umcore.aio.request_port import RequestPort
+from umcore.aio.timer import CoreTimer
+from umcore.aio.udp import DatagramEndpoint
+from umcore.api import message as m
+from umcore.api.message import Message
+from umcore.errors import LocalProtocolError, UMError
+from umcore.features import immediate as im
+from umcore.features.latejoin import LateJoinConfig, LateJoinService, parse_otid, tir_options
+from umcore.features.otr import OtrConfig, otr_enabled
+from umcore.features.properties import AppHeader, MessageProperties, decode_extras, encode_extras
+from umcore.features.recovery import DELIVER_BURST, DELIVER_DATA, TopicRecovery
+from umcore.features.request import RequestTable, ResponseAddress
+from umcore.features.retention import RetentionBuffer
+from umcore.wire import lbmc, lbmr_options
+
+if TYPE_CHECKING:
+    from umcore.api.context import Context, Receiver, Source, _Fanout, _Options
+
+__all__ = ["ContextFeatures", "FeatureAPI", "Request", "Response"]
+
+log = logging.getLogger("umcore.api.features")
+
+OnResponse = Callable[[Message], object]
+OnImmediate = Callable[[Message], object]
+
+
+class Response:
+    """What a REQUEST message carries (``msg.response``): send any number of responses; the
+    UIM connection to the requester is held until :meth:`close` (or garbage collection)."""
+
+    def __init__(self, feat: ContextFeatures, addr: ResponseAddress) -> None:
+        self._feat = feat
+        self.address = addr
+        port = feat.port
+        assert port is not None
+        port.hold(addr.dest)
+        self._finalizer = weakref.finalize(self, port.release, addr.dest)
+
+    def send(
+        self,
+        data: bytes,
+        *,
+        properties: MessageProperties | None = None,
+        app_headers: Sequence[AppHeader] = (),
+    ) -> None:
+        """``lbm_send_response``: queue one response (UIMs may be lost; seed L5454)."""
+        if not self._finalizer.alive:
+            raise UMError("response object is closed")
+        port = self._feat.port
+        assert port is not None
+        extra, tail = encode_extras(properties, app_headers)
+        stream, sqn = port.next_stream(self.address.dest)
+        port.send(
+            self.address.dest,
+            im.encode_response(
+                self.address.qidx, bytes(data) + tail, ctxinst=self._feat.ctxinst,
+                stream_id=stream, sqn=sqn, extra=extra,
+            ),
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Done responding: the connection's deletion timer may start."""
+        self._finalizer()
+
+    def serialize(self) -> bytes:
+        return self.address.serialize()
+
+
+class Request:
+    """A request sent by this context; responses reach ``on_response`` until :meth:`close`."""
+
+    def __init__(self, feat: ContextFeatures, qidx: int) -> None:
+        self._feat = feat
+        self.qidx = qidx
+
+    @property
+    def responses(self) -> int:
+        return self._feat.requests.responses(self.qidx)
+
+    def close(self) -> None:
+        """``lbm_request_delete``: later responses are dropped."""
+        self._feat.requests.close(self.qidx)
+
+
+class _SourceExt:
+    __slots__ = ("retention", "transport_idx")
+
+    def __init__(self, retention: RetentionBuffer | None, transport_idx: int) -> None:
+        self.retention = retention
+        self.transport_idx = transport_idx
+
+
+class ContextFeatures:
+    """Per-context state of the chapter-10 features (see the module docstring)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._loop = ctx._loop
+        self.ctxinst = os.urandom(8)
+        self.port: RequestPort | None = None
+        self.ip = ctx.advertised_ip
+        self.service: LateJoinService | None = None
+        self.requests = RequestTable()
+        self._transport_idx: dict[int, int] = {}  # id(source session) -> transport index
+        self._by_idx: dict[int, TopicRecovery] = {}
+        self._by_key: dict[tuple[object, ...], tuple[TopicRecovery, _Fanout]] = {}
+        self._fanouts: dict[int, _Fanout] = {}
+        self._next_request_idx = 1
+        self._timer = CoreTimer(self._loop, self._on_timer)
+        self._mim_tx: socket.socket | None = None
+        self._mim_dest = ("224.10.10.21", 14401)
+        self._mim_sender: im.MimSender | None = None
+        self._mim_rx: DatagramEndpoint | None = None
+        self._mim_core = im.MimReceiver()
+        self.dropped_unknown = 0
+
+    # ------------------------------------------------------------------ lifetime
+    async def start(self) -> None:
+        o = self.ctx._opts
+        from umcore.api.context import _interface_ip
+
+        default_if = _interface_ip(o.get("default_interface", None))
+        port: RequestPort | None = None
+        if bool(o.get("request_tcp_bind_request_port", True)):
+            port = RequestPort(
+                self._on_message,
+                ctxinst=self.ctxinst,
+                deletion_timeout=float(o.get("response_tcp_deletion_timeout", 20000)) / 1000,
+                max_buffer=int(o.get("response_session_maximum_buffer", 65536)),
+                nodelay=bool(o.get("response_tcp_nodelay", False)),
+                response_interface=_interface_ip(o.get("response_tcp_interface", None)),
+            )
+            iface = _interface_ip(o.get("request_tcp_interface", None)) or default_if
+            fixed = int(o.get("request_tcp_port", 0))
+            low = fixed or int(o.get("request_tcp_port_low", 14391))
+            high = fixed or int(o.get("request_tcp_port_high", 14395))
+            try:
+                await port.start(
+                    iface or "0.0.0.0", low, high, int(o.get("request_tcp_listen_backlog", 5))
+                )
+            except UMError as exc:
+                # UM fails the context here; we go on without the request-port features, which
+                # keeps many short-lived contexts on one host (tests, tools) usable.  Deviation.
+                log.warning("no request port (%s): UIM reception, late join, OTR and "
+                            "request/response are disabled for this context", exc)  # fmt: skip
+                await port.close()
+                port = None
+        if port is not None:
+            self.port = port
+            self.ip = (
+                _interface_ip(o.get("request_tcp_interface", None))
+                or default_if
+                or (self.ctx.advertised_ip)
+            )
+            self.service = LateJoinService(self.ip, port.port)
+        group = str(o.get("mim_outgoing_address", "224.10.10.21"))
+        self._mim_dest = (group, int(o.get("mim_outgoing_destination_port", 14401)))
+        incoming = str(o.get("mim_incoming_address", "0.0.0.0"))
+        if incoming not in ("", "0.0.0.0", "None"):
+            from umcore.aio.multicast import open_multicast_socket
+
+            sock = open_multicast_socket(
+                incoming,
+                int(o.get("mim_incoming_destination_port", 14401)),
+                default_if or self.ctx.advertised_ip,
+            )
+            self._mim_rx = DatagramEndpoint(self._loop, sock, self._on_mim)
+
+    async def close(self) -> None:
+        self._timer.cancel()
+        if self._mim_rx is not None:
+            self._mim_rx.close()
+        if self._mim_tx is not None:
+            self._mim_tx.close()
+        if self.port is not None:
+            await self.port.close()
+
+    @property
+    def request_address(self) -> str | None:
+        """``TCP:ip:port`` of the request port (UM's "Immediate messaging target")."""
+        return None if self.port is None else f"TCP:{self.ip}:{self.port.port}"
+
+    def _require_port(self) -> RequestPort:
+        if self.port is None:
+            raise UMError("request_tcp_bind_request_port is 0: no request port")
+        return self.port
+
+    def _request_idx(self) -> int:
+        q = self._next_request_idx
+        self._next_request_idx = (q + 1) & 0xFFFFFFFF or 1
+        return q
+
+    # ------------------------------------------------------------------ sources
+    def source_created(self, src: Source, opts: _Options) -> tuple[Any, ...]:
+        """Set up late join for a new source; returns its TIR options."""
+        key = id(src._session)
+        tix = self._transport_idx.setdefault(key, len(self._transport_idx))
+        if not bool(opts.get("late_join", False)) or self.service is None or self.port is None:
+            src._ext = _SourceExt(None, tix)
+            return ()
+        rb = RetentionBuffer(
+            int(opts.get("retransmit_retention_size_threshold", 0)),
+            int(opts.get("retransmit_retention_size_limit", 25165824)),
+            float(opts.get("retransmit_retention_age_threshold", 0)),
+        )
+        if rb.defaults_retain_one:
+            log.info('NOTICE: Source "%s" has no retention settings (1 message retained max)',
+                     src.topic)  # fmt: skip
+        core, tidx = src._core, src.tidx
+        self.service.add(tix, tidx, src.topic, rb, lambda: core.next_sequence_number(tidx))
+        src._ext = _SourceExt(rb, tix)
+        return tir_options(self.ip, self.port.port, tix, None)
+
+    def source_closed(self, src: Source) -> None:
+        ext = src._ext
+        if ext is not None and ext.retention is not None and self.service is not None:
+            self.service.remove(ext.transport_idx, src.tidx)
+
+    def source_send(
+        self,
+        src: Source,
+        data: bytes | memoryview,
+        flush: bool,
+        headers: list[lbmc.Header],
+        tail: bytes,
+    ) -> bytes | None:
+        """Send through the source's session with extra headers and/or retention."""
+        core, tidx = src._core, src.tidx
+        now = self._loop.time()
+        ext = src._ext
+        rb = ext.retention if ext is not None else None
+        if not headers:
+            first = core.next_sequence_number(tidx)
+            out = core.send(tidx, data, now, flush)
+            if rb is not None:
+                n = len(data)
+                if n <= core.max_payload:
+                    rb.add(first, bytes(data), now)
+                else:  # one entry per UM fragment, as sent (batching.BatchingSource rules)
+                    view = memoryview(data)
+                    for i, off in enumerate(range(0, n, core.max_payload)):
+                        piece = bytes(view[off : off + core.max_payload])
+                        rb.add((first + i) & 0xFFFFFFFF, piece, now,
+                               (lbmc.Frag(first, off, n),))  # fmt: skip
+            return out
+        payload = bytes(data) + tail
+        overhead = sum(2 + len(h._body()) for h in headers)
+        if len(payload) + overhead > core.max_payload:
+            raise LocalProtocolError(
+                "a message with properties, application headers or a request header must fit "
+                f"one LBMC message ({core.max_payload - overhead} bytes here): UM fragmentation "
+                "of such messages is not implemented"
+            )
+        # The batching source has no header-carrying send yet: whatever is batched goes first,
+        # then this message on its own, taking the topic's next sequence number.
+        pre = core.flush()
+        topic = core._topics[tidx]
+        assert topic is not None
+        sqn = topic.sqn
+        topic.sqn = (sqn + 1) & 0xFFFFFFFF
+        topic.last_data = now
+        core.stats.messages_sent += 1
+        msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, list(headers), payload))
+        if rb is not None:
+            rb.add(sqn, payload, now, tuple(headers))
+        if flush or pre:
+            return msg if pre is None else pre + msg
+        return msg
+
+    # ------------------------------------------------------------------ receivers
+    def fanout_created(self, fan: _Fanout, options: tuple[Any, ...], receiver: Receiver) -> None:
+        """A joined topic source: attach late join / OTR recovery when configured."""
+        if self.port is None:
+            return
+        ropts = receiver._opts
+        lj_opt = None
+        for opt in options:
+            if type(opt) is lbmr_options.LateJoinOption:
+                lj_opt = opt
+        if lj_opt is None:
+            return  # the source offers neither late join nor OTR (both need late_join 1)
+        use_lj = bool(ropts.get("use_late_join", True))
+        use_otr = otr_enabled(int(ropts.get("use_otr", 2)))
+        if not (use_lj or use_otr):
+            return
+        idx = self._request_idx()
+        rec = TopicRecovery(
+            transport_idx=lj_opt.transport_idx,
+            topic_idx=fan.dc.tidx,
+            request_idx=idx,
+            reply_to=(self.ip, self.port.port),
+            late_join=LateJoinConfig.from_options(ropts.get) if use_lj else None,
+            otr=OtrConfig.from_options(ropts.get) if use_otr else None,
+            max_burst_loss=fan.dc.max_burst_loss,
+        )
+        fan.recovery = rec
+        fan.request_dest = (str(lj_opt.src_ip_addr), lj_opt.src_tcp_port)
+        self._by_idx[idx] = rec
+        key = (fan.request_dest[0], fan.request_dest[1], lj_opt.transport_idx, fan.dc.tidx)
+        self._by_key[key] = (rec, fan)
+        self._fanouts[idx] = fan
+        if use_lj:
+            rec.start_late_join(self._loop.time())
+        self._flush(fan)
+
+    def fanout_removed(self, fan: _Fanout) -> None:
+        rec = fan.recovery
+        if rec is None:
+            return
+        self._by_idx.pop(rec.request_idx, None)
+        self._fanouts.pop(rec.request_idx, None)
+        for k, (r, _f) in list(self._by_key.items()):
+            if r is rec:
+                del self._by_key[k]
+        fan.recovery = None
+
+    def _flush(self, fan: _Fanout) -> None:
+        rec = fan.recovery
+        if rec is None or self.port is None:
+            return
+        for req in rec.take_requests():
+            try:
+                self.port.send(fan.request_dest, req)
+            except UMError as exc:
+                log.info("late join/OTR request to %s not sent: %s", fan.request_dest, exc)
+        self._arm()
+
+    def _arm(self) -> None:
+        best: float | None = None
+        for rec in self._by_idx.values():
+            t = rec.next_timer()
+            if t is not None and (best is None or t < best):
+                best = t
+        self._timer.arm(best)
+
+    def _on_timer(self) -> None:
+        now = self._loop.time()
+        for idx, rec in list(self._by_idx.items()):
+            t = rec.next_timer()
+            if t is not None and t <= now:
+                fan = self._fanouts[idx]
+                self.deliver(fan, rec.handle_timer(now))
+                self._flush(fan)
+        self._arm()
+
+    def live(self, fan: _Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None:
+        rec = fan.recovery
+        assert rec is not None
+        self.deliver(fan, rec.on_live(sqn, payload, headers, self._loop.time()))
+        if rec.recovering or rec._out:
+            self._flush(fan)
+
+    def transport_loss(self, fan: _Fanout, sqn: int, count: int) -> None:
+        rec = fan.recovery
+        assert rec is not None
+        self.deliver(fan, rec.on_transport_loss(sqn, count, self._loop.time()))
+        self._arm()
+
+    def deliver(self, fan: _Fanout, items: list[Any]) -> None:
+        for kind, sqn, payload, flags, meta, count in items:
+            if kind == DELIVER_DATA:
+                msg = self.make_message(fan.topic, fan.session.source_string, sqn, payload,
+                                        meta or (), flags)  # fmt: skip
+                if msg is None:
+                    continue
+                for r in fan.receivers:
+                    r.messages += 1
+                    r._deliver(msg)
+            else:
+                t = (
+                    m.MSG_UNRECOVERABLE_LOSS_BURST
+                    if kind == DELIVER_BURST
+                    else (m.MSG_UNRECOVERABLE_LOSS)
+                )
+                ev = Message(t, fan.topic, fan.session.source_string, sqn, b"", count)
+                for r in fan.receivers:
+                    r.unrecoverable += count
+                    r._deliver(ev)
+
+    def make_message(
+        self,
+        topic: str,
+        source: str,
+        sqn: int,
+        payload: bytes,
+        headers: tuple[Any, ...] | list[Any],
+        flags: int = 0,
+    ) -> Message | None:
+        """A data/request message with its properties, app headers and response object."""
+        try:
+            data, props, app = decode_extras(headers, payload)
+        except lbmc.LBMCError as exc:
+            log.info("dropping a message with bad properties from %s: %s", source, exc)
+            return None
+        req = None
+        for h in headers:
+            if type(h) is lbmc.Request:
+                req = h
+        msg = Message(m.MSG_REQUEST if req is not None else m.MSG_DATA, topic, source, sqn, data)
+        msg.flags = flags
+        msg.properties = props
+        msg.app_headers = app
+        if req is not None and self.port is not None:
+            msg.response = Response(self, ResponseAddress(lbmc.ip4_to_str(req.ipaddr), req.port,
+                                                          req.qidx))  # fmt: skip
+        return msg
+
+    # ------------------------------------------------------------------ request port input
+    def _on_message(self, msg: lbmc.LBMCMessage, peer_ip: str) -> None:
+        kind = im.classify(msg)
+        if kind in (im.KIND_LJI_REQ, im.KIND_RXREQ):
+            if self.service is not None and self.port is not None:
+                for dest, data in self.service.handle(msg):
+                    self.port.send(dest, data)
+            return
+        now = self._loop.time()
+        if kind == im.KIND_LJ_INFO:
+            for h in msg.find_all(lbmc.UmeLjInfo):
+                rec = self._by_idx.get(h.qidx)
+                if rec is None:
+                    self.dropped_unknown += 1
+                    continue
+                fan = self._fanouts[h.qidx]
+                self.deliver(fan, rec.on_lj_info(h.low_seqnum, h.high_seqnum, now))
+                self._flush(fan)
+            return
+        if kind == im.KIND_RETRANS:
+            otid = msg.find(lbmc.Otid)
+            ident = parse_otid(otid.otid) if otid is not None else None
+            hit = None
+            if ident is not None:
+                hit = self._by_key.get((ident[0], ident[1], ident[2], msg.tidx))
+            if hit is None:
+                self.dropped_unknown += 1
+                return
+            rec, fan = hit
+            extra = tuple(h for h in msg.headers if type(h) not in (lbmc.Otid, lbmc.TopicName))
+            self.deliver(fan, rec.on_retransmission(msg.sqn, msg.payload, extra, now))
+            self._flush(fan)
+            return
+        if kind == im.KIND_RESPONSE:
+            qidx = im.response_index(msg)
+            hit2 = self.requests.response(qidx)
+            if hit2 is None:
+                return
+            cb, _clientd = hit2
+            out = self.make_message("", f"TCP:{peer_ip}", msg.sqn, msg.payload, msg.headers)
+            if out is None:
+                return
+            out.type = m.MSG_RESPONSE
+            out.response = None
+            try:
+                cb(out)
+            except Exception:
+                log.exception("response callback failed")
+            return
+        if kind in (im.KIND_UIM, im.KIND_REQUEST):
+            self.immediate(msg, f"TCP:{peer_ip}")
+        else:
+            self.dropped_unknown += 1
+
+    def immediate(self, msg: lbmc.LBMCMessage, source: str) -> None:
+        """Deliver a UIM or MIM (see the module docstring for where it goes)."""
+        tn = msg.find(lbmc.TopicName)
+        topic = im.decode_topic(tn.topic) if tn is not None else None
+        flags = m.MSG_FLAG_IMMEDIATE | (m.MSG_FLAG_TOPICLESS if topic is None else 0)
+        out = self.make_message(topic or "", source, msg.sqn, msg.payload, msg.headers, flags)
+        if out is None:
+            return
+        ctx = self.ctx
+        if topic is not None:
+            receivers = ctx._receivers_of(topic)
+            if receivers:
+                for r in receivers:
+                    r.messages += 1
+                    r._deliver(out)
+                return
+            cb = ctx.immediate_topic_message_callback
+        else:
+            cb = ctx.immediate_message_callback
+        if cb is None:
+            self.dropped_unknown += 1
+            return
+        try:
+            cb(out)
+        except Exception:
+            log.exception("immediate message callback failed")
+
+    # ------------------------------------------------------------------ MIM
+    def _mim_socket(self) -> socket.socket:
+        if self._mim_tx is None:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+            s.setblocking(False)
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                         socket.inet_aton(self.ctx.advertised_ip))  # fmt: skip
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+            s.bind((self.ctx.advertised_ip, 0))
+            self._mim_tx = s
+            o = self.ctx._opts
+            self._mim_sender = im.MimSender(
+                int.from_bytes(os.urandom(4), "big") or 1,
+                float(o.get("mim_src_deletion_timeout", 30000)) / 1000,
+            )
+        return self._mim_tx
+
+    def send_mim(self, topic: str | None, data: bytes, headers: list[lbmc.Header]) -> None:
+        sock = self._mim_socket()
+        assert self._mim_sender is not None
+        dgram = self._mim_sender.datagram(
+            topic, data, self._loop.time(),
+            new_session_id=int.from_bytes(os.urandom(4), "big") or 1, extra=headers,
+        )  # fmt: skip
+        with contextlib.suppress(BlockingIOError):
+            sock.sendto(dgram, self._mim_dest)
+
+    def _on_mim(self, data: memoryview, addr: tuple[str, int]) -> None:
+        msgs, lost = self._mim_core.receive(data, addr, self._loop.time())
+        if lost:
+            cb = self.ctx.mim_loss_callback
+            if cb is not None:
+                try:
+                    cb(lost)
+                except Exception:
+                    log.exception("MIM loss callback failed")
+        for msg in msgs:
+            if msg.msg_type == lbmc.MSG_DATA:
+                self.immediate(msg, f"LBTRM:{addr[0]}:{addr[1]}")
+
+
+class FeatureAPI:
+    """The context methods of immediate messaging and requests (mixed into Context)."""
+
+    _features: ContextFeatures
+    #: ``immediate_message_receiver_function``: topicless UIM/MIM.
+    immediate_message_callback: OnImmediate | None = None
+    #: ``immediate_message_topic_receiver_function``: topic UIM/MIM without a receiver here.
+    immediate_topic_message_callback: OnImmediate | None = None
+    #: ``mim_unrecoverable_loss_function``: called with the number of MIM datagrams lost.
+    mim_loss_callback: Callable[[int], object] | None = None
+
+    @property
+    def request_address(self) -> str | None:
+        """This context's UIM address ``TCP:ip:port`` (None without a request port)."""
+        return self._features.request_address
+
+    def send_uim(
+        self,
+        dest: str,
+        data: bytes,
+        *,
+        topic: str | None = None,
+        properties: MessageProperties | None = None,
+        app_headers: Sequence[AppHeader] = (),
+    ) -> None:
+        """Unicast immediate message to ``"TCP:ip:port"`` (``lbm_unicast_immediate_message``);
+        queued, not awaited: raises WouldBlock when the connection's queue is full."""
+        self._uim(dest, data, topic, None, properties, app_headers)
+
+    def send_uim_request(
+        self,
+        dest: str,
+        data: bytes,
+        on_response: OnResponse,
+        *,
+        topic: str | None = None,
+        clientd: Any = None,
+    ) -> Request:
+        feat = self._features
+        port = feat._require_port()
+        qidx = feat.requests.open(on_response, clientd)
+        self._uim(dest, data, topic, (qidx, feat.ip, port.port), None, ())
+        return Request(feat, qidx)
+
+    def _uim(
+        self,
+        dest: str,
+        data: bytes,
+        topic: str | None,
+        request: tuple[int, str, int] | None,
+        properties: MessageProperties | None,
+        app_headers: Sequence[AppHeader],
+    ) -> None:
+        feat = self._features
+        port = feat._require_port()
+        addr = im.parse_destination(dest)
+        extra, tail = encode_extras(properties, app_headers)
+        stream, sqn = port.next_stream(addr)
+        raw = im.encode_uim(bytes(data) + tail, topic=topic, ctxinst=feat.ctxinst,
+                            stream_id=stream, sqn=sqn, request=request, extra=extra)  # fmt: skip
+        port.send(addr, raw)
+
+    def send_mim(
+        self,
+        topic: str | None,
+        data: bytes,
+        *,
+        properties: MessageProperties | None = None,
+    ) -> None:
+        """Multicast immediate message (``lbm_multicast_immediate_message``)."""
+        extra, tail = encode_extras(properties, ())
+        self._features.send_mim(topic, bytes(data) + tail, extra)
+
+    def send_mim_request(
+        self, topic: str | None, data: bytes, on_response: OnResponse, *, clientd: Any = None
+    ) -> Request:
+        feat = self._features
+        port = feat._require_port()
+        qidx = feat.requests.open(on_response, clientd)
+        hdr = lbmc.Request(0, 0, qidx, port.port, 0, lbmc.ip4_from_str(feat.ip))
+        feat.send_mim(topic, bytes(data), [hdr])
+        return Request(feat, qidx)
