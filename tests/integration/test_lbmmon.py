@@ -206,7 +206,7 @@ async def test_lbmmon_prints_daemon_statistics_and_survives_garbage(mon_cfg: Pat
     ctx = await Context.create()
     src = await ctx.create_source("/29west/statistics")
     try:
-        async with lbmmon("-c", str(mon_cfg), "-r", "3") as mon:
+        async with lbmmon("-c", str(mon_cfg), "-r", "4") as mon:
             await wait_until(lambda: src.receivers == 1, "lbmmon to join the statistics source")
             srs = srs_mon_pb2.SRSMonMsg()
             srs.stats.srs.active_clients_count = 3
@@ -221,19 +221,25 @@ async def test_lbmmon_prints_daemon_statistics_and_survives_garbage(mon_cfg: Pat
             await src.send(b"\x00not an lbmmon packet")
             await src.send(encode_stats(PacketType.SRS, srs, attrs))
             await src.send(encode_stats(PacketType.UMESTORE, store, attrs))
-            await src.send(encode_stats(PacketType.GATEWAY, dro, attrs), flush=True)
+            await src.send(encode_stats(PacketType.GATEWAY, dro, attrs))
+            await src.send(
+                b'{"monitorInfoCategory":"SRS_STATS",'
+                b'"stats":[{"name":"active.clients.count","value":5}]}',
+                flush=True,
+            )
             rc, out = await mon.finish()
     finally:
         await src.close()
         await ctx.close()
     assert rc == 0
-    assert "lbmmon: messages=3 errors=1" in mon.stderr
+    assert "lbmmon: messages=4 errors=1" in mon.stderr
     assert any("bad statistics message" in line for line in mon.stderr)
     recs = records(out)
     assert [r[0].split(" from ")[0] for r in recs] == [
         "SRS statistics received",
         "Store statistics received",
         "Gateway statistics received",
+        "JSON statistics received",
     ]
     # Nesting by TABs: a message's fields one TAB deeper than its "--- name ---" line.
     assert recs[0][1:] == [
@@ -244,6 +250,11 @@ async def test_lbmmon_prints_daemon_statistics_and_survives_garbage(mon_cfg: Pat
     ]
     assert recs[1][1:] == ["\t--- stats ---", "\t\tstore_idx = 2", "\t\tsrc_count = 17"]
     assert "\t\t\tgateway_name = dro-7" in recs[2] and "\t\t\tgateway_id = 99" in recs[2]
+    assert recs[3][1:] == [
+        "\tmonitorInfoCategory = SRS_STATS",
+        "\t--- stats ---",
+        "\t\tactive.clients.count = 5",
+    ]
 
 
 async def test_lbmmon_json_lines(mon_cfg: Path) -> None:

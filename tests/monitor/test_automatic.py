@@ -387,3 +387,22 @@ def test_event_queue_text_units() -> None:
     assert lines["Data message service maximum time"] == "31us"
     assert lines["Event latency mean time"] == "5us"
     assert lines["Total I/O events enqueued"] == "0"
+
+
+def test_unframed_json_only_for_json_objects() -> None:
+    from umcore.monitor.textfmt import format_unframed_json
+
+    for bad in (b"", b"not json", b"[1,2]", b"{broken", b"\xff{", b"{" * 50 + b"}" * 50):
+        assert format_unframed_json(bad, "TCP:x") is None, bad
+    deep = b'{"a":' * 40 + b"1" + b"}" * 40
+    assert format_unframed_json(deep, "TCP:x") is None
+    text = format_unframed_json(b'{"monitorInfoCategory":"CONFIG_OPTS","x":[1]}', "TCP:y")
+    assert text == (
+        "\nJSON statistics received from TCP:y\n\tmonitorInfoCategory = CONFIG_OPTS\n\tx = [1]\n"
+    )
+    line = format_unframed_json(b'{"a":1}', "TCP:y", as_json=True)
+    assert line is not None and json.loads(line) == {
+        "packetType": "JSON",
+        "source": "TCP:y",
+        "message": {"a": 1},
+    }

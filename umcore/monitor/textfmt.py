@@ -36,7 +36,7 @@ from google.protobuf.json_format import MessageToDict
 from umcore.monitor.attributes import SOURCE_IM, MonAttributes, StatsMessage
 from umcore.monitor.framing import PacketType
 
-__all__ = ["format_json", "format_text", "title"]
+__all__ = ["format_json", "format_text", "format_unframed_json", "title"]
 
 MAX_DEPTH = 10
 """Deepest nesting indented with TABs (lbmmon keeps an 11-entry table of TAB strings)."""
@@ -441,3 +441,48 @@ def format_json(sm: StatsMessage) -> str:
     else:
         obj["raw"] = sm.data.hex()
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+MAX_JSON_DEPTH = 32
+"""Deepest nesting we accept in an unframed JSON statistics message (the SRS's use two levels)."""
+
+
+def _depth(obj: Any, level: int = 0) -> int:
+    if level > MAX_JSON_DEPTH:
+        return level
+    if isinstance(obj, dict):
+        return max((_depth(v, level + 1) for v in obj.values()), default=level)
+    if isinstance(obj, list):
+        return max((_depth(v, level + 1) for v in obj), default=level)
+    return level
+
+
+def format_unframed_json(data: bytes, source: str, *, as_json: bool = False) -> str | None:
+    """The deprecated SRS JSON format travels as bare JSON text, not as an lbmmon packet
+    (:mod:`umcore.monitor.jsonfmt`).  Its rendering, or None when ``data`` is not a JSON
+    object.  ``source`` is the UM source string it came from (JSON carries no attributes)."""
+    if data[:1] != b"{":
+        return None
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or _depth(obj) > MAX_JSON_DEPTH:
+        return None
+    category = obj.get("monitorInfoCategory")
+    if as_json:
+        out = {"packetType": "JSON", "source": source, "message": obj}
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=True)
+    lines = ["", f"JSON statistics received from {source}"]
+    if isinstance(category, str):
+        lines.append(f"\tmonitorInfoCategory = {category}")
+    for key, value in obj.items():
+        if key == "monitorInfoCategory":
+            continue
+        if isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value):
+            lines.append(f"\t--- {key} ---")
+            for item in value:
+                lines.append(f"\t\t{item.get('name')} = {item.get('value')}")
+        else:
+            lines.append(f"\t{key} = {json.dumps(value, ensure_ascii=True)}")
+    return "\n".join(lines) + "\n"

@@ -11,8 +11,9 @@ statistics (context, source and receiver transports, event queues, receiver topi
 receivers) and daemon statistics (Store, DRO, SRS) alike, and printed as lbmmon prints them
 (:func:`umcore.monitor.textfmt.format_text`) or, with ``--json``, as one JSON object per line.
 
-A message that is not a valid lbmmon packet is reported on stderr and counted; it never stops
-the tool.  ``-r N`` exits after N statistics messages; SIGINT/SIGTERM (Ctrl-C) end it at any
+The SRS's deprecated JSON format is bare JSON text, not an lbmmon packet; it is printed too
+(:func:`umcore.monitor.textfmt.format_unframed_json`).  Anything else that is not a valid lbmmon
+packet is reported on stderr and counted; it never stops the tool.  ``-r N`` exits after N statistics messages; SIGINT/SIGTERM (Ctrl-C) end it at any
 time.  The last line on stderr is a summary::
 
     lbmmon: messages=N errors=E
@@ -89,7 +90,7 @@ async def _main(args: argparse.Namespace) -> int:
         parse_format_opts,
         parse_transport_opts,
     )
-    from umcore.monitor.textfmt import format_json, format_text
+    from umcore.monitor.textfmt import format_json, format_text, format_unframed_json
 
     if args.transport.lower() != "lbm":
         raise ConfigError(
@@ -121,12 +122,14 @@ async def _main(args: argparse.Namespace) -> int:
         if done.is_set():
             return
         try:
-            sm = decode_stats(msg.data)
+            text = render(decode_stats(msg.data))
         except LBMMonError as exc:
-            counts["errors"] += 1
-            print(f"lbmmon: bad statistics message from {msg.source}: {exc}", file=sys.stderr)
-            return
-        text = render(sm)
+            unframed = format_unframed_json(msg.data, msg.source, as_json=args.json)
+            if unframed is None:
+                counts["errors"] += 1
+                print(f"lbmmon: bad statistics message from {msg.source}: {exc}", file=sys.stderr)
+                return
+            text = unframed
         out.write(text if text.endswith("\n") else text + "\n")
         out.flush()
         counts["messages"] += 1
