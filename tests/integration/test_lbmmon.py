@@ -313,3 +313,45 @@ async def test_lbmrd_metrics_pass_promtool(promtool: str) -> None:
     assert b"lbmrd_" in body
     result = promtool_check(promtool, body)
     assert result.returncode == 0, (result.stdout + result.stderr).decode()
+
+
+async def test_lbmmon_shows_live_srs_statistics(mon_cfg: Path, tmp_path: Path) -> None:
+    """The SRS daemon publishes pb statistics over UM (``<daemon-monitor>`` with
+    ``<lbm-attributes>`` on our loopback TRD); lbmmon prints them."""
+    options = "".join(
+        f'<option scope="{line.split()[0]}" name="{line.split()[1]}" value="{line.split()[2]}"/>'
+        for line in mon_cfg.read_text().splitlines()
+        if line.strip()
+    )
+    xml = tmp_path / "srs.xml"
+    xml.write_text(
+        f"""<?xml version="1.0" encoding="UTF-8" ?>
+<um-srs version="1.0">
+  <daemon><pid-file>{tmp_path / "srs.pid"}</pid-file></daemon>
+  <srs>
+    <interface>127.0.0.1</interface>
+    <port>0</port>
+    <application-id>srs-live</application-id>
+  </srs>
+  <daemon-monitor topic="/29west/statistics">
+    <lbm-attributes>{options}</lbm-attributes>
+    <publishing-interval><default>300</default></publishing-interval>
+    <monitor-format>pb</monitor-format>
+  </daemon-monitor>
+</um-srs>
+""",
+        encoding="utf-8",
+    )
+    srs = await DaemonProcess.start("srs", str(xml))
+    try:
+        async with lbmmon("-c", str(mon_cfg), "-r", "5") as mon:
+            rc, out = await mon.finish()
+    finally:
+        await srs.kill()
+    assert rc == 0, mon.stderr
+    heads = [r[0] for r in records(out)]
+    assert len(heads) == 5
+    assert all(" from srs-live at 127.0.0.1" in h for h in heads), heads
+    assert any(h.startswith("SRS statistics received") for h in heads), heads
+    srs_stats = next(r for r in records(out) if r[0].startswith("SRS statistics received"))
+    assert "\t--- stats ---" in srs_stats
