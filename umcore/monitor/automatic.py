@@ -27,6 +27,8 @@ supersedes it.
 Transports other than TCP can take part without changes here: a source or joined transport
 session object with a ``monitor_sample()`` method returning a
 :class:`~umcore.monitor.umsstats.TransportSample` is asked for it instead of the TCP reader.
+A session that is neither TCP nor has the hook is left out of the sample (never reported under
+the wrong transport type).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from umcore.monitor.umsstats import (
     TransportSample,
     encode_sample,
 )
+from umcore.transport.tcp import TcpReceiverSession, TcpSourceSession
 
 __all__ = [
     "AutomaticMonitor",
@@ -132,12 +135,16 @@ def sample_context(ctx: Any) -> ContextSample:
     transports: list[TransportSample] = []
     for session in list(getattr(ctx, "_sessions", ())):
         hook = getattr(session, "monitor_sample", None)
-        transports.append(hook() if hook is not None else _tcp_source_sample(ctx, session))
+        if hook is not None:
+            transports.append(hook())
+        elif isinstance(getattr(session, "core", None), TcpSourceSession):
+            transports.append(_tcp_source_sample(ctx, session))
+        # else: a transport without a monitor_sample() hook is left out, never mislabelled
     for js in joined:
         hook = getattr(js, "monitor_sample", None)
         if hook is not None:
             transports.append(hook())
-        elif hasattr(getattr(js, "core", None), "stats"):
+        elif isinstance(getattr(js, "core", None), TcpReceiverSession):
             transports.append(_tcp_receiver_sample(js))
     return ContextSample(fields, transports)
 
