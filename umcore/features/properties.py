@@ -174,8 +174,10 @@ def encode_extras(
         elements.append(lbmc.ApphdrElement(lbmc.APPHDR_ELEM_USER, bytes(data), subtype))
     tail = b""
     if properties is not None:
+        # First in the chain: tshark 4.0.17 recognises the properties-length element only there
+        # (after a USER_DATA element it shows it as a generic element).
         tail = encode_properties(properties.items())
-        elements.append(lbmc.ApphdrChain.for_properties(len(tail)).elements[0])
+        elements.insert(0, lbmc.ApphdrChain.for_properties(len(tail)).elements[0])
     return [lbmc.ApphdrChain(tuple(elements))], tail
 
 
