@@ -49,6 +49,7 @@ from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.api import message as m
+from umcore.api import transports
 from umcore.api.features import ContextFeatures, FeatureAPI, Request
 from umcore.api.message import Message
 from umcore.config.attributes import global_configuration
@@ -203,10 +204,18 @@ class Source:
         #: Exceptions raised by ``on_event`` (logged, counted, never propagated).
         self.callback_errors = 0
         ip = ctx.advertised_ip
-        self.transport_info = lbmr.TCPInfo(
-            ip, self._listener.port, self._core.session_id if self._core.use_session_id else None
-        )
-        self.source_string = f"TCP:{ip}:{self._listener.port}:{self._core.session_id:08x}"
+        self.transport_info: lbmr.TCPInfo | lbmr.LBTRMInfo
+        lbt: Any = self._listener
+        if hasattr(lbt, "transport_info"):  # LBT-RU / LBT-RM (umcore.api.transports)
+            self.transport_info = lbt.transport_info(ip)
+            self.source_string = lbt.source_string(ip)
+        else:
+            self.transport_info = lbmr.TCPInfo(
+                ip,
+                self._listener.port,
+                self._core.session_id if self._core.use_session_id else None,
+            )
+            self.source_string = f"TCP:{ip}:{self._listener.port}:{self._core.session_id:08x}"
 
     @property
     def receivers(self) -> int:
@@ -456,7 +465,12 @@ class _Fanout:
         self.session = session
         self.topic = topic
         self.receivers: list[Receiver] = []
-        self.dc = DeliveryController(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+        new_dc = getattr(session.core, "new_dc", None)  # LBT-RU / LBT-RM receiver cores
+        self.dc: Any = (
+            DeliveryController(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+            if new_dc is None
+            else new_dc(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
+        )
         #: Late join / OTR state (umcore.features.recovery.TopicRecovery) or None.
         self.recovery: Any = None
         self.request_dest: tuple[str, int] = ("", 0)
@@ -508,7 +522,7 @@ class _JoinedSession:
         self.key = info.key
         self.ip, self.port, self.session_id = info.ip, info.port, info.session_id
         self.source_string = f"TCP:{info.ip}:{info.port}:{info.session_id or 0:08x}"
-        self.core = TcpReceiverSession(info.session_id)
+        self.core: Any = TcpReceiverSession(info.session_id)
         self.options = info.options
         self.fanouts: dict[int, _Fanout] = {}
         self.conn: ReceiverConnection | None = None
@@ -750,6 +764,9 @@ class Context(FeatureAPI):
         return src
 
     async def _session_for(self, o: _Options) -> _SourceSession:
+        kind = transports.transport_kind(o)
+        if kind != "tcp":
+            return await transports.lbt_source_session(self, kind, o)
         maximum = int(self._opts.get("transport_tcp_maximum_ports", 10))
         if len(self._sessions) >= maximum:
             s = self._sessions[self._next_session % len(self._sessions)]
@@ -891,9 +908,12 @@ class Context(FeatureAPI):
         js = self._joined.get(info.key)
         if js is None:
             js = self._joined[info.key] = _JoinedSession(self, info)
+            lbt = info.key[0] != "TCP"
+            if lbt:
+                transports.prepare_join(self, js, info, receivers)
             for r in receivers:
                 js.add(info.topic, info.index, r)
-            self._spawn(self._connect(js))
+            self._spawn(transports.join(self, js, info) if lbt else self._connect(js))
         else:
             for r in receivers:
                 js.add(info.topic, info.index, r)

@@ -74,6 +74,7 @@ class LbtDeliveryController:
         "delivered",
         "duplicates",
         "expected",
+        "headers",
         "high",
         "loss",
         "loss_timeout",
@@ -119,6 +120,9 @@ class LbtDeliveryController:
         self.unrecoverable = 0
         self.duplicates = 0
         self.map_refused = 0
+        #: Extra LBMC headers (REQUEST, APPHDR_CHAIN...) of the message being delivered, set by
+        #: the transport around an in-order delivery (the API's features read them); () else.
+        self.headers: tuple[object, ...] = ()
         self._frag_buf: bytearray | None = None
         self._frag_first = 0
         self._frag_total = 0
@@ -231,8 +235,7 @@ class LbtDeliveryController:
         count = (end - start) & _M
         if count == 0:
             return True
-        total = (end - self.expected) & _M
-        if count > self.max_burst_loss or total > MAX_TRACKED_GAP:
+        if count > self.max_burst_loss or len(self.missing) + count > MAX_TRACKED_GAP:
             self._burst(end)
             return False
         deadline = now + self.loss_timeout

@@ -725,6 +725,8 @@ class LbtReceiver:
                 return
             f = m.find(lbmc.Frag)
             frag = None if f is None else (f.first_sqn, f.offset, f.total_len)
+            extra = tuple(h for h in m.headers if type(h) is not lbmc.Frag)
+            dc.headers = extra
             try:
                 if dc.started:
                     dc.on_message(m.sqn, m.payload, frag, now)
@@ -732,6 +734,9 @@ class LbtReceiver:
                     self._to_new_dc(dc, m.sqn, m.payload, frag, now, datagram)
             except TransportError:
                 st.dgrams_dropped_hdr += 1
+            finally:
+                if extra:
+                    dc.headers = ()
         elif m.msg_type == lbmc.MSG_CONTROL:
             for tsni in m.find_all(lbmc.Tsni):
                 st.tsnis_rcved += 1

@@ -1,0 +1,444 @@
+"""asyncio adapters for LBT-RU and LBT-RM: sockets, timers, port/group pools, fault injection.
+
+Theory of operation
+-------------------
+Each sans-IO core of :mod:`umcore.transport.lbtru` / :mod:`umcore.transport.lbtrm` gets one UDP
+socket drained by :class:`~umcore.aio.udp.DatagramEndpoint` and one
+:class:`~umcore.aio.timer.CoreTimer`; after every input the adapter sends what the core queued
+and re-arms the timer when the core says its deadline moved (``timer_dirty``).
+
+- :class:`LbtSourceEndpoint` is the source session's socket.  It has the shape the API's source
+  session expects of a TCP listener (``write``, ``writable``, ``_paused``, ``receivers``,
+  ``close``, ``on_connect``/``on_disconnect``/``on_unblock``): ``write`` sends the core's DATA
+  datagrams to every receiver (LBT-RU: each connected client; LBT-RM: the group) and its other
+  datagrams where they belong; ``_paused`` is the rate limiter's *blocked* state.  LBT-RU binds
+  a port of ``transport_lbtru_port_low..high`` (context); LBT-RM binds its NAK port from
+  ``transport_lbtrm_source_port_low..high`` and multicasts from that socket
+  (``IP_MULTICAST_IF`` = the context's interface, loop on, TTL ``resolver_multicast_ttl``).
+- :class:`LbtReceiverSession` is one joined session: LBT-RU binds its own socket in the
+  receiver's ``transport_lbtru_port_low..high`` (ephemeral when none is free) and connects;
+  LBT-RM shares one socket per (group, destination port) per context (:class:`_GroupSocket`,
+  bound to the group with SO_REUSEADDR so other contexts on the host get their copy) and is
+  demultiplexed by (source IP, NAK port, session id).
+- :class:`LbtContext` is what a context holds for these transports: one
+  :class:`~umcore.transport.ratelimit.RateLimiter` per transport type (the rate limits are
+  context options), the group sockets and the round-robin pools.
+
+**Fault injection (not a UM option).**  The context options ``pyum_fault_drop_send`` and
+``pyum_fault_drop_receive`` (fractions 0..1, default 0, registered in a pyum-only group of the
+option registry) drop that fraction of this context's LBT-RU/LBT-RM datagrams on send or on
+receive, at random, so loss recovery can be shown with the real programs (the kernel here has
+no netem).  Topic resolution traffic is never dropped.  Drops are counted in
+:attr:`LbtContext.fault_dropped`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from umcore.aio.timer import CoreTimer
+from umcore.aio.udp import DatagramEndpoint
+from umcore.errors import RemoteProtocolError, UMError
+from umcore.transport.lbt import LbtReceiver, LbtSource
+from umcore.transport.lbtrm import LbtrmReceiver, LbtrmSource
+from umcore.transport.lbtru import LbtruReceiver, LbtruSource
+from umcore.transport.ratelimit import RateLimiter
+from umcore.wire import lbmr
+from umcore.wire import lbtrm as wrm
+
+__all__ = ["LbtContext", "LbtReceiverSession", "LbtSourceEndpoint", "bind_in_range"]
+
+log = logging.getLogger("umcore.aio.lbt")
+
+Address = tuple[str, int]
+
+
+class LbtContext:
+    """Per-context state of the datagram transports (see the module docstring)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        ru_limiter: RateLimiter,
+        rm_limiter: RateLimiter,
+        *,
+        drop_send: float = 0.0,
+        drop_receive: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
+        self.loop = loop
+        self.ru_limiter = ru_limiter
+        self.rm_limiter = rm_limiter
+        self.drop_send = drop_send
+        self.drop_receive = drop_receive
+        self.rng = random.Random(seed)
+        self.fault_dropped = 0
+        self.groups: dict[Address, _GroupSocket] = {}
+        self.next_group = 0
+
+    def drop_out(self) -> bool:
+        if self.drop_send and self.rng.random() < self.drop_send:
+            self.fault_dropped += 1
+            return True
+        return False
+
+    def drop_in(self) -> bool:
+        if self.drop_receive and self.rng.random() < self.drop_receive:
+            self.fault_dropped += 1
+            return True
+        return False
+
+
+async def bind_in_range(
+    host: str, low: int, high: int, on_datagram: Any, *, rcvbuf: int | None, sndbuf: int | None
+) -> DatagramEndpoint:
+    """A UDP endpoint on the first free port of ``low..high`` (``low == 0``: ephemeral)."""
+    last: OSError | None = None
+    for port in [0] if low == 0 else range(low, high + 1):
+        try:
+            return await DatagramEndpoint.bind(
+                host, port, on_datagram, rcvbuf=rcvbuf, sndbuf=sndbuf
+            )
+        except OSError as exc:
+            last = exc
+    raise UMError(f"no free UDP port in {low}-{high} on {host}: {last}")
+
+
+# ============================================================================ source
+class LbtSourceEndpoint:
+    """The socket of one LBT-RU / LBT-RM source session (see the module docstring)."""
+
+    def __init__(self, lctx: LbtContext, core: LbtSource, endpoint: DatagramEndpoint) -> None:
+        self.lctx = lctx
+        self.core = core
+        self.endpoint = endpoint
+        self.port = endpoint.local_address[1]
+        self.group: Address | None = None  # LBT-RM: (group, dport)
+        self.timer: CoreTimer | None = None
+        self.on_connect: Callable[[str], None] | None = None
+        self.on_disconnect: Callable[[str], None] | None = None
+        self.on_unblock: Callable[[], None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self.receive_errors = 0
+        self.closed = False
+        endpoint._on_datagram = self._on_datagram
+
+    # -- the TCP listener's shape, as the API's source session uses it
+    @property
+    def _paused(self) -> bool:
+        return self.core.blocked
+
+    @property
+    def receivers(self) -> int:
+        """LBT-RU: connected clients.  LBT-RM: unknown to a multicast source, reported 0."""
+        core = self.core
+        return len(core.clients) if isinstance(core, LbtruSource) else 0
+
+    def transport_info(self, ip: str) -> lbmr.TCPInfo | lbmr.LBTRMInfo:
+        core = self.core
+        if isinstance(core, LbtrmSource):
+            assert self.group is not None
+            return lbmr.LBTRMInfo(ip, self.group[0], core.session_id, self.group[1], self.port)
+        assert isinstance(core, LbtruSource)
+        return lbmr.LBTRUInfo(ip, self.port, core.session_id if core.use_session_id else None)
+
+    def source_string(self, ip: str) -> str:
+        core = self.core
+        if isinstance(core, LbtrmSource):
+            assert self.group is not None
+            g, d = self.group
+            return f"LBTRM:{ip}:{self.port}:{core.session_id:08x}:{g}:{d}"
+        return f"LBT-RU:{ip}:{self.port}:{core.session_id:08x}"
+
+    async def writable(self) -> None:
+        while self.core.blocked and not self.closed:
+            fut = self.lctx.loop.create_future()
+            self._waiters.append(fut)
+            await fut
+
+    def write(self, _out: object = None) -> None:
+        """Send what the core queued (its return value is only a marker)."""
+        core = self.core
+        send = self.endpoint.sendto
+        lctx = self.lctx
+        faults = lctx.drop_send > 0
+        if isinstance(core, LbtruSource):
+            clients = list(core.clients)
+            for d in core.ready:
+                for addr in clients:
+                    if not (faults and lctx.drop_out()):
+                        send(d, addr)  # type: ignore[arg-type]
+            for d, addr in core.outbox:
+                for a in clients if addr is None else (addr,):
+                    if not (faults and lctx.drop_out()):
+                        send(d, a)  # type: ignore[arg-type]
+            for kind, addr in core.events:
+                cb = self.on_connect if kind == "connect" else self.on_disconnect
+                if cb is not None:
+                    cb(f"{addr[0]}:{addr[1]}")  # type: ignore[index]
+            core.events.clear()
+        else:
+            group = self.group
+            assert group is not None
+            for d in core.ready:
+                if not (faults and lctx.drop_out()):
+                    send(d, group)
+            for d, _addr in core.outbox:
+                if not (faults and lctx.drop_out()):
+                    send(d, group)
+        core.ready.clear()
+        core.outbox.clear()
+        if core.unblocked:
+            core.unblocked = False
+            waiters, self._waiters = self._waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            if self.on_unblock is not None:
+                self.on_unblock()
+        self._arm()
+
+    def _arm(self) -> None:
+        core = self.core
+        if self.timer is not None and (core.timer_dirty or self.timer.deadline is None):
+            core.timer_dirty = False
+            self.timer.arm(core.next_timer())
+
+    def on_timer(self) -> None:
+        if self.closed:
+            return
+        self.core.handle_timer(self.lctx.loop.time())
+        self.write()
+        if self.timer is not None:
+            self.core.timer_dirty = False
+            self.timer.arm(self.core.next_timer())
+
+    def _on_datagram(self, data: memoryview, addr: Address) -> None:
+        lctx = self.lctx
+        if lctx.drop_receive and lctx.drop_in():
+            return
+        try:
+            self.core.datagram_received(data, addr, lctx.loop.time())  # type: ignore[attr-defined]
+        except RemoteProtocolError:
+            self.receive_errors += 1
+            return
+        if self.core.ready or self.core.outbox or self.core.timer_dirty:
+            self.write()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        core = self.core
+        if core._len:
+            core.flush()
+        self.write()
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self.endpoint.close()
+
+
+# ============================================================================ receivers
+class _GroupSocket:
+    """One LBT-RM group + destination port of a context, shared by its joined sessions."""
+
+    def __init__(self, lctx: LbtContext, endpoint: DatagramEndpoint, key: Address) -> None:
+        self.lctx = lctx
+        self.endpoint = endpoint
+        self.key = key
+        self.sessions: dict[tuple[str, int, int], LbtReceiverSession] = {}
+        self.unknown = 0  # lbtrm_unknown_msgs_rcved
+        endpoint._on_datagram = self._on_datagram
+
+    def _on_datagram(self, data: memoryview, addr: Address) -> None:
+        if len(data) < wrm.HEADER_SIZE:
+            self.unknown += 1
+            return
+        port = data[2] << 8 | data[3]
+        sid = int.from_bytes(data[4:8], "big")
+        s = self.sessions.get((addr[0], port, sid))
+        if s is None:
+            self.unknown += 1
+            return
+        s._on_datagram(data, addr)
+
+
+class LbtReceiverSession:
+    """One joined LBT-RU / LBT-RM session (the API's ``conn`` of a joined session)."""
+
+    def __init__(
+        self,
+        lctx: LbtContext,
+        core: LbtReceiver,
+        dest: Address,
+        on_active: Callable[[], None],
+        on_end: Callable[[], None],
+    ) -> None:
+        self.lctx = lctx
+        self.core = core
+        self.dest = dest  # where NAKs / CREQs / ACKs go
+        self.endpoint: DatagramEndpoint | None = None
+        self.group: _GroupSocket | None = None
+        self._group_key: tuple[str, int, int] | None = None
+        self.timer = CoreTimer(lctx.loop, self._on_timer)
+        self.receive_errors = 0
+        self.closed = False
+        core.on_active = on_active
+        core.on_end = self._ended
+        self._on_end = on_end
+
+    @classmethod
+    async def join_ru(
+        cls,
+        lctx: LbtContext,
+        info: lbmr.TCPInfo,
+        core: LbtruReceiver,
+        on_active: Callable[[], None],
+        on_end: Callable[[], None],
+        *,
+        host: str,
+        low: int,
+        high: int,
+        rcvbuf: int | None,
+    ) -> LbtReceiverSession:
+        self = cls(lctx, core, (info.ip, info.port), on_active, on_end)
+        try:
+            self.endpoint = await bind_in_range(
+                host, low, high, self._on_datagram, rcvbuf=rcvbuf, sndbuf=None
+            )
+        except UMError:
+            log.warning("no free LBT-RU receiver port in %d-%d; using an ephemeral one", low, high)
+            self.endpoint = await bind_in_range(
+                host, 0, 0, self._on_datagram, rcvbuf=rcvbuf, sndbuf=None
+            )
+        core.connect(lctx.loop.time())
+        self._flush()
+        return self
+
+    @classmethod
+    async def join_rm(
+        cls,
+        lctx: LbtContext,
+        info: lbmr.LBTRMInfo,
+        core: LbtrmReceiver,
+        on_active: Callable[[], None],
+        on_end: Callable[[], None],
+        *,
+        interface: str,
+        rcvbuf: int | None,
+    ) -> LbtReceiverSession:
+        self = cls(lctx, core, (info.src_ip, info.sport), on_active, on_end)
+        key = (info.mc_group, info.dport)
+        group = lctx.groups.get(key)
+        if group is None:
+            sock = _open_group_socket(info.mc_group, info.dport, interface, rcvbuf)
+            ep = DatagramEndpoint(lctx.loop, sock, lambda d, a: None)
+            group = lctx.groups[key] = _GroupSocket(lctx, ep, key)
+        self.group = group
+        self.endpoint = group.endpoint
+        self._group_key = (info.src_ip, info.sport, info.session_id)
+        group.sessions[self._group_key] = self
+        self._flush()
+        return self
+
+    def _on_datagram(self, data: memoryview, addr: Address) -> None:
+        lctx = self.lctx
+        if lctx.drop_receive and lctx.drop_in():
+            return
+        core = self.core
+        try:
+            core.datagram_received(data, lctx.loop.time())  # type: ignore[attr-defined]
+        except RemoteProtocolError:
+            self.receive_errors += 1
+            return
+        if core.outbox or core.timer_dirty:
+            self._flush()
+
+    def _flush(self) -> None:
+        core = self.core
+        ep = self.endpoint
+        if core.outbox:
+            if ep is not None and not self.closed:
+                lctx = self.lctx
+                for d in core.outbox:
+                    if not (lctx.drop_send and lctx.drop_out()):
+                        ep.sendto(d, self.dest)
+            core.outbox.clear()
+        core.timer_dirty = False
+        if not self.closed:
+            self.timer.arm(core.next_timer())
+
+    def _on_timer(self) -> None:
+        if self.closed:
+            return
+        self.core.handle_timer(self.lctx.loop.time())
+        self._flush()
+
+    def _ended(self) -> None:
+        self._close()
+        self._on_end()
+
+    # -- the TCP connection's shape, as the API's joined session uses it
+    def pause_reading(self) -> None:
+        """UDP cannot push back: a receiver that falls behind loses datagrams and recovers."""
+
+    def resume_reading(self) -> None:
+        """See :meth:`pause_reading`."""
+
+    def abort(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.timer.cancel()
+        if self.group is not None:
+            assert self._group_key is not None
+            self.group.sessions.pop(self._group_key, None)
+            if not self.group.sessions:
+                self.lctx.groups.pop(self.group.key, None)
+                self.group.endpoint.close()
+        elif self.endpoint is not None:
+            self.endpoint.close()
+
+
+def _open_group_socket(group: str, port: int, interface: str, rcvbuf: int | None) -> socket.socket:
+    """A non-blocking UDP socket bound to ``group:port`` and joined on ``interface``."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if rcvbuf:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        try:
+            sock.bind((group, port))
+        except OSError:
+            sock.bind(("0.0.0.0", port))
+        mreq = socket.inet_aton(group) + socket.inet_aton(interface)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        sock.setblocking(False)
+        return sock
+    except BaseException:
+        sock.close()
+        raise
+
+
+def set_multicast_sender(sock: socket.socket, interface: str, ttl: int) -> None:
+    """Send multicast from ``sock`` on ``interface`` with loop on (same-host receivers)."""
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, struct.pack("b", ttl))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
