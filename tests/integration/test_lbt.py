@@ -99,7 +99,7 @@ async def _run(transport: str, loss: float, n: int = N) -> tuple[list[int], list
                     await asyncio.sleep(0)
             src.flush()
             await done.wait()
-        dropped = getattr(a, "_lbt").fault_dropped + getattr(b, "_lbt").fault_dropped
+        dropped = a._lbt.fault_dropped + b._lbt.fault_dropped
         await src.close()
         await rcv.close()
     return got, events, dropped
