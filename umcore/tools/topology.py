@@ -16,6 +16,13 @@ Everything runs on loopback with embedded settings, so no file has to exist befo
 The run ends when the receiver has seen the source finish (its summary line is the last thing
 printed), or on Ctrl-C / SIGTERM: every child then gets SIGINT, a bounded wait, then SIGKILL.
 ``--messages``/``--rate`` shape the source (default: 10 minutes of 1000 messages/s, a "long run").
+
+``--transport lbtrm`` (or ``lbtru``, default ``tcp``) adds ``source transport ...`` to the written
+configuration (LBT-RM: multicast on 127.0.0.1, and a 3 s receiver activity timeout so the
+receiver sees EOS soon after the source is deleted: RM has no disconnect); ``--config FILE``
+(repeatable) hands further flat configuration files to both tools, after the written one, so
+any option (``source transport lbtrm``, ``context pyum_fault_drop_receive 0.05``...) can be
+switched by configuration alone.
 """
 
 from __future__ import annotations
@@ -87,6 +94,15 @@ async def _stop(child: Child) -> None:
             await asyncio.wait_for(child.pump, STOP_TIMEOUT_S)
 
 
+def _transport_lines(transport: str) -> str:
+    if transport == "tcp":
+        return ""
+    lines = f"source transport {transport}\n"
+    if transport == "lbtrm":
+        lines += "receiver transport_lbtrm_activity_timeout 3000\n"
+    return lines
+
+
 async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -112,11 +128,23 @@ async def _run(args: argparse.Namespace) -> int:
                 "context resolver_unicast_interface 127.0.0.1\n"
                 "source transport_tcp_interface 127.0.0.1\n"
                 "receiver transport_tcp_interface 127.0.0.1\n"
+                "source transport_lbtru_interface 127.0.0.1\n"
+                "receiver transport_lbtru_interface 127.0.0.1\n" + _transport_lines(args.transport)
             )
+            extra = [a for f in args.config for a in ("-c", str(Path(f).resolve()))]
             pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
             print(f"[topo  ] lbmrd    udp 127.0.0.1:{port} (pid {lbmrd.proc.pid})")
             rcv = await _spawn(
-                "lbmrcv", "-m", "umcore.tools.lbmrcv", "-c", str(cfg), "-E", "-V", "-s", TOPIC
+                "lbmrcv",
+                "-m",
+                "umcore.tools.lbmrcv",
+                "-c",
+                str(cfg),
+                *extra,
+                "-E",
+                "-V",
+                "-s",
+                TOPIC,
             )
             children.append(rcv)
             rcv.pump = asyncio.create_task(_pump(rcv))
@@ -127,6 +155,7 @@ async def _run(args: argparse.Namespace) -> int:
                 "umcore.tools.lbmsrc",
                 "-c",
                 str(cfg),
+                *extra,
                 "-V",
                 "-v",
                 "-M",
@@ -145,7 +174,7 @@ async def _run(args: argparse.Namespace) -> int:
             src.pump = asyncio.create_task(_pump(src))
             print(
                 f"[topo  ] lbmsrc   topic {TOPIC!r}, {args.messages} messages of {args.length} "
-                f"bytes (pid {src.proc.pid}); TCP transport on 127.0.0.1:14371-14390"
+                f"bytes (pid {src.proc.pid}); transport {args.transport} (and --config files)"
             )
             print(f"[topo  ] config   {cfg}  (Ctrl-C stops everything)")
             waiter = asyncio.create_task(stop.wait())
@@ -174,6 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=600_000, help="messages to send (600000)")
     p.add_argument("--rate", type=float, default=1000.0, help="messages per second (1000)")
     p.add_argument("--length", type=int, default=64, help="message length (64)")
+    p.add_argument(
+        "--transport",
+        choices=("tcp", "lbtru", "lbtrm"),
+        default="tcp",
+        help="source transport: tcp (default), lbtru or lbtrm (LBT-RM over loopback multicast)",
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="extra flat UM configuration file for both tools (repeatable), e.g. one with "
+        "'source transport lbtrm'; pyum_fault_drop_send/_receive (pyum-only, not UM options) "
+        "inject loss",
+    )
     args = p.parse_args(argv)
     try:
         return asyncio.run(_run(args))
