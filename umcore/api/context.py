@@ -49,7 +49,7 @@ from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.api import message as m
-from umcore.api import transports
+from umcore.api import srsresolve, transports
 from umcore.api.features import ContextFeatures, FeatureAPI, Request
 from umcore.api.message import Message
 from umcore.config.attributes import global_configuration
@@ -597,6 +597,8 @@ class Context(FeatureAPI):
         self.advertised_ip = "127.0.0.1"
         self.closed = False
         self._features = ContextFeatures(self)
+        #: TCP-based topic resolution (``resolver_service``), None without SRSes.
+        self.srs: srsresolve.SRSResolution | None = None
         # Statistics for automatic monitoring (umcore.monitor.automatic): sends that blocked
         # or raised WouldBlock, and messages lost for good (gaps a receiver was told about).
         self.send_blocked = 0
@@ -650,9 +652,12 @@ class Context(FeatureAPI):
     async def _start(self) -> None:
         o = self._opts
         cfg = self._resolver_config()
-        self._resolver = TopicResolver(cfg, self._loop.time())
+        self._resolver, self.srs, udp = srsresolve.make_resolver(self, cfg, self._loop.time())
         default_if = _interface_ip(o.get("default_interface", None))
-        if cfg.unicast_daemons:
+        if not udp:  # SRS only (or no TR at all): no resolver socket
+            srs = self.srs.servers[0][0] if self.srs is not None else "127.0.0.1"
+            self.advertised_ip = default_if or route_address(srs)
+        elif cfg.unicast_daemons:
             iface = _interface_ip(o.get("resolver_unicast_interface", None)) or default_if
             low = int(o.get("resolver_unicast_port_low", 14402))
             high = int(o.get("resolver_unicast_port_high", 14406))
@@ -688,6 +693,8 @@ class Context(FeatureAPI):
             if self._endpoint is not None:
                 self._endpoint.close()
             raise
+        if self.srs is not None:
+            self.srs.start()  # after the request port: the SIRs name it
         self._flush_resolver()
         if self._monitor_settings is not None:
             from umcore.monitor.automatic import start_automatic_monitoring
@@ -698,6 +705,8 @@ class Context(FeatureAPI):
                 self._timer.cancel()
                 if self._endpoint is not None:
                     self._endpoint.close()
+                if self.srs is not None:
+                    await self.srs.close()
                 raise
 
     def _on_datagram(self, data: memoryview, addr: tuple[str, int]) -> None:
@@ -977,6 +986,8 @@ class Context(FeatureAPI):
         self._joined.clear()
         for s in list(self._sessions):
             await self._close_session(s)
+        if self.srs is not None:
+            await self.srs.close()
         await self._features.close()
         if self._endpoint is not None:
             self._endpoint.close()

@@ -1,0 +1,519 @@
+"""TCP-based topic resolution for a :class:`~umcore.api.context.Context`: ``resolver_service``.
+
+Theory of operation
+-------------------
+When the context option ``resolver_service`` lists SRS addresses (seed 7.3; at most five), the
+context keeps one TCP connection to **every** SRS (hot/hot) through an
+:class:`~umcore.srs.client.SRSClient` core and its :class:`~umcore.aio.srs.SRSClientConnector`
+adapter, owned by one :class:`SRSResolution`.  The context talks to it through its topic
+resolver: :class:`SRSTopicResolver` is the UDP :class:`~umcore.resolver.core.TopicResolver`
+whose local-object calls are also told to the SRSes:
+
+- a source (``add_source``/``remove_source``) becomes an SIR (source information record) /
+  SDR (source delete record).  The SIR carries UM's source string (``TCP:ip:port:sid``,
+  ``LBT-RU:ip:port:sid``, ``LBTRM:ip:nakport:sid:group:dport``), the topic index, the
+  context's request port and the EXFUNC functionality flags; its OTID (originating transport
+  id) is the late-join OTID of :func:`umcore.features.latejoin.make_otid` when the source
+  offers late join (so a receiver recovers the transport index from it), else one built from
+  the transport's own address and session id [inferred: real UM's OTID layout is not public];
+- a receiver topic is an RIR (one per topic, reference counted), a wildcard receiver a WIR.
+
+What the SRSes report comes back as events: :class:`~umcore.srs.client.SourceResolved` is
+turned into the same :class:`~umcore.resolver.core.SourceInfo` a TIR gives (the source string
+parsed back into a transport info, the late-join and EXFUNC options rebuilt from the SIR) and
+joined through ``Context._join`` exactly like a TIR from UDP resolution: same transport join,
+same BOS/EOS.  A receiver created later finds the SRS-known sources of its topic through
+``add_receiver``/``add_wildcard_receiver`` (the SRS sends an SIR once, not periodically).
+:class:`~umcore.srs.client.SourceWithdrawn` is a source going away: the topic's receivers of it
+get EOS and the context leaves that topic of the session (the whole session when it was the
+last topic).  One exception: a withdrawal decided by the client itself after a re-sync
+(``slot`` -1: no SRS re-sent the source within the grace period) does not tear down a TCP
+session that is still connected — the live connection is better evidence than silence; the
+source is only forgotten, and its end will show as the connection's end.
+
+The SRS sends an SIR once; a join that fails (connect refused) or a session that ends while the
+SRSes still vouch for the source is retried every ``REJOIN_INTERVAL_S`` for as long as they do.
+
+``resolver_disable_udp_topic_resolution`` 1 turns UDP TR off entirely: the context opens no
+resolver socket and :class:`SRSTopicResolver` (``udp=False``) neither schedules nor hands out a
+datagram; its caches still join a context's own sources to its own receivers.
+
+Reconnects, keepalives and re-synchronisation after an SRS restart are the client core's; the
+context does nothing for them.  Limitations: the ``Iface[:SrcPort]->`` part of a
+``resolver_service`` entry is not honoured (the kernel picks the local address and port), and
+DNS names are resolved by each connect, not cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from umcore.aio.srs import SRSClientConnector
+from umcore.aio.timer import CoreTimer
+from umcore.api import message as m
+from umcore.api.message import Message
+from umcore.errors import LocalProtocolError
+from umcore.features.latejoin import make_otid, parse_otid
+from umcore.resolver.core import ResolverConfig, SourceInfo, TopicResolver
+from umcore.resolver.schedule import PhaseTimings
+from umcore.srs.client import MAX_SERVERS, SourceResolved, SourceWithdrawn, SRSClient
+from umcore.srs.client import Event as SRSEvent
+from umcore.transport import lbtrm, lbtru
+from umcore.wire import lbmr, lbmr_options
+from umcore.wire import srs_messages as srsm
+from umcore.wire.lbmr_base import ip_bytes
+
+if TYPE_CHECKING:
+    from umcore.api.context import Context
+
+__all__ = [
+    "REJOIN_INTERVAL_S",
+    "SRSResolution",
+    "SRSTopicResolver",
+    "info_from_sir",
+    "parse_source_string",
+    "sir_from_source",
+    "source_string",
+    "srs_servers",
+]
+
+log = logging.getLogger("umcore.api.srs")
+
+# A source the SRSes still vouch for but that this context could not join (or whose session
+# ended) is tried again this often: the SRS sends an SIR once, unlike UDP TR's repeated TIRs.
+REJOIN_INTERVAL_S = 1.0
+
+Transport = lbmr.TCPInfo | lbmr.LBTRMInfo
+SIRKey = tuple[bytes, str]
+
+
+# ------------------------------------------------------------------ records <-> source info
+def source_string(transport: Transport) -> str:
+    """UM's source string of a transport session (what an SIR carries)."""
+    if isinstance(transport, lbmr.LBTRMInfo):
+        t = transport
+        return lbtrm.source_string(t.src_ip, t.sport, t.session_id, t.mc_group, t.dport)
+    if type(transport) is lbmr.LBTRUInfo:
+        return lbtru.source_string(transport.ip, transport.port, transport.session_id)
+    sid = transport.session_id
+    return f"TCP:{transport.ip}:{transport.port}" + ("" if sid is None else f":{sid:08x}")
+
+
+def parse_source_string(text: str) -> Transport | None:
+    """The transport info of a source string, or None for one we cannot join (IPC, SMX, ...
+    or garbage)."""
+    parts = text.split(":")
+    try:
+        kind = parts[0]
+        if kind in ("TCP", "LBT-RU") and len(parts) in (3, 4):
+            ip, port = parts[1], int(parts[2])
+            sid = int(parts[3], 16) if len(parts) == 4 else None
+            if not 0 < port <= 0xFFFF or (sid is not None and not 0 <= sid <= 0xFFFFFFFF):
+                return None
+            ip_bytes(ip)  # a dotted IPv4 address, or LocalProtocolError
+            return lbmr.TCPInfo(ip, port, sid) if kind == "TCP" else lbmr.LBTRUInfo(ip, port, sid)
+        if kind == "LBTRM" and len(parts) == 6:
+            ip, group = parts[1], parts[4]
+            nak, sid, dport = int(parts[2]), int(parts[3], 16), int(parts[5])
+            if not (0 < nak <= 0xFFFF and 0 < dport <= 0xFFFF and 0 <= sid <= 0xFFFFFFFF):
+                return None
+            ip_bytes(ip)
+            ip_bytes(group)
+            return lbmr.LBTRMInfo(ip, group, sid, dport, nak)
+    except (ValueError, LocalProtocolError):
+        return None
+    return None
+
+
+def sir_from_source(
+    topic: str,
+    index: int,
+    transport: Transport,
+    options: Iterable[Any],
+    *,
+    request: tuple[str, int] | None,
+    context_instance: bytes,
+    domain_id: int = 0,
+) -> srsm.SourceInfo:
+    """The SIR advertising a local source (the TIR's content, in SRS form)."""
+    flags = 0
+    lj: lbmr_options.LateJoinOption | None = None
+    for opt in options:
+        if type(opt) is lbmr_options.ExFuncOption:
+            flags |= opt.functionality_flags
+        elif type(opt) is lbmr_options.LateJoinOption:
+            lj = opt
+    if lj is not None:
+        flags |= lbmr_options.EXFUNC_LATE_JOIN
+        request = (str(lj.src_ip_addr), lj.src_tcp_port)
+        otid = make_otid(request[0], request[1], lj.transport_idx)
+    elif isinstance(transport, lbmr.LBTRMInfo):
+        otid = make_otid(transport.src_ip, transport.sport, transport.session_id, 2)
+    else:
+        kind = 1 if type(transport) is lbmr.LBTRUInfo else 0
+        otid = make_otid(transport.ip, transport.port, transport.session_id or 0, 0x10 | kind)
+    rip, rport = request if request is not None else ("0.0.0.0", 0)
+    return srsm.SourceInfo(
+        otid,
+        topic,
+        source_string(transport),
+        topic_idx=index,
+        functionality_flags=flags,
+        request_ip=rip,
+        request_port=rport,
+        domain_id=domain_id,
+        context_instance=context_instance,
+    )
+
+
+def info_from_sir(rec: srsm.SourceInfo) -> SourceInfo | None:
+    """What an SIR tells a receiver, as UDP TR's :class:`SourceInfo`; None if not joinable."""
+    transport = parse_source_string(rec.source)
+    if transport is None:
+        return None
+    options: tuple[Any, ...] = ()
+    flags = rec.functionality_flags
+    if flags:
+        options = (lbmr_options.ExFuncOption(rec.request_port, rec.request_ip, flags),)
+        ident = parse_otid(rec.otid)
+        if flags & lbmr_options.EXFUNC_LATE_JOIN and ident is not None:
+            ip, port, tix = ident
+            options = (lbmr_options.LateJoinOption(port, ip, tix, 0, 0), *options)
+    return SourceInfo(rec.topic, rec.topic_idx, transport, options)
+
+
+def srs_servers(value: Any) -> list[tuple[str, int]]:
+    """``resolver_service`` entries (:class:`~umcore.config.values.ResolverEntry`) as
+    (host, port), at most ``MAX_SERVERS``."""
+    out: list[tuple[str, int]] = []
+    for entry in value or ():
+        address = getattr(entry, "address", None)
+        port = getattr(entry, "port", None)
+        if address is not None and port is not None and int(port) != 0:
+            out.append((str(address), int(port)))
+    return out[:MAX_SERVERS]
+
+
+# ------------------------------------------------------------------------------ resolver
+class SRSTopicResolver(TopicResolver):
+    """UDP topic resolution (or, with ``udp=False``, only its caches) whose local sources,
+    receivers and wildcard receivers are also registered with the SRSes (when ``srs`` is set)."""
+
+    def __init__(
+        self,
+        config: ResolverConfig,
+        now: float,
+        srs: SRSResolution | None,
+        *,
+        udp: bool = True,
+    ) -> None:
+        super().__init__(config, now)
+        self.srs = srs
+        self.udp = udp
+
+    def add_source(
+        self,
+        topic: str,
+        index: int,
+        transport: Transport,
+        now: float,
+        *,
+        timings: PhaseTimings | None = None,
+        send_initial: bool | None = None,
+        options: tuple[Any, ...] = (),
+    ) -> list[SourceInfo]:
+        found = super().add_source(
+            topic, index, transport, now, timings=timings, send_initial=send_initial,
+            options=options,
+        )  # fmt: skip
+        if self.srs is not None:
+            self.srs.source_added(topic, index, transport, options)
+        return found
+
+    def remove_source(self, topic: str, index: int, transport: Transport) -> None:
+        super().remove_source(topic, index, transport)
+        if self.srs is not None:
+            self.srs.source_removed(topic, index, transport)
+
+    def add_receiver(
+        self,
+        topic: str,
+        now: float,
+        *,
+        timings: PhaseTimings | None = None,
+        query_threshold: int | None = None,
+    ) -> list[SourceInfo]:
+        found = super().add_receiver(topic, now, timings=timings, query_threshold=query_threshold)
+        if self.srs is not None:
+            self.srs.receiver_added(topic)
+            found.extend(self.srs.known(topic))
+        return found
+
+    def remove_receiver(self, topic: str) -> None:
+        known = topic in self._receivers
+        super().remove_receiver(topic)
+        if self.srs is not None and known:
+            self.srs.receiver_removed(topic)
+
+    def add_wildcard_receiver(
+        self, pattern: str, now: float, *, timings: PhaseTimings | None = None
+    ) -> list[SourceInfo]:
+        found = super().add_wildcard_receiver(pattern, now, timings=timings)
+        if self.srs is not None:
+            self.srs.wildcard_added(pattern)
+            found.extend(self.srs.matching(self._wildcards[pattern].regex))
+        return found
+
+    def remove_wildcard_receiver(self, pattern: str) -> None:
+        known = pattern in self._wildcards
+        super().remove_wildcard_receiver(pattern)
+        if self.srs is not None and known:
+            self.srs.wildcard_removed(pattern)
+
+    # UDP TR off: no schedule runs and nothing leaves (the context has no resolver socket).
+    def handle_timer(self, now: float) -> None:
+        if self.udp:
+            super().handle_timer(now)
+
+    def next_timer(self) -> float | None:
+        return super().next_timer() if self.udp else None
+
+    def take_datagrams(self) -> list[tuple[bytes, tuple[str, int]]]:
+        out = super().take_datagrams()
+        return out if self.udp else []
+
+
+# ------------------------------------------------------------------------------ SRS side
+class SRSResolution:
+    """A context's SRS connections and what they resolved (see the module docstring)."""
+
+    def __init__(self, ctx: Context, servers: list[tuple[str, int]], *, flood: bool) -> None:
+        self.ctx = ctx
+        self.servers = servers
+        self.flood = flood
+        self.core: SRSClient | None = None
+        self.connector: SRSClientConnector | None = None
+        # SIRs the SRSes vouch for, as joinable source infos (unjoinable ones are counted).
+        self._infos: dict[SIRKey, SourceInfo] = {}
+        self._by_topic: dict[str, dict[SIRKey, SourceInfo]] = {}
+        # our own sources: (topic, index, transport key) -> (otid, topic) of their SIR
+        self._mine: dict[tuple[str, int, tuple[object, ...]], SIRKey] = {}
+        self._rejoin = CoreTimer(ctx._loop, self._on_rejoin)
+        self._rejoin_armed = False
+        #: SIRs whose source string names a transport this client cannot join.
+        self.unjoinable = 0
+        #: SourceResolved / SourceWithdrawn events handled.
+        self.resolved_events = 0
+        self.withdrawn_events = 0
+
+    @classmethod
+    def from_options(cls, ctx: Context) -> SRSResolution | None:
+        servers = srs_servers(ctx._opts.get("resolver_service", None))
+        if not servers:
+            return None
+        mode = str(ctx._opts.get("resolver_service_interest_mode", "filter"))
+        return cls(ctx, servers, flood=mode == "flood")
+
+    def start(self) -> None:
+        """Connect to every SRS (call once the context knows its address and request port)."""
+        ctx = self.ctx
+        feat = ctx._features
+        port = feat.port.port if feat.port is not None else 0
+        self.core = SRSClient(
+            self.servers,
+            now=ctx._loop.time(),
+            client_addr=ctx.advertised_ip,
+            client_port=port,
+            interest_mode=srsm.INTEREST_MODE_FLOOD if self.flood else srsm.INTEREST_MODE_FILTER,
+            context_instance=feat.ctxinst,
+        )
+        self.connector = SRSClientConnector(self.core, on_events=self._on_events)
+        self.connector.start()
+
+    async def close(self) -> None:
+        self._rejoin.cancel()
+        if self.connector is not None:
+            await self.connector.close()
+
+    # ---------------------------------------------------------------- registered slots
+    def registered(self) -> int:
+        """SRS connections currently registered and streaming."""
+        return len(self.core.registered_slots()) if self.core is not None else 0
+
+    # ---------------------------------------------------------------- local objects
+    def _flush(self) -> None:
+        if self.connector is not None:
+            self.connector.flush()
+
+    def source_added(
+        self, topic: str, index: int, transport: Transport, options: tuple[Any, ...]
+    ) -> None:
+        if self.core is None:
+            return
+        feat = self.ctx._features
+        request = (feat.ip, feat.port.port) if feat.port is not None else None
+        rec = sir_from_source(
+            topic, index, transport, options, request=request, context_instance=feat.ctxinst
+        )
+        key = SourceInfo(topic, index, transport).key
+        self._mine[(topic, index, key)] = (rec.otid, topic)
+        self.core.add_source(rec)
+        self._flush()
+
+    def source_removed(self, topic: str, index: int, transport: Transport) -> None:
+        if self.core is None:
+            return
+        key = SourceInfo(topic, index, transport).key
+        sir = self._mine.pop((topic, index, key), None)
+        if sir is not None:
+            self.core.remove_source(*sir)
+            self._flush()
+
+    def receiver_added(self, topic: str) -> None:
+        if self.core is not None:
+            self.core.add_receiver(topic)
+            self._flush()
+
+    def receiver_removed(self, topic: str) -> None:
+        if self.core is not None:
+            self.core.remove_receiver(topic)
+            self._flush()
+
+    def wildcard_added(self, pattern: str) -> None:
+        if self.core is not None:
+            self.core.add_wildcard(pattern)
+            self._flush()
+
+    def wildcard_removed(self, pattern: str) -> None:
+        if self.core is not None:
+            self.core.remove_wildcard(pattern)
+            self._flush()
+
+    def known(self, topic: str) -> list[SourceInfo]:
+        """Sources of ``topic`` the SRSes vouch for."""
+        return list(self._by_topic.get(topic, {}).values())
+
+    def matching(self, regex: re.Pattern[str]) -> list[SourceInfo]:
+        return [
+            info
+            for topic, per in self._by_topic.items()
+            if regex.search(topic)
+            for info in per.values()
+        ]
+
+    # ---------------------------------------------------------------- SRS events
+    def _on_events(self, events: list[SRSEvent]) -> None:
+        ctx = self.ctx
+        if ctx.closed:
+            return
+        for ev in events:
+            if isinstance(ev, SourceResolved):
+                self.resolved_events += 1
+                self._resolved(ev)
+            elif isinstance(ev, SourceWithdrawn):
+                self.withdrawn_events += 1
+                self._withdrawn(ev)
+            else:
+                log.debug("SRS %s", ev)
+
+    def _resolved(self, ev: SourceResolved) -> None:
+        rec = ev.record
+        sk = (rec.otid, rec.topic)
+        info = info_from_sir(rec)
+        old = self._infos.get(sk)
+        if old is not None and (info is None or old.key != info.key or old.index != info.index):
+            self._forget(sk, old)  # the advertisement moved: the old transport is gone
+            self._leave(old)
+        if info is None:
+            self.unjoinable += 1
+            return
+        self._infos[sk] = info
+        self._by_topic.setdefault(rec.topic, {})[sk] = info
+        self.ctx._join(info)
+        self._arm_rejoin()
+
+    def _withdrawn(self, ev: SourceWithdrawn) -> None:
+        rec = ev.record
+        sk = (rec.otid, rec.topic)
+        info = self._infos.get(sk)
+        if info is None:
+            return
+        self._forget(sk, info)
+        js = self.ctx._joined.get(info.key)
+        live = js is not None and js.conn is not None and not js.closed
+        if ev.slot < 0 and live and info.key[0] == "TCP":
+            return  # see the module docstring: the live connection outranks silence
+        self._leave(info)
+
+    def _forget(self, sk: SIRKey, info: SourceInfo) -> None:
+        self._infos.pop(sk, None)
+        per = self._by_topic.get(info.topic)
+        if per is not None:
+            per.pop(sk, None)
+            if not per:
+                del self._by_topic[info.topic]
+
+    def _leave(self, info: SourceInfo) -> None:
+        """The source went away: EOS to its topic's receivers, leave that topic index."""
+        ctx = self.ctx
+        js = ctx._joined.get(info.key)
+        if js is None:
+            return
+        f = js.fanouts.get(info.index)
+        if f is None or f.topic != info.topic:
+            return
+        del js.fanouts[info.index]
+        ctx._features.fanout_removed(f)
+        js.core.unsubscribe(info.index)
+        if js.active and not js.closed:
+            for r in f.receivers:
+                r._deliver(Message(m.MSG_EOS, f.topic, js.source_string))
+        if not js.fanouts:
+            js.closed = True
+            ctx._joined.pop(js.key, None)
+            if js.conn is not None:
+                js.conn.abort()
+
+    # ---------------------------------------------------------------- re-joins
+    def _wanted_unjoined(self) -> list[SourceInfo]:
+        ctx = self.ctx
+        joined = ctx._joined
+        out: list[SourceInfo] = []
+        for topic, per in self._by_topic.items():
+            if not (topic in ctx._receivers or (ctx._wildcards and ctx._receivers_of(topic))):
+                continue
+            out.extend(info for info in per.values() if info.key not in joined)
+        return out
+
+    def _arm_rejoin(self) -> None:
+        if not self._rejoin_armed:
+            self._rejoin_armed = True
+            self._rejoin.arm(self.ctx._loop.time() + REJOIN_INTERVAL_S)
+
+    def _on_rejoin(self) -> None:
+        self._rejoin_armed = False
+        ctx = self.ctx
+        if ctx.closed:
+            return
+        if self._infos:
+            for info in self._wanted_unjoined():
+                ctx._join(info)
+            self._arm_rejoin()
+
+
+def make_resolver(
+    ctx: Context, config: ResolverConfig, now: float
+) -> tuple[SRSTopicResolver, SRSResolution | None, bool]:
+    """The context's resolver, its SRS side (None without ``resolver_service``) and whether
+    UDP TR is on (``resolver_disable_udp_topic_resolution`` 0)."""
+    srs = SRSResolution.from_options(ctx)
+    udp = not bool(ctx._opts.get("resolver_disable_udp_topic_resolution", False))
+    if not udp and srs is None:
+        log.warning(
+            "resolver_disable_udp_topic_resolution is 1 and resolver_service is empty: "
+            "this context has no topic resolution at all"
+        )
+    return SRSTopicResolver(config, now, srs, udp=udp), srs, udp
