@@ -150,12 +150,16 @@ def metric_registry(
 
 class _UMSink:
     """Statistics published over UM: a monitoring context (``<lbm-attributes>``) and one source
-    on the ``<daemon-monitor topic>``."""
+    on the ``<daemon-monitor topic>``.  The context also takes the control requests: topicless
+    UIM requests to its request port, answered by :meth:`SRSMonitor.control` (see
+    :meth:`serve_control`)."""
 
     def __init__(self) -> None:
         self.ctx: Any = None
         self.source: Any = None
         self.dropped = 0
+        #: Topicless immediate messages that were not requests (nothing to answer).
+        self.not_requests = 0
 
     async def open(self, config: SRSConfig) -> None:
         from umcore.api import Context
@@ -164,6 +168,29 @@ class _UMSink:
             config.monitor_attributes("context"), name="statsLbmContext"
         )
         self.source = await self.ctx.create_source(config.monitor_topic)
+
+    def serve_control(
+        self, monitor: SRSMonitor, now: Callable[[], float], rearm: Callable[[], None]
+    ) -> None:
+        """Answer control requests arriving at the monitoring context's request port."""
+
+        def on_request(msg: Any) -> None:
+            if msg.response is None:
+                self.not_requests += 1
+                return
+            reply = monitor.control(bytes(msg.data), now())
+            try:
+                msg.respond(reply)
+            except Exception as exc:  # the requester went away: its problem, not the SRS's
+                log.info("control response not sent: %s", exc)
+            rearm()  # a snapshot is due at once; a changed interval moves the deadline
+
+        self.ctx.immediate_message_callback = on_request
+        address = self.ctx.request_address
+        if address is not None:
+            log.info("control requests on %s", address)
+        else:
+            log.warning("no request port in the monitoring context: no control requests")
 
     def __call__(self, data: bytes) -> None:
         try:
@@ -282,6 +309,9 @@ async def serve(
                 )
                 mon_timer = CoreTimer(loop, on_mon_timer)
                 mon_timer.arm(monitor.next_timer())
+                if isinstance(sink, _UMSink):
+                    timer = mon_timer
+                    sink.serve_control(monitor, loop.time, lambda: timer.arm(monitor.next_timer()))
                 log.info(
                     "publishing statistics on topic %s (%s)",
                     config.monitor_topic,
