@@ -375,3 +375,29 @@ async def test_srs_and_udp_tr_together(
             await send_until(s2, in2, b"by-srs", "TCP TR")
     finally:
         assert await srs.stop(signal.SIGINT) == 0
+
+
+async def test_late_join_through_the_srs(tmp_path: Path, configure: Callable[..., None]) -> None:
+    """The SIR carries what late join needs (EXFUNC flags, request port, transport index in the
+    OTID): a receiver resolving through the SRS only recovers messages sent before it existed."""
+    srs = await start_srs(tmp_path)
+    try:
+        configure(
+            srs.address,
+            extra="source late_join 1\nsource retransmit_retention_size_threshold 1000000\n",
+        )
+        a = await Context.create()
+        b = await Context.create()
+        async with closing(a, b):
+            src = await a.create_source("lj.srs")
+            for i in range(30):
+                await src.send(b"old%d" % i, flush=True)
+            inbox = Inbox()
+            await b.create_receiver("lj.srs", inbox)
+            await until(lambda: len(inbox.data()) == 30, "30 late-join messages", srs)
+            assert inbox.data() == [b"old%d" % i for i in range(30)]
+            retransmitted = [x for x in inbox.messages if x.type == m.MSG_DATA]
+            assert all(x.flags & m.MSG_FLAG_RETRANSMIT for x in retransmitted)
+            await send_until(src, inbox, b"live", "live data after the late join")
+    finally:
+        assert await srs.stop(signal.SIGINT) == 0
