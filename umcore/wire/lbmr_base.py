@@ -7,9 +7,9 @@ one holds what all of them use:
 
 - :class:`LBMRError`, the only exception the LBMR decoders raise, whatever the input.
 - The limits, each a named constant with the reason for its value.
-- :class:`Record`, the base of every record class: plain slotted classes (cheap to build, unlike
-  frozen dataclasses) with value equality, a hash and a readable ``repr`` derived from
-  ``__slots__``.  Treat records as immutable once built.
+- :class:`Record`, the base of every record class (defined in :mod:`umcore.wire._shared`, shared
+  with the other codecs and re-exported here): plain slotted classes with value equality, a hash
+  and a readable ``repr`` derived from ``__slots__``.  Treat records as immutable once built.
 - Conversions used everywhere: dotted-quad IPv4 strings <-> 4 raw bytes (no ``socket``), names
   <-> bytes (UTF-8 with ``surrogateescape``, so any byte string a peer sends decodes and encodes
   back to the same bytes), and bounds-checked readers that raise :class:`LBMRError` with the
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Any
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
+from umcore.wire._shared import Record
 
 __all__ = [
     "MAX_DATAGRAM_SIZE",
@@ -59,44 +59,6 @@ RESOLVER_DATAGRAM_MAX_SIZE_DEFAULT = 8192
 
 class LBMRError(RemoteProtocolError):
     """A peer sent an LBMR datagram we cannot decode (the datagram is dropped, nothing else)."""
-
-
-# --- record base ------------------------------------------------------------------------------
-
-
-def _all_slots(cls: type) -> tuple[str, ...]:
-    names: list[str] = []
-    for klass in reversed(cls.__mro__):
-        for name in klass.__dict__.get("__slots__", ()):
-            if name not in names:
-                names.append(name)
-    return tuple(names)
-
-
-class Record:
-    """Base of every LBMR record: value equality, hash and repr from ``__slots__``."""
-
-    __slots__ = ()
-    _fields: tuple[str, ...] = ()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._fields = _all_slots(cls)
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self._fields)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, *self._values()))
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
-        return f"{type(self).__name__}({args})"
 
 
 # --- conversions --------------------------------------------------------------------------------

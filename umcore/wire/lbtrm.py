@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
+from umcore.wire._shared import Record as _Record
 
 __all__ = [
     "DATA_FLAG_LATE_JOIN",
@@ -144,27 +144,6 @@ class LBTRMOption:
 
     def __repr__(self) -> str:
         return f"LBTRMOption(kind={self.kind}, body={self.body!r})"
-
-
-class _Record:
-    """Shared equality and repr for the slotted records."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, *self._values()))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({fields})"
 
 
 class LBTRMData(_Record):

@@ -40,9 +40,9 @@ see ``MAX_FRAME_SIZE``).  Decoders raise only :class:`SRSError`, whatever the in
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from umcore.errors import LocalProtocolError
+from umcore.wire._shared import Record
 from umcore.wire.srs_messages import (
     Batch,
     BatchRecord,
@@ -150,26 +150,11 @@ _U32 = struct.Struct("!I")
 _U64 = struct.Struct("!Q")
 
 
-class _Frame:
-    """Shared equality and repr for the slotted frame records."""
+class _Frame(Record):
+    """Base of the frame records (equality, hash and repr from :class:`Record`)."""
 
-    __slots__: tuple[str, ...] = ()
+    __slots__ = ()
     FRAME_TYPE: int
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, *self._values()))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({fields})"
 
 
 class Setup(_Frame):

@@ -59,6 +59,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
+from umcore.wire._shared import Record
 
 __all__ = [
     "APP_TYPE_APPLICATION",
@@ -237,40 +238,19 @@ def _decode_fields(
     return offset
 
 
-_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+class _Message(Record):
+    """Base of every SRS message and batch record: slotted, compared by value (:class:`Record`),
+    fields in sorted order."""
 
-
-class _Message:
-    """Base of every SRS message and batch record: slotted, compared by value."""
-
-    __slots__: tuple[str, ...] = ()
+    __slots__ = ()
     MSG_ID: ClassVar[int]
     SHORT: ClassVar[str]
     _LAYOUT: ClassVar[tuple[tuple[str, str], ...]]
 
     @classmethod
-    def _fields(cls) -> tuple[str, ...]:
+    def _order_fields(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         """Every slot along the class hierarchy, in layout-independent sorted order."""
-        found = _FIELDS_CACHE.get(cls)
-        if found is None:
-            names = {n for k in cls.__mro__ for n in getattr(k, "__slots__", ())}
-            found = _FIELDS_CACHE[cls] = tuple(sorted(names))
-        return found
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self._fields())
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, *self._values()))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields())
-        return f"{type(self).__name__}({fields})"
+        return tuple(sorted(names))
 
     def encode(self) -> bytes:
         """The message bytes, starting with the u16 message id."""
