@@ -1,9 +1,14 @@
-"""The shared record base of the wire codecs (umcore.wire._shared)."""
+"""The shared record base and IPv4 conversions of the wire codecs (umcore.wire._shared)."""
 
 from __future__ import annotations
 
-from umcore.wire import lbmr, lbtrm, lbtru, srs, srs_messages
-from umcore.wire._shared import Record
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from umcore.errors import LocalProtocolError
+from umcore.wire import lbmc, lbmr, lbmr_base, lbtrm, lbtru, srs, srs_messages
+from umcore.wire._shared import Record, ip4_bytes, ip4_int, ip4_int_str, ip4_str
 
 
 class _Base(Record):
@@ -76,3 +81,62 @@ def test_srs_messages_repr_in_sorted_field_order() -> None:
     names = [part.split("=")[0] for part in repr(rec)[len("ReceiverInfo(") : -1].split(", ")]
     assert names == sorted(names)
     assert "topic='t'" in repr(rec)
+
+
+# --- IPv4 -----------------------------------------------------------------------------------
+
+NOT_CANONICAL = [
+    "10.0.0",
+    "10.0.0.0.1",
+    "10.0.0.256",
+    "a.b.c.d",
+    "010.0.0.1",  # leading zero: octal to inet_aton, refused here
+    "10.0.0.1 ",
+    " 10.0.0.1",
+    "10.0.0.+1",
+    "10.0.0.\u00b2",  # a Unicode digit that int() refuses
+    "10.0.0.\u0661",  # an Arabic-Indic digit that int() accepts
+    "",
+    "...",
+]
+
+
+@given(st.binary(min_size=4, max_size=4))
+def test_bytes_round_trip(raw: bytes) -> None:
+    text = ip4_str(raw)
+    assert ip4_bytes(text) == raw
+    assert ip4_str(memoryview(raw)) == text
+    assert ip4_int(text) == int.from_bytes(raw, "big")
+    assert ip4_int_str(int.from_bytes(raw, "big")) == text
+
+
+def test_known_values() -> None:
+    assert ip4_bytes("10.0.1.2") == b"\x0a\x00\x01\x02"
+    assert ip4_str(b"\xc0\xa8\x00\xff") == "192.168.0.255"
+    assert ip4_int("255.255.255.255") == 0xFFFFFFFF
+    assert ip4_int_str(0x0A000102) == "10.0.1.2"
+
+
+@pytest.mark.parametrize("bad", NOT_CANONICAL)
+def test_only_the_canonical_dotted_quad_is_accepted(bad: str) -> None:
+    with pytest.raises(LocalProtocolError):
+        ip4_bytes(bad)
+    with pytest.raises(ValueError):  # the public LBMC helper keeps its ValueError
+        lbmc.ip4_from_str(bad)
+
+
+def test_not_a_string_is_refused() -> None:
+    with pytest.raises(LocalProtocolError):
+        ip4_bytes(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        lbmc.ip4_from_str(167772161)  # type: ignore[arg-type]
+
+
+def test_codecs_share_one_parser() -> None:
+    assert lbmr_base.ip_bytes is ip4_bytes
+    assert lbmr_base.ip_str is ip4_str
+    route = srs_messages.RouteInfo([1], "10.0.0.1", 5)
+    batch = srs_messages.Batch([route])
+    assert srs_messages.decode_message(batch.encode()) == batch
+    with pytest.raises(LocalProtocolError):
+        srs_messages.RouteInfo([1], "010.0.0.1", 5).encode()

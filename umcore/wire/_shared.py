@@ -1,4 +1,4 @@
-"""Pieces every wire codec uses: the slotted record base.
+"""Pieces every wire codec uses: the slotted record base and the IPv4 conversions.
 
 Theory of operation
 -------------------
@@ -14,13 +14,23 @@ readable ``repr`` derived from their slots, so each codec declares only its fiel
 - ``repr`` is ``ClassName(field=value, ...)`` in ``_fields`` order.
 
 Treat records as immutable once built (they are hashed by value).
+
+IPv4 addresses are dotted-quad strings in the records and 4 raw bytes (network order) on the
+wire; LBMC headers keep them as ``int``.  :func:`ip4_bytes` is the one parser: it accepts only
+the canonical form (four decimal octets 0-255, ASCII digits, no leading zeros, no spaces) and
+raises :class:`~umcore.errors.LocalProtocolError` for anything else, since the strings come
+from our own callers (configuration, sockets), never from a peer's bytes.  No ``socket`` or
+``ipaddress`` here: these run on the data path.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
-__all__ = ["Record"]
+from umcore.errors import LocalProtocolError
+
+__all__ = ["Record", "ip4_bytes", "ip4_int", "ip4_int_str", "ip4_str"]
 
 
 def _all_slots(cls: type) -> tuple[str, ...]:
@@ -62,3 +72,40 @@ class Record:
     def __repr__(self) -> str:
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({args})"
+
+
+# --- IPv4 ---------------------------------------------------------------------------------------
+
+
+def ip4_str(raw: bytes | bytearray | memoryview) -> str:
+    """4 raw bytes (network order) -> dotted quad."""
+    return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}"
+
+
+# Encoders see the same few addresses over and over (a context's own interface, its peers); the
+# cache bounds the memory of that memo to 4096 distinct strings.
+@functools.lru_cache(maxsize=4096)
+def ip4_bytes(addr: str) -> bytes:
+    """Dotted quad -> 4 raw bytes; only the canonical form (no leading zeros, no spaces)."""
+    parts = addr.split(".") if isinstance(addr, str) else []
+    if len(parts) != 4:
+        raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
+    out = bytearray(4)
+    for i, part in enumerate(parts):
+        if not part.isdigit() or not part.isascii() or str(int(part)) != part:
+            raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
+        value = int(part)
+        if value > 255:
+            raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
+        out[i] = value
+    return bytes(out)
+
+
+def ip4_int_str(addr: int) -> str:
+    """An address as a 32-bit int in network order (``0x0A000001``) -> ``"10.0.0.1"``."""
+    return f"{addr >> 24 & 255}.{addr >> 16 & 255}.{addr >> 8 & 255}.{addr & 255}"
+
+
+def ip4_int(addr: str) -> int:
+    """Dotted quad -> 32-bit int in network order; the same rules as :func:`ip4_bytes`."""
+    return int.from_bytes(ip4_bytes(addr), "big")

@@ -39,6 +39,7 @@ from operator import attrgetter
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
+from umcore.wire._shared import ip4_int, ip4_int_str
 
 __all__ = [  # noqa: RUF022  (classes, then constants, as ruff --fix would mix them)
     "ACK_FLAG_E",
@@ -267,20 +268,16 @@ AUTH_OP_REQUEST, AUTH_OP_CHALLENGE, AUTH_OP_CHALLENGE_RSP, AUTH_OP_RESULT = 1, 2
 
 def ip4_to_str(addr: int) -> str:
     """``0x0A000001`` -> ``"10.0.0.1"``."""
-    return f"{addr >> 24 & 255}.{addr >> 16 & 255}.{addr >> 8 & 255}.{addr & 255}"
+    return ip4_int_str(addr)
 
 
 def ip4_from_str(text: str) -> int:
-    """``"10.0.0.1"`` -> ``0x0A000001``; raises ValueError for anything else."""
-    parts = text.split(".")
-    if len(parts) != 4:
-        raise ValueError(f"not an IPv4 address: {text!r}")
-    value = 0
-    for part in parts:
-        if not part.isdigit() or int(part) > 255:
-            raise ValueError(f"not an IPv4 address: {text!r}")
-        value = value << 8 | int(part)
-    return value
+    """``"10.0.0.1"`` -> ``0x0A000001``; raises ValueError for anything else (the canonical
+    dotted quad only: no leading zeros, as :func:`umcore.wire._shared.ip4_bytes`)."""
+    try:
+        return ip4_int(text)
+    except LocalProtocolError:
+        raise ValueError(f"not an IPv4 address: {text!r}") from None
 
 
 class Header:

@@ -10,7 +10,8 @@ one holds what all of them use:
 - :class:`Record`, the base of every record class (defined in :mod:`umcore.wire._shared`, shared
   with the other codecs and re-exported here): plain slotted classes with value equality, a hash
   and a readable ``repr`` derived from ``__slots__``.  Treat records as immutable once built.
-- Conversions used everywhere: dotted-quad IPv4 strings <-> 4 raw bytes (no ``socket``), names
+- Conversions used everywhere: dotted-quad IPv4 strings <-> 4 raw bytes (``ip_str`` /
+  ``ip_bytes``, the shared ones of :mod:`umcore.wire._shared` under their LBMR names), names
   <-> bytes (UTF-8 with ``surrogateescape``, so any byte string a peer sends decodes and encodes
   back to the same bytes), and bounds-checked readers that raise :class:`LBMRError` with the
   record name and offset.
@@ -21,11 +22,12 @@ ENC_BIG_ENDIAN; see shared/spec/wire-lbmr-transports-srs.md section 3).
 
 from __future__ import annotations
 
-import functools
 import struct
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
 from umcore.wire._shared import Record
+from umcore.wire._shared import ip4_bytes as ip_bytes
+from umcore.wire._shared import ip4_str as ip_str
 
 __all__ = [
     "MAX_DATAGRAM_SIZE",
@@ -34,6 +36,9 @@ __all__ = [
     "RESOLVER_DATAGRAM_MAX_SIZE_DEFAULT",
     "LBMRError",
     "Record",
+    # the shared IPv4 conversions under their LBMR names (the LBMR modules and umcore.api use them)
+    "ip_bytes",
+    "ip_str",
 ]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -62,28 +67,6 @@ class LBMRError(RemoteProtocolError):
 
 
 # --- conversions --------------------------------------------------------------------------------
-
-
-def ip_str(raw: bytes) -> str:
-    """4 raw bytes (network order) -> dotted quad."""
-    return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}"
-
-
-@functools.lru_cache(maxsize=4096)
-def ip_bytes(addr: str) -> bytes:
-    """Dotted quad -> 4 raw bytes; only the canonical form (no leading zeros, no spaces)."""
-    parts = addr.split(".") if isinstance(addr, str) else []
-    if len(parts) != 4:
-        raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
-    out = bytearray(4)
-    for i, part in enumerate(parts):
-        if not part.isdigit() or not part.isascii() or str(int(part)) != part:
-            raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
-        value = int(part)
-        if value > 255:
-            raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
-        out[i] = value
-    return bytes(out)
 
 
 def name_bytes(name: str, limit: int, what: str) -> bytes:

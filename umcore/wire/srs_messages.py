@@ -59,7 +59,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
-from umcore.wire._shared import Record
+from umcore.wire._shared import Record, ip4_bytes, ip4_str
 
 __all__ = [
     "APP_TYPE_APPLICATION",
@@ -138,17 +138,6 @@ _RESERVED = {"r8": 1, "r16": 2, "r32": 4}
 _OPAQUE = {"ctx": CTXINST_SIZE, "otid": OTID_SIZE, "ip": 4}
 
 
-def _ip_to_bytes(addr: str) -> bytes:
-    parts = addr.split(".") if isinstance(addr, str) else []
-    if len(parts) != 4 or not all(p.isdigit() and len(p) <= 3 and int(p) <= 255 for p in parts):
-        raise LocalProtocolError(f"not a dotted-quad IPv4 address: {addr!r}")
-    return bytes(int(p) for p in parts)
-
-
-def _ip_to_str(raw: bytes | memoryview) -> str:
-    return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}"
-
-
 def _encode_str(value: str, what: str) -> bytes:
     if not isinstance(value, str) or "\0" in value:
         raise LocalProtocolError(f"SRS {what} must be a str without NUL: {value!r}")
@@ -172,7 +161,7 @@ def _encode_fields(obj: Any, layout: tuple[tuple[str, str], ...]) -> bytes:
             except struct.error:
                 raise LocalProtocolError(f"SRS {name}={value!r} does not fit {kind}") from None
         elif kind == "ip":
-            out.append(_ip_to_bytes(value))
+            out.append(ip4_bytes(value))
         elif kind in _OPAQUE:
             if not isinstance(value, bytes) or len(value) != _OPAQUE[kind]:
                 raise LocalProtocolError(f"SRS {name} must be {_OPAQUE[kind]} bytes: {value!r}")
@@ -218,7 +207,7 @@ def _decode_fields(
         if kind in _FIXED:
             setattr(obj, name, _FIXED[kind].unpack_from(buf, offset)[0])
         elif kind == "ip":
-            setattr(obj, name, _ip_to_str(buf[offset : offset + 4]))
+            setattr(obj, name, ip4_str(buf[offset : offset + 4]))
         elif kind in _OPAQUE:
             setattr(obj, name, bytes(buf[offset : offset + size]))
         elif kind == "str":
