@@ -1,10 +1,12 @@
-"""lbmsrc and lbmrcv as subprocesses, resolving through a real lbmrd; the make-run topology."""
+"""lbmsrc and lbmrcv as subprocesses, resolving through a real lbmrd; the make-run topology (lbmrd,
+the SRS, lbmmon, a pair through each)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -99,7 +101,7 @@ async def test_bad_config_file_is_one_line_and_status_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-async def test_topology_shows_messages_crossing_lbmrd() -> None:
+async def test_topology_shows_messages_crossing_lbmrd_and_the_srs() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -108,6 +110,8 @@ async def test_topology_shows_messages_crossing_lbmrd() -> None:
         "2000",
         "--rate",
         "2000",
+        "--stats-interval",
+        "0.2",
         cwd=ROOT,
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
         stdout=asyncio.subprocess.PIPE,
@@ -116,8 +120,53 @@ async def test_topology_shows_messages_crossing_lbmrd() -> None:
     rc, out, _ = await finish(proc)
     assert rc == 0, out
     assert "[lbmrd ]" in out and "new client" in out
-    summary = [line for line in out.splitlines() if line.startswith("[lbmrcv] lbmrcv: messages=")]
-    assert summary and "messages=2000 " in summary[0] and "unrecoverable=0" in summary[0]
+    for name in ("lbmrcv", "srsrcv"):  # through lbmrd, through the SRS (UDP TR off)
+        summary = [
+            line for line in out.splitlines() if line.startswith(f"[{name}] lbmrcv: messages=")
+        ]
+        assert summary and "messages=2000 " in summary[0] and "unrecoverable=0" in summary[0], name
+    # the SRS registered the two SRS-resolved tools, and lbmmon printed its live statistics
+    assert out.count("[srs   ]") and out.count("Registration protocolVersion[3] received") == 2
+    heads = [
+        line for line in out.splitlines() if line.startswith("[lbmmon] SRS statistics received")
+    ]
+    assert heads and all(" from demo-srs at 127.0.0.1" in h for h in heads), out
+    counts = re.findall(r"^\[lbmmon\] \t\t\tactive_clients_count = (\d+)$", out, re.M)
+    assert counts and max(map(int, counts)) == 2, counts
+
+
+@pytest.mark.slow
+async def test_topology_ctrl_c_leaves_no_process() -> None:
+    """SIGINT to the whole process group, as a terminal's Ctrl-C does: everything stops."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "umcore.tools.topology", "--stats-interval", "1",
+        cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            while not any(
+                line.startswith("[srsrcv] lbmrcv: ") and "total" in line for line in lines
+            ):
+                line = await proc.stdout.readline()
+                assert line, lines
+                lines.append(line.decode(errors="replace").rstrip("\n"))
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, _ = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    assert proc.returncode == 0, rest.decode()
+    out = "\n".join(lines) + rest.decode(errors="replace")
+    assert "[topo  ] stopping (Ctrl-C)" in out
+    pids = [int(p) for p in re.findall(r"^\[topo  \] \w+ .*\(pid (\d+)\)", out, re.M)]
+    assert len(pids) == 7, out  # lbmrd, srs, lbmmon and two pairs
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 async def test_lbmwrcv_pattern_through_lbmrd(lbmrd: DaemonProcess, tmp_path: Path) -> None:

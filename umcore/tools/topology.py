@@ -1,4 +1,5 @@
-"""The local demo topology of ``make run``: lbmrd, then an lbmrcv and an lbmsrc resolving through it.
+"""The local demo topology of ``make run``: lbmrd and the SRS side by side, a source/receiver
+pair resolving through each, and lbmmon showing the SRS's live statistics.
 
 Theory of operation
 -------------------
@@ -6,21 +7,32 @@ Everything runs on loopback with embedded settings, so no file has to exist befo
 
 1. lbmrd (``python -m daemons.lbmrd -i 127.0.0.1 -p 0``) starts on a free UDP port; the port is
    read from its "listening on" log line.
-2. A flat UM configuration naming that lbmrd (``context resolver_unicast_daemon
-   127.0.0.1:PORT``, interfaces on 127.0.0.1) is written to a temporary directory and handed to
-   both tools with ``-c``: unicast topic resolution through lbmrd, multicast TR off.
-3. ``lbmrcv -E -V -s`` (exit when the source stops, verify every message, statistics each
-   second) and, a moment later, ``lbmsrc -V`` start.  Their output is streamed here, each line
-   prefixed with the process name.
+2. The SRS (``python -m daemons.srs srs.xml``) starts on a free TCP port (``<port>0</port>``),
+   read the same way.  Its ``<daemon-monitor>`` publishes pb statistics on
+   ``/29west/statistics`` every ``--stats-interval`` seconds (default 5) from a monitoring
+   context configured by ``<lbm-attributes>`` to resolve through the lbmrd; control requests
+   are accepted at that context's request port (the SRS logs its address).
+3. Two flat UM configurations are written to a temporary directory: ``demo.cfg`` names the
+   lbmrd (``context resolver_unicast_daemon 127.0.0.1:PORT``: unicast UDP topic resolution,
+   multicast TR off) and ``srs.cfg`` names the SRS only (``context resolver_service
+   127.0.0.1:PORT`` and ``context resolver_disable_udp_topic_resolution 1``: TCP-based TR, no
+   UDP TR at all); interfaces are 127.0.0.1 and request and resolver ports ephemeral in both
+   (UM's small default port ranges run out with seven programs on a busy host).
+4. ``lbmmon -c demo.cfg`` starts and is waited for (its "receiving statistics" line), then two
+   pairs, each ``lbmrcv -E -V -s`` (exit when the source stops, verify every message,
+   statistics each second) and, a moment later, ``lbmsrc -V``: ``lbmrcv``/``lbmsrc`` on topic
+   ``pyum.demo`` through the lbmrd, ``srsrcv``/``srssrc`` on ``pyum.demo.srs`` through the SRS.
+   Every program's output is streamed here, each line prefixed with its name.
 
-The run ends when the receiver has seen the source finish (its summary line is the last thing
-printed), or on Ctrl-C / SIGTERM: every child then gets SIGINT, a bounded wait, then SIGKILL.
-``--messages``/``--rate`` shape the source (default: 10 minutes of 1000 messages/s, a "long run").
+The run ends when both receivers have seen their sources finish (their summary lines), or on
+Ctrl-C / SIGTERM: every child then gets SIGINT, a bounded wait, then SIGKILL; no process is left
+behind.  ``--messages``/``--rate``/``--length`` shape both sources (default: 10 minutes of 1000
+messages/s, a "long run").
 
 ``--transport lbtrm`` (or ``lbtru``, default ``tcp``) adds ``source transport ...`` to the written
-configuration (LBT-RM: multicast on 127.0.0.1, and a 3 s receiver activity timeout so the
+configurations (LBT-RM: multicast on 127.0.0.1, and a 3 s receiver activity timeout so the
 receiver sees EOS soon after the source is deleted: RM has no disconnect); ``--config FILE``
-(repeatable) hands further flat configuration files to both tools, after the written one, so
+(repeatable) hands further flat configuration files to the four tools, after the written one, so
 any option (``source transport lbtrm``, ``context pyum_fault_drop_receive 0.05``...) can be
 switched by configuration alone.
 """
@@ -43,6 +55,9 @@ __all__ = ["main"]
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 5.0
 TOPIC = "pyum.demo"
+SRS_TOPIC = "pyum.demo.srs"
+STATS_TOPIC = "/29west/statistics"
+_LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
 
 
@@ -103,6 +118,110 @@ def _transport_lines(transport: str) -> str:
     return lines
 
 
+async def _wait_line(
+    child: Child, lines: asyncio.Queue[bytes], rx: re.Pattern[bytes]
+) -> re.Match[bytes]:
+    """The first line of ``child`` matching ``rx`` (bounded by START_TIMEOUT_S)."""
+    async with asyncio.timeout(START_TIMEOUT_S):
+        while True:
+            found = rx.search(await lines.get())
+            if found:
+                return found
+
+
+async def _started(
+    name: str, *args: str, ready: re.Pattern[bytes] | None = None
+) -> tuple[Child, re.Match[bytes] | None]:
+    child = await _spawn(name, *args)
+    if ready is None:
+        child.pump = asyncio.create_task(_pump(child))
+        return child, None
+    lines: asyncio.Queue[bytes] = asyncio.Queue()
+    child.pump = asyncio.create_task(_pump(child, lines))
+    return child, await _wait_line(child, lines, ready)
+
+
+def _srs_xml(tmp: Path, lbmrd_port: int, stats_ms: int) -> Path:
+    options = (
+        ("context", "resolver_unicast_daemon", f"127.0.0.1:{lbmrd_port}"),
+        ("context", "resolver_unicast_interface", "127.0.0.1"),
+        ("context", "resolver_unicast_port_low", "0"),
+        ("context", "resolver_unicast_port_high", "0"),
+        ("context", "request_tcp_interface", "127.0.0.1"),
+        ("context", "request_tcp_port_low", "0"),
+        ("context", "request_tcp_port_high", "0"),
+        ("source", "transport_tcp_interface", "127.0.0.1"),
+    )
+    attrs = "\n      ".join(
+        f'<option scope="{scope}" name="{name}" value="{value}"/>' for scope, name, value in options
+    )
+    path = tmp / "srs.xml"
+    path.write_text(
+        f"""<?xml version="1.0" encoding="UTF-8" ?>
+<!-- written by umcore.tools.topology -->
+<um-srs version="1.0">
+  <daemon><pid-file>{tmp / "srs.pid"}</pid-file></daemon>
+  <srs>
+    <interface>127.0.0.1</interface>
+    <port>0</port>
+    <application-id>demo-srs</application-id>
+    <source-state-lifetime>10</source-state-lifetime>
+    <source-leave-backoff>100</source-leave-backoff>
+  </srs>
+  <daemon-monitor topic="{STATS_TOPIC}">
+    <lbm-attributes>
+      {attrs}
+    </lbm-attributes>
+    <publishing-interval><default>{stats_ms}</default></publishing-interval>
+    <remote-snapshot-request allow="true"/>
+    <remote-config-changes-request allow="true"/>
+    <monitor-format>pb</monitor-format>
+  </daemon-monitor>
+</um-srs>
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+# Ports: ephemeral request and resolver ports (UM's small default ranges run out with seven
+# programs on one host); interfaces: loopback.
+_INTERFACES = (
+    "context request_tcp_port_low 0\n"
+    "context request_tcp_port_high 0\n"
+    "source transport_tcp_interface 127.0.0.1\n"
+    "receiver transport_tcp_interface 127.0.0.1\n"
+    "source transport_lbtru_interface 127.0.0.1\n"
+    "receiver transport_lbtru_interface 127.0.0.1\n"
+)
+
+
+async def _pair(
+    names: tuple[str, str], topic: str, cfg: Path, extra: list[str], args: argparse.Namespace
+) -> tuple[Child, Child]:
+    pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
+    rname, sname = names
+    rcv, _ = await _started(
+        rname, "-m", "umcore.tools.lbmrcv", "-c", str(cfg), *extra, "-E", "-V", "-s", topic
+    )
+    print(f"[topo  ] {rname:8} topic {topic!r} (pid {rcv.proc.pid})")
+    src, _ = await _started(
+        sname, "-m", "umcore.tools.lbmsrc", "-c", str(cfg), *extra, "-V", "-v",
+        "-M", str(args.messages), "-l", str(args.length), "-P", f"{pause_ms:g}",
+        "-d", "1", "-L", "1", topic,
+    )  # fmt: skip
+    print(
+        f"[topo  ] {sname:8} topic {topic!r}, {args.messages} messages of {args.length} "
+        f"bytes (pid {src.proc.pid}); transport {args.transport} (and --config files)"
+    )
+    return rcv, src
+
+
+async def _exits(*children: Child) -> None:
+    for child in children:
+        await child.proc.wait()
+
+
 async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -111,84 +230,66 @@ async def _run(args: argparse.Namespace) -> int:
     children: list[Child] = []
     try:
         with tempfile.TemporaryDirectory(prefix="pyum-topology-") as tmp:
-            lbmrd = await _spawn("lbmrd", "-m", "daemons.lbmrd", "-i", "127.0.0.1", "-p", "0")
+            lbmrd, found = await _started(
+                "lbmrd", "-m", "daemons.lbmrd", "-i", "127.0.0.1", "-p", "0", ready=_LISTENING
+            )
             children.append(lbmrd)
-            lines: asyncio.Queue[bytes] = asyncio.Queue()
-            lbmrd.pump = asyncio.create_task(_pump(lbmrd, lines))
-            port = None
-            async with asyncio.timeout(START_TIMEOUT_S):
-                while port is None:
-                    found = _LISTENING.search(await lines.get())
-                    if found:
-                        port = int(found.group(2))
+            assert found is not None
+            port = int(found.group(2))
+            print(f"[topo  ] lbmrd    udp 127.0.0.1:{port} (pid {lbmrd.proc.pid})")
+            stats_ms = max(200, round(args.stats_interval * 1000))
+            xml = _srs_xml(Path(tmp), port, stats_ms)
+            srs, found = await _started("srs", "-m", "daemons.srs", str(xml), ready=_LISTENING)
+            children.append(srs)
+            assert found is not None
+            srs_port = int(found.group(2))
+            print(
+                f"[topo  ] srs      tcp 127.0.0.1:{srs_port} (pid {srs.proc.pid}); pb statistics "
+                f"on {STATS_TOPIC!r} every {stats_ms} ms, resolved through lbmrd"
+            )
+            transport = _transport_lines(args.transport)
             cfg = Path(tmp) / "demo.cfg"
             cfg.write_text(
                 "# written by umcore.tools.topology: topic resolution through the demo lbmrd\n"
                 f"context resolver_unicast_daemon 127.0.0.1:{port}\n"
                 "context resolver_unicast_interface 127.0.0.1\n"
-                "source transport_tcp_interface 127.0.0.1\n"
-                "receiver transport_tcp_interface 127.0.0.1\n"
-                "source transport_lbtru_interface 127.0.0.1\n"
-                "receiver transport_lbtru_interface 127.0.0.1\n" + _transport_lines(args.transport)
+                "context resolver_unicast_port_low 0\n"
+                "context resolver_unicast_port_high 0\n" + _INTERFACES + transport
+            )
+            srs_cfg = Path(tmp) / "srs.cfg"
+            srs_cfg.write_text(
+                "# written by umcore.tools.topology: TCP-based topic resolution through the SRS\n"
+                f"context resolver_service 127.0.0.1:{srs_port}\n"
+                "context resolver_disable_udp_topic_resolution 1\n"
+                "context default_interface 127.0.0.1\n" + _INTERFACES + transport
             )
             extra = [a for f in args.config for a in ("-c", str(Path(f).resolve()))]
-            pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
-            print(f"[topo  ] lbmrd    udp 127.0.0.1:{port} (pid {lbmrd.proc.pid})")
-            rcv = await _spawn(
-                "lbmrcv",
-                "-m",
-                "umcore.tools.lbmrcv",
-                "-c",
-                str(cfg),
-                *extra,
-                "-E",
-                "-V",
-                "-s",
-                TOPIC,
+            mon, _ = await _started(
+                "lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(cfg), ready=_LBMMON_READY
             )
-            children.append(rcv)
-            rcv.pump = asyncio.create_task(_pump(rcv))
-            print(f"[topo  ] lbmrcv   topic {TOPIC!r} (pid {rcv.proc.pid})")
-            src = await _spawn(
-                "lbmsrc",
-                "-m",
-                "umcore.tools.lbmsrc",
-                "-c",
-                str(cfg),
-                *extra,
-                "-V",
-                "-v",
-                "-M",
-                str(args.messages),
-                "-l",
-                str(args.length),
-                "-P",
-                f"{pause_ms:g}",
-                "-d",
-                "1",
-                "-L",
-                "1",
-                TOPIC,
-            )
-            children.append(src)
-            src.pump = asyncio.create_task(_pump(src))
-            print(
-                f"[topo  ] lbmsrc   topic {TOPIC!r}, {args.messages} messages of {args.length} "
-                f"bytes (pid {src.proc.pid}); transport {args.transport} (and --config files)"
-            )
-            print(f"[topo  ] config   {cfg}  (Ctrl-C stops everything)")
+            children.append(mon)
+            print(f"[topo  ] lbmmon   topic {STATS_TOPIC!r} through lbmrd (pid {mon.proc.pid})")
+            rcv, src = await _pair(("lbmrcv", "lbmsrc"), TOPIC, cfg, extra, args)
+            children += [rcv, src]
+            srcv, ssrc = await _pair(("srsrcv", "srssrc"), SRS_TOPIC, srs_cfg, extra, args)
+            children += [srcv, ssrc]
+            print(f"[topo  ] config   {cfg} and {srs_cfg}  (Ctrl-C stops everything)")
             waiter = asyncio.create_task(stop.wait())
-            rcv_done = asyncio.create_task(rcv.proc.wait())
-            await asyncio.wait({waiter, rcv_done}, return_when=asyncio.FIRST_COMPLETED)
+            rcvs_done = asyncio.create_task(_exits(rcv, srcv))
+            await asyncio.wait({waiter, rcvs_done}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
-            reason = "Ctrl-C" if stop.is_set() else "the receiver saw the source finish"
+            if not rcvs_done.done():
+                rcvs_done.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await rcvs_done
+            reason = "Ctrl-C" if stop.is_set() else "both receivers saw their sources finish"
             print(f"[topo  ] stopping ({reason})")
-            # Receiver first: stopping the source first would race lbmrcv's own exit on EOS.
-            for child in (rcv, src, lbmrd):
+            # Receivers first: stopping a source first would race lbmrcv's own exit on EOS.
+            for child in (rcv, srcv, src, ssrc, mon, srs, lbmrd):
                 await _stop(child)
-            rc = rcv.proc.returncode
-            print(f"[topo  ] done; lbmrcv exit status {rc}")
-            return 0 if stop.is_set() or rc == 0 else 1
+            rcs = (rcv.proc.returncode, srcv.proc.returncode)
+            print(f"[topo  ] done; lbmrcv exit status {rcs[0]}, srsrcv exit status {rcs[1]}")
+            return 0 if stop.is_set() or rcs == (0, 0) else 1
     finally:
         for child in reversed(children):
             if child.proc.returncode is None:
@@ -198,11 +299,20 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m umcore.tools.topology",
-        description="Run lbmrd, lbmrcv and lbmsrc on loopback (make run).",
+        description="Run lbmrd and the SRS on loopback, an lbmsrc/lbmrcv pair resolving through "
+        "each (the SRS pair with UDP topic resolution off) and lbmmon printing the SRS's live "
+        "statistics (make run).  Ctrl-C stops everything.",
     )
     p.add_argument("--messages", type=int, default=600_000, help="messages to send (600000)")
     p.add_argument("--rate", type=float, default=1000.0, help="messages per second (1000)")
     p.add_argument("--length", type=int, default=64, help="message length (64)")
+    p.add_argument(
+        "--stats-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="SRS statistics publishing interval shown by lbmmon (5; at least 0.2)",
+    )
     p.add_argument(
         "--transport",
         choices=("tcp", "lbtru", "lbtrm"),
@@ -214,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FILE",
-        help="extra flat UM configuration file for both tools (repeatable), e.g. one with "
+        help="extra flat UM configuration file for the four tools (repeatable), e.g. one with "
         "'source transport lbtrm'; pyum_fault_drop_send/_receive (pyum-only, not UM options) "
         "inject loss",
     )
