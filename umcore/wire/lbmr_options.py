@@ -528,7 +528,27 @@ _TOPIC_OPTIONS: dict[int, type[FixedOption] | type[NameOption]] = {
 }
 
 
-_TOPIC_CLASSES = frozenset(_TOPIC_OPTIONS.values())
+class _Chain:
+    """What differs between the four option chains: the classes of the known types (by type
+    code), the class that keeps the others, the length-record type that may not appear among
+    the options (-1: none) and the words of the errors."""
+
+    __slots__ = ("classes", "known", "not_one", "reserved", "reserved_error", "unknown")
+
+    def __init__(
+        self,
+        known: dict[int, type[FixedOption] | type[NameOption]],
+        unknown: type[UnknownOption],
+        not_one: str,
+        reserved: int = -1,
+        reserved_error: str = "",
+    ) -> None:
+        self.known = known
+        self.classes = frozenset(known.values())
+        self.unknown = unknown
+        self.not_one = not_one  # "not <not_one>: <option>" when encoding a foreign object
+        self.reserved = reserved
+        self.reserved_error = reserved_error
 
 
 def _check_unknown(opt: UnknownOption, known: dict[int, Any], reserved: int) -> None:
@@ -538,16 +558,47 @@ def _check_unknown(opt: UnknownOption, known: dict[int, Any], reserved: int) -> 
         )
 
 
-def encode_topic_options(options: tuple[TopicOption, ...] | list[TopicOption]) -> bytes:
-    """The options block of a TIR or QIR: length option first, then ``options``."""
+def _encode_each(options: tuple[Any, ...] | list[Any], chain: _Chain) -> list[bytes]:
+    """The bytes of each option of ``chain``'s kind; refuses objects of another kind."""
     parts = []
     for opt in options:
-        if type(opt) not in _TOPIC_CLASSES:
-            if not isinstance(opt, UnknownTopicOption):
-                raise LocalProtocolError(f"not a TIR topic option: {opt!r}")
-            _check_unknown(opt, _TOPIC_OPTIONS, TOPIC_OPT_LEN)
+        if type(opt) not in chain.classes:
+            if not isinstance(opt, chain.unknown):
+                raise LocalProtocolError(f"not {chain.not_one}: {opt!r}")
+            _check_unknown(opt, chain.known, chain.reserved)
         parts.append(opt.encode())
-    body = b"".join(parts)
+    return parts
+
+
+def _decode_each(data: bytes, pos: int, end: int, chain: _Chain, record: str) -> tuple[Any, ...]:
+    """The options of ``chain``'s kind from ``pos`` up to ``end``."""
+    out: list[Any] = []
+    known, reserved = chain.known, chain.reserved
+    while pos < end:
+        opt_type, opt_len = _opt_head(data, pos, end, record)
+        cls = known.get(opt_type)
+        if cls is not None:
+            out.append(cls.decode(data, pos, opt_len))
+        elif opt_type == reserved:
+            raise LBMRError(chain.reserved_error, record=record, offset=pos)
+        else:
+            out.append(chain.unknown.decode_unknown(opt_type, data, pos, opt_len))
+        pos += opt_len
+    return tuple(out)
+
+
+_TOPIC = _Chain(
+    _TOPIC_OPTIONS,
+    UnknownTopicOption,
+    "a TIR topic option",
+    TOPIC_OPT_LEN,
+    "second topic length option",
+)
+
+
+def encode_topic_options(options: tuple[TopicOption, ...] | list[TopicOption]) -> bytes:
+    """The options block of a TIR or QIR: length option first, then ``options``."""
+    body = b"".join(_encode_each(options, _TOPIC))
     total = _LEN_RECORD_SIZE + len(body)
     if total > MAX_OPTION_BLOCK:
         raise LocalProtocolError(f"topic options block of {total} bytes exceeds {MAX_OPTION_BLOCK}")
@@ -569,19 +620,7 @@ def decode_topic_options(
     block_end = pos + total
     if block_end > end:
         raise LBMRError("topic options block overruns the record", record=record, offset=pos)
-    out: list[Any] = []
-    cur = pos + _LEN_RECORD_SIZE
-    while cur < block_end:
-        opt_type, opt_len = _opt_head(data, cur, block_end, record)
-        cls = _TOPIC_OPTIONS.get(opt_type)
-        if cls is not None:
-            out.append(cls.decode(data, cur, opt_len))
-        elif opt_type == TOPIC_OPT_LEN:
-            raise LBMRError("second topic length option", record=record, offset=cur)
-        else:
-            out.append(UnknownTopicOption.decode_unknown(opt_type, data, cur, opt_len))
-        cur += opt_len
-    return tuple(out), block_end
+    return _decode_each(data, pos + _LEN_RECORD_SIZE, block_end, _TOPIC, record), block_end
 
 
 def _opt_head(data: bytes, pos: int, end: int, record: str) -> tuple[int, int]:
@@ -659,20 +698,21 @@ class UnknownPacketOption(UnknownOption):
 
 PacketOption = SrcIdOption | SrcTypeOption | VersionOption | LocalDomainOption | UnknownPacketOption
 
-_PACKET_OPTIONS: dict[int, type[FixedOption]] = {
+_PACKET_OPTIONS: dict[int, type[FixedOption] | type[NameOption]] = {
     cls.opt_type: cls for cls in (SrcIdOption, SrcTypeOption, VersionOption, LocalDomainOption)
 }
+_PACKET = _Chain(
+    _PACKET_OPTIONS,
+    UnknownPacketOption,
+    "an LBMR packet option",
+    PACKET_OPT_LEN,
+    "packet length option not last",
+)
 
 
 def encode_packet_options(options: tuple[PacketOption, ...] | list[PacketOption]) -> bytes:
     """The packet-option trailer: ``options`` then the length record as the last 4 bytes."""
-    parts = []
-    for opt in options:
-        if isinstance(opt, UnknownPacketOption):
-            _check_unknown(opt, _PACKET_OPTIONS, PACKET_OPT_LEN)
-        elif type(opt) not in _PACKET_OPTIONS.values():
-            raise LocalProtocolError(f"not an LBMR packet option: {opt!r}")
-        parts.append(opt.encode())
+    parts = _encode_each(options, _PACKET)
     total = _LEN_RECORD_SIZE + sum(len(p) for p in parts)
     if total > MAX_OPTION_BLOCK:
         raise LocalProtocolError(f"packet options of {total} bytes exceed {MAX_OPTION_BLOCK}")
@@ -703,20 +743,7 @@ def packet_options_start(data: bytes, body_start: int) -> int:
 
 def decode_packet_options(data: bytes, start: int) -> tuple[Any, ...]:
     """Decode the trailer from ``start`` up to (not including) the final length record."""
-    end = len(data) - _LEN_RECORD_SIZE
-    out: list[Any] = []
-    cur = start
-    while cur < end:
-        opt_type, opt_len = _opt_head(data, cur, end, "packet options")
-        cls = _PACKET_OPTIONS.get(opt_type)
-        if cls is not None:
-            out.append(cls.decode(data, cur, opt_len))
-        elif opt_type == PACKET_OPT_LEN:
-            raise LBMRError("packet length option not last", record="packet options", offset=cur)
-        else:
-            out.append(UnknownPacketOption.decode_unknown(opt_type, data, cur, opt_len))
-        cur += opt_len
-    return tuple(out)
+    return _decode_each(data, start, len(data) - _LEN_RECORD_SIZE, _PACKET, "packet options")
 
 
 # --- TNWG options (ext type 0x05, 3.10) ---------------------------------------------------------
@@ -785,6 +812,7 @@ _TNWG_OPTIONS: dict[int, type[FixedOption] | type[NameOption]] = {
     cls.opt_type: cls
     for cls in (TNWGCtxInstOption, TNWGAddressOption, TNWGDomainOption, TNWGNameOption)
 }
+_TNWG = _Chain(_TNWG_OPTIONS, UnknownTNWGOption, "a TNWGOption")
 
 
 # --- remote context information options (ext type 0x07, 3.10) -----------------------------------
@@ -854,57 +882,23 @@ _RCTX_OPTIONS: dict[int, type[FixedOption] | type[NameOption]] = {
     cls.opt_type: cls
     for cls in (RCtxAddressOption, RCtxInstanceOption, RCtxODomainOption, RCtxNameOption)
 }
-
-
-def _encode_chain(
-    options: tuple[Any, ...] | list[Any],
-    known: dict[int, type[FixedOption] | type[NameOption]],
-    unknown: type[UnknownOption],
-) -> bytes:
-    parts = []
-    for opt in options:
-        if isinstance(opt, unknown):
-            _check_unknown(opt, known, -1)
-        elif type(opt) not in known.values():
-            raise LocalProtocolError(f"not a {unknown.__name__[7:]}: {opt!r}")
-        parts.append(opt.encode())
-    return b"".join(parts)
-
-
-def _decode_chain(
-    data: bytes,
-    pos: int,
-    end: int,
-    known: dict[int, type[FixedOption] | type[NameOption]],
-    unknown: type[UnknownOption],
-    record: str,
-) -> tuple[Any, ...]:
-    out: list[Any] = []
-    while pos < end:
-        opt_type, opt_len = _opt_head(data, pos, end, record)
-        cls = known.get(opt_type)
-        if cls is not None:
-            out.append(cls.decode(data, pos, opt_len))
-        else:
-            out.append(unknown.decode_unknown(opt_type, data, pos, opt_len))
-        pos += opt_len
-    return tuple(out)
+_RCTX = _Chain(_RCTX_OPTIONS, UnknownRCtxOption, "a RCtxOption")
 
 
 def encode_tnwg_options(options: tuple[Any, ...] | list[Any]) -> bytes:
-    return _encode_chain(options, _TNWG_OPTIONS, UnknownTNWGOption)
+    return b"".join(_encode_each(options, _TNWG))
 
 
 def decode_tnwg_options(data: bytes, pos: int, end: int) -> tuple[Any, ...]:
-    return _decode_chain(data, pos, end, _TNWG_OPTIONS, UnknownTNWGOption, "TNWG option")
+    return _decode_each(data, pos, end, _TNWG, "TNWG option")
 
 
 def encode_rctx_options(options: tuple[Any, ...] | list[Any]) -> bytes:
-    return _encode_chain(options, _RCTX_OPTIONS, UnknownRCtxOption)
+    return b"".join(_encode_each(options, _RCTX))
 
 
 def decode_rctx_options(data: bytes, pos: int, end: int) -> tuple[Any, ...]:
-    return _decode_chain(data, pos, end, _RCTX_OPTIONS, UnknownRCtxOption, "RCTXINFO option")
+    return _decode_each(data, pos, end, _RCTX, "RCTXINFO option")
 
 
 # The named constants (flag bits, type codes, limits) are part of the public API as well.
