@@ -528,9 +528,13 @@ class Otid(Header):
     otid: bytes = bytes(32)
 
 
+@_header
 class _CtxInstBase(Header):
-    __slots__ = ()
+    """The layout the four context-instance headers share: u16 flags, 8-byte instance."""
+
     _S = struct.Struct("!H8s")
+    flags: int = 0
+    ctxinst: bytes = bytes(8)
 
 
 @_header
@@ -539,8 +543,6 @@ class CtxInstD(_CtxInstBase):
 
     ID = 0x0C
     NAME = "ctxinstd"
-    flags: int = 0
-    ctxinst: bytes = bytes(8)
 
 
 @_header
@@ -549,8 +551,6 @@ class CtxInstR(_CtxInstBase):
 
     ID = 0x0D
     NAME = "ctxinstr"
-    flags: int = 0
-    ctxinst: bytes = bytes(8)
 
 
 @_header
@@ -559,8 +559,6 @@ class CtxInstS(_CtxInstBase):
 
     ID = 0x3C
     NAME = "ctxinst"
-    flags: int = 0
-    ctxinst: bytes = bytes(8)
 
 
 @_header
@@ -569,8 +567,6 @@ class CtxInst(_CtxInstBase):
 
     ID = 0x42
     NAME = "ctxinst"
-    flags: int = 0
-    ctxinst: bytes = bytes(8)
 
 
 @_header
