@@ -259,6 +259,7 @@ async def test_stopped_source_process_eos_then_withdrawn_after_the_lifetimes(
             await until(lambda: not b.srs.known("stopped.src"), "the withdrawal", srs)  # type: ignore[union-attr]
             assert b.srs.withdrawn_events == 1
             assert inbox.count(m.MSG_EOS) == 1  # the withdrawal does not add a second EOS
+            assert b.srs.rejoins == 0  # a session that ended after BOS is not knocked on again
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -400,4 +401,36 @@ async def test_late_join_through_the_srs(tmp_path: Path, configure: Callable[...
             assert all(x.flags & m.MSG_FLAG_RETRANSMIT for x in retransmitted)
             await send_until(src, inbox, b"live", "live data after the late join")
     finally:
+        assert await srs.stop(signal.SIGINT) == 0
+
+
+async def test_failed_join_is_retried(tmp_path: Path, configure: Callable[..., None]) -> None:
+    """An SIR naming a port nobody listens on: the join fails and is tried again (the SRS sends
+    an SIR once), until the SRSes stop vouching for the source."""
+    import socket
+
+    from umcore.srs.client import SourceResolved, SourceWithdrawn
+    from umcore.wire.srs_messages import SourceInfo as SIR
+
+    srs = await start_srs(tmp_path)
+    closed = socket.socket()  # bound, not listening: connects are refused
+    closed.bind(("127.0.0.1", 0))
+    try:
+        configure(srs.address)
+        b = await Context.create()
+        async with closing(b):
+            inbox = Inbox()
+            await b.create_receiver("nobody.home", inbox)
+            assert b.srs is not None
+            port = closed.getsockname()[1]
+            rec = SIR(bytes(32), "nobody.home", f"TCP:127.0.0.1:{port}:00000001")
+            b.srs._on_events([SourceResolved(rec, 0)])
+            await until(lambda: b.srs.rejoins >= 2, "two re-joins")  # type: ignore[union-attr]
+            assert inbox.messages == [] and not b._joined
+            b.srs._on_events([SourceWithdrawn(rec, 0)])
+            n = b.srs.rejoins
+            assert b.srs.known("nobody.home") == [] and b.srs._retryable() == []
+            assert b.srs.rejoins == n
+    finally:
+        closed.close()
         assert await srs.stop(signal.SIGINT) == 0

@@ -31,8 +31,10 @@ last topic).  One exception: a withdrawal decided by the client itself after a r
 session that is still connected — the live connection is better evidence than silence; the
 source is only forgotten, and its end will show as the connection's end.
 
-The SRS sends an SIR once; a join that fails (connect refused) or a session that ends while the
-SRSes still vouch for the source is retried every ``REJOIN_INTERVAL_S`` for as long as they do.
+The SRS sends an SIR once, where UDP TR repeats TIRs: a join that fails before BOS (connect
+refused or timed out) is retried every ``REJOIN_INTERVAL_S``, at most ``MAX_REJOIN_ATTEMPTS``
+times, while the SRSes vouch for the source.  A session that ended after BOS is not rejoined
+(its receivers had EOS; as in UM, the source is gone until advertised again).
 
 ``resolver_disable_udp_topic_resolution`` 1 turns UDP TR off entirely: the context opens no
 resolver socket and :class:`SRSTopicResolver` (``udp=False``) neither schedules nor hands out a
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from umcore.api.context import Context
 
 __all__ = [
+    "MAX_REJOIN_ATTEMPTS",
     "REJOIN_INTERVAL_S",
     "SRSResolution",
     "SRSTopicResolver",
@@ -85,6 +88,10 @@ log = logging.getLogger("umcore.api.srs")
 # A source the SRSes still vouch for but that this context could not join (or whose session
 # ended) is tried again this often: the SRS sends an SIR once, unlike UDP TR's repeated TIRs.
 REJOIN_INTERVAL_S = 1.0
+# ... at most this many times per transport session (30 s at 1 s): long enough for a source's
+# host to come back from a brief network fault, short enough not to knock on a dead port for
+# the SRS's whole source state lifetime.
+MAX_REJOIN_ATTEMPTS = 30
 
 Transport = lbmr.TCPInfo | lbmr.LBTRMInfo
 SIRKey = tuple[bytes, str]
@@ -303,11 +310,16 @@ class SRSResolution:
         self._mine: dict[tuple[str, int, tuple[object, ...]], SIRKey] = {}
         self._rejoin = CoreTimer(ctx._loop, self._on_rejoin)
         self._rejoin_armed = False
+        # transport key -> the joined session we started for it, and failed re-join attempts
+        self._joins: dict[tuple[object, ...], Any] = {}
+        self._attempts: dict[tuple[object, ...], int] = {}
         #: SIRs whose source string names a transport this client cannot join.
         self.unjoinable = 0
         #: SourceResolved / SourceWithdrawn events handled.
         self.resolved_events = 0
         self.withdrawn_events = 0
+        #: Joins tried again after a failed connect.
+        self.rejoins = 0
 
     @classmethod
     def from_options(cls, ctx: Context) -> SRSResolution | None:
@@ -432,8 +444,16 @@ class SRSResolution:
             return
         self._infos[sk] = info
         self._by_topic.setdefault(rec.topic, {})[sk] = info
-        self.ctx._join(info)
-        self._arm_rejoin()
+        self._attempts.pop(info.key, None)
+        self._join(info)
+
+    def _join(self, info: SourceInfo) -> None:
+        ctx = self.ctx
+        ctx._join(info)
+        js = ctx._joined.get(info.key)
+        if js is not None and self._joins.get(info.key) is not js:
+            self._joins[info.key] = js
+            self._arm_rejoin()  # a connect may fail: check back
 
     def _withdrawn(self, ev: SourceWithdrawn) -> None:
         rec = ev.record
@@ -450,6 +470,8 @@ class SRSResolution:
 
     def _forget(self, sk: SIRKey, info: SourceInfo) -> None:
         self._infos.pop(sk, None)
+        self._joins.pop(info.key, None)
+        self._attempts.pop(info.key, None)
         per = self._by_topic.get(info.topic)
         if per is not None:
             per.pop(sk, None)
@@ -478,14 +500,23 @@ class SRSResolution:
                 js.conn.abort()
 
     # ---------------------------------------------------------------- re-joins
-    def _wanted_unjoined(self) -> list[SourceInfo]:
+    def _retryable(self) -> list[SourceInfo]:
+        """Wanted sources whose join failed before BOS, with attempts left."""
         ctx = self.ctx
         joined = ctx._joined
         out: list[SourceInfo] = []
         for topic, per in self._by_topic.items():
             if not (topic in ctx._receivers or (ctx._wildcards and ctx._receivers_of(topic))):
                 continue
-            out.extend(info for info in per.values() if info.key not in joined)
+            for info in per.values():
+                key = info.key
+                if key in joined:
+                    continue
+                js = self._joins.get(key)
+                if js is not None and js.active:
+                    continue  # ended after BOS: not rejoined
+                if self._attempts.get(key, 0) < MAX_REJOIN_ATTEMPTS:
+                    out.append(info)
         return out
 
     def _arm_rejoin(self) -> None:
@@ -498,9 +529,16 @@ class SRSResolution:
         ctx = self.ctx
         if ctx.closed:
             return
-        if self._infos:
-            for info in self._wanted_unjoined():
-                ctx._join(info)
+        retry = self._retryable()
+        for info in retry:
+            n = self._attempts[info.key] = self._attempts.get(info.key, 0) + 1
+            self.rejoins += 1
+            if n == MAX_REJOIN_ATTEMPTS:
+                log.info("giving up joining %r after %d attempts", info, n)
+            self._joins.pop(info.key, None)
+            self._join(info)
+        # pending connects are in ctx._joined: look again while any join may still fail
+        if retry or any(not js.active and not js.closed for js in self._joins.values()):
             self._arm_rejoin()
 
 
