@@ -8,6 +8,8 @@ import struct
 import pytest
 
 from tests.oracle import Decoded, Tshark
+from tests.wire import helpers
+from tests.wire.helpers import lbmc_data, lbmr_tir, num
 from umcore.wire import lbtrm
 from umcore.wire.lbtrm import LBTRMData, LBTRMNak, LBTRMNcf, LBTRMOption, LBTRMSessionMessage
 from umcore.wire.pcap import udp_frame
@@ -23,21 +25,10 @@ SID = 0x0A0B0C0D
 NAK_WARN = ["lbtrm.analysis.nak"]  # every NAK is a Warn (Sequence) by design
 
 
-def lbmc_data(tidx: int, sqn: int, payload: bytes) -> bytes:
-    """One LBMC data message built by hand (wire note section 4): ver/type 0, next_hdr 0 (data
-    follows), msglen including the 12-byte header, topic index, sequence number."""
-    return struct.pack("!BBHII", 0x00, 0x00, 12 + len(payload), tidx, sqn) + payload
-
-
 def tir_lbtrm(topic: str, idx: int) -> bytes:
     """An LBMR TIR advertising our LBT-RM transport (wire note 3.3/3.4, built by hand)."""
-    name = topic.encode() + b"\0"
     transport = bytes([10, 0, 0, 5, 224, 10, 10, 10]) + struct.pack("!IHH", SID, DPORT, NAK_PORT)
-    return struct.pack("!BBH", 0, 0, 1) + name + struct.pack("!BBHI", 0x10, 16, 0, idx) + transport
-
-
-def num(value: str) -> int:
-    return int(value, 16) if value.startswith("0x") else int(value)
+    return lbmr_tir(topic, idx, 0x10, transport)
 
 
 def src_frame(record: lbtrm.LBTRMRecord, dport: int = DPORT) -> bytes:
@@ -93,10 +84,7 @@ def expected_fields(record: lbtrm.LBTRMRecord) -> dict[str, object]:
 
 
 def check_fields(decoded: Decoded, frame: int, record: lbtrm.LBTRMRecord) -> None:
-    assert "lbtrm" in decoded.protocols(frame), decoded.protocols(frame)
-    for field, want in expected_fields(record).items():
-        got = [num(v) for v in decoded.values(field, frame)]
-        assert got == (want if isinstance(want, list) else [want]), (frame, field, got, want)
+    helpers.check_fields(decoded, frame, "lbtrm", expected_fields(record))
 
 
 def test_session_decodes_with_topic_correlation(tshark: Tshark) -> None:

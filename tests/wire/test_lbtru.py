@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.wire.helpers import fuzz_decoders
 from umcore.errors import LocalProtocolError
 from umcore.wire import lbtru
 from umcore.wire.lbtru import (
@@ -234,28 +235,10 @@ def test_round_trip(record: lbtru.LBTRURecord) -> None:
 SEEDS = [wire for _name, _rec, wire in CASES]
 
 
-def _mutate(rng: random.Random, wire: bytes) -> bytes:
-    data = bytearray(wire)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.random()
-        if op < 0.5 and data:
-            data[rng.randrange(len(data))] = rng.randrange(256)
-        elif op < 0.75:
-            del data[rng.randrange(len(data) + 1) :]
-        else:
-            data[rng.randrange(len(data) + 1) : 0] = rng.randbytes(rng.randint(1, 8))
-    return bytes(data)
-
-
 def test_fuzz_only_codec_error_escapes() -> None:
     rng = random.Random(4321)
-    decoded = 0
-    for i in range(6000):
-        wire = rng.randbytes(rng.randint(0, 40)) if i % 3 == 0 else _mutate(rng, rng.choice(SEEDS))
-        for fn in (lbtru.decode, lbtru.decode_header):
-            try:
-                fn(wire)
-                decoded += 1
-            except LBTRUError as exc:
-                assert exc.offset is None or 0 <= exc.offset <= len(wire)
+    decoders = (lbtru.decode, lbtru.decode_header)
+    decoded = fuzz_decoders(
+        rng, SEEDS, decoders, LBTRUError, rounds=6000, random_every=3, random_max=40
+    )
     assert decoded > 500

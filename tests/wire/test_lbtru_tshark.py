@@ -8,6 +8,8 @@ import struct
 import pytest
 
 from tests.oracle import Decoded, Tshark
+from tests.wire import helpers
+from tests.wire.helpers import lbmc_data, lbmr_tir
 from umcore.wire import lbtru
 from umcore.wire.lbtru import (
     LBTRUAck,
@@ -29,20 +31,10 @@ NAK_WARN = ["lbtru.analysis.nak"]  # every NAK is a Warn (Sequence) by design
 TO_RECEIVER = (LBTRUData, LBTRUSessionMessage, LBTRUNcf, LBTRUReset)
 
 
-def lbmc_data(tidx: int, sqn: int, payload: bytes) -> bytes:
-    """One LBMC data message built by hand (wire note section 4)."""
-    return struct.pack("!BBHII", 0x00, 0x00, 12 + len(payload), tidx, sqn) + payload
-
-
 def tir_lbtru(topic: str, idx: int) -> bytes:
     """An LBMR TIR for our LBT-RU source with session id (wire note 3.3/3.4, built by hand)."""
-    name = topic.encode() + b"\0"
     transport = bytes([10, 0, 0, 5]) + struct.pack("!IH", SID, SRC[1])
-    return struct.pack("!BBH", 0, 0, 1) + name + struct.pack("!BBHI", 0x01, 10, 0, idx) + transport
-
-
-def num(value: str) -> int:
-    return int(value, 16) if value.startswith("0x") else int(value)
+    return lbmr_tir(topic, idx, 0x01, transport)
 
 
 def frame(record: lbtru.LBTRURecord) -> bytes:
@@ -97,10 +89,7 @@ def expected_fields(record: lbtru.LBTRURecord) -> dict[str, object]:
 
 
 def check_fields(decoded: Decoded, frame_no: int, record: lbtru.LBTRURecord) -> None:
-    assert "lbtru" in decoded.protocols(frame_no), decoded.protocols(frame_no)
-    for field, want in expected_fields(record).items():
-        got = [num(v) for v in decoded.values(field, frame_no)]
-        assert got == (want if isinstance(want, list) else [want]), (frame_no, field, got, want)
+    helpers.check_fields(decoded, frame_no, "lbtru", expected_fields(record))
 
 
 def test_session_decodes_with_topic_correlation(tshark: Tshark) -> None:

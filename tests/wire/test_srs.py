@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.wire.helpers import fuzz_decoders, mutate
 from umcore.errors import LocalProtocolError
 from umcore.wire import srs
 from umcore.wire.srs import (
@@ -733,38 +734,23 @@ SEED_FRAMES = (
 )
 
 
-def _mutate(rng: random.Random, wire: bytes) -> bytes:
-    data = bytearray(wire)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.random()
-        if op < 0.5 and data:
-            data[rng.randrange(len(data))] = rng.randrange(256)
-        elif op < 0.75:
-            del data[rng.randrange(len(data) + 1) :]
-        else:
-            data[rng.randrange(len(data) + 1) : 0] = rng.randbytes(rng.randint(1, 8))
-    return bytes(data)
-
-
 def test_fuzz_frames_and_messages() -> None:
     rng = random.Random(99)
-    ok = 0
-    for i in range(4000):
-        seed = rng.choice(SEED_FRAMES)
-        wire = rng.randbytes(rng.randint(0, 60)) if i % 4 == 0 else _mutate(rng, seed)
-        for fn in (srs.decode, decode_message):
-            try:
-                fn(wire if fn is srs.decode else wire[9:])
-                ok += 1
-            except SRSError as exc:
-                assert exc.offset is None or exc.offset >= 0
+
+    def message_after_frame_head(wire: bytes) -> object:
+        return decode_message(wire[9:])
+
+    decoders = (srs.decode, message_after_frame_head)
+    ok = fuzz_decoders(
+        rng, SEED_FRAMES, decoders, SRSError, rounds=4000, random_every=4, random_max=60
+    )
     assert ok > 300
 
 
 def test_fuzz_stream_decoder_no_hang_and_only_srs_error() -> None:
     rng = random.Random(7)
     for _ in range(300):
-        wire = b"".join(_mutate(rng, rng.choice(SEED_FRAMES)) for _ in range(rng.randint(1, 4)))
+        wire = b"".join(mutate(rng, rng.choice(SEED_FRAMES)) for _ in range(rng.randint(1, 4)))
         decoder = SRSStreamDecoder(max_frame_size=4096)
         pos = 0
         try:

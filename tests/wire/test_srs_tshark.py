@@ -13,6 +13,7 @@ import string
 import pytest
 
 from tests.oracle import Decoded, Tshark
+from tests.wire.helpers import num
 from umcore.wire import srs
 from umcore.wire.pcap import TcpFlow
 from umcore.wire.srs import (
@@ -70,10 +71,6 @@ INTEREST = (
     WildcardReceiverDelete,
     WildcardReceiverEnd,
 )
-
-
-def num(value: str) -> int:
-    return int(value, 16) if value.startswith("0x") else int(value)
 
 
 def colon_hex(raw: bytes) -> str:
