@@ -10,7 +10,9 @@ thread: callbacks run on it and must not block.
   socket (:class:`~umcore.aio.udp.DatagramEndpoint`): bound to a port of
   ``resolver_unicast_port_low..high`` and talking to lbmrds when ``resolver_unicast_daemon`` is
   set, otherwise joined to the multicast group.  One :class:`~umcore.aio.timer.CoreTimer` drives
-  its schedules.
+  its schedules.  With ``resolver_service`` the context also resolves through SRSes over TCP,
+  and ``resolver_disable_udp_topic_resolution`` 1 removes the UDP socket altogether
+  (:mod:`umcore.api.srsresolve`).
 - **Sources.**  Each source is mapped round robin onto up to ``transport_tcp_maximum_ports`` TCP
   transport sessions, each a listener on a port of ``transport_tcp_port_low..high``
   (:class:`~umcore.aio.tcp.SourceListener` around a
