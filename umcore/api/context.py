@@ -42,8 +42,9 @@ import contextlib
 import logging
 import random
 import re
+import struct
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from umcore.aio.multicast import open_multicast_socket, route_address
@@ -76,6 +77,9 @@ from umcore.wire import lbmc, lbmr
 __all__ = ["MAX_RECEIVER_QUEUE", "Context", "Receiver", "Source"]
 
 log = logging.getLogger("umcore.api")
+
+# The LBMC data message header (umcore.wire.lbmc.encode_data's layout) for Source.send.
+_pack_data = struct.Struct("!BBHII").pack
 
 # Messages a receiver without callback may hold for its async iterator before the context stops
 # reading the sessions feeding it (they resume at half).  Events (BOS/EOS/loss) are always
@@ -149,6 +153,14 @@ def _random_session_id() -> int:
     return random.SystemRandom().randrange(1, 0x1_0000_0000)
 
 
+def _set_batched(r: Receiver, on_messages: Callable[[list[Message]], object] | None) -> None:
+    if on_messages is None:
+        return
+    r.on_messages = on_messages
+    if r.on_message is None:
+        r.on_message = lambda msg: on_messages([msg])
+
+
 # ------------------------------------------------------------------------------ sources
 class _SourceSession:
     """One TCP transport session of this context: core, listener, timer and its sources."""
@@ -198,9 +210,14 @@ class Source:
         self._listener = session.listener
         self._loop = ctx._loop
         self.tidx = self._core.add_topic(topic, self._loop.time())
+        #: The core's per-topic record (next sqn, last data time) for the inline fast path of
+        #: :meth:`send`; None for cores without one.
+        self._rec: Any = getattr(self._core, "_topics", [None] * (self.tidx + 1))[self.tidx]
         #: Late-join retention and transport index (umcore.api.features), set by the context.
         self._ext: Any = None
         self.on_event = on_event
+        self._time = self._loop.time
+        self._done = ctx._done
         self._wants_wakeup = False
         self.closed = False
         #: Exceptions raised by ``on_event`` (logged, counted, never propagated).
@@ -254,26 +271,48 @@ class Source:
         ext = self._ext
         return ext is None or ext.retention is None
 
-    async def send(
+    def send(
         self,
         data: bytes | memoryview,
         *,
         flush: bool = False,
         properties: MessageProperties | None = None,
         app_headers: tuple[AppHeader, ...] | list[AppHeader] = (),
-    ) -> None:
-        """Send one message; awaits while a receiver is too slow (UM's blocking send).
-        ``properties`` / ``app_headers``: UM's send-ex PROPERTIES / APPHDR_CHAIN."""
+    ) -> Awaitable[None]:
+        """Send one message; ``await src.send(data)`` waits while a receiver is too slow (UM's
+        blocking send).  ``properties`` / ``app_headers``: UM's send-ex PROPERTIES / APPHDR_CHAIN.
+
+        When nothing is blocked the message is framed (or sent) before this returns and the
+        awaitable is an already completed future: no coroutine is created per message.  Only a
+        blocked session returns a coroutine, which waits for the session to drain and then sends.
+        """
         listener = self._listener
-        if listener._paused:
-            self._check()
-            self.context.send_blocked += 1
-            await listener.writable()
-        if self.closed:
-            raise UMError(f"source for {self.topic!r} is closed")
+        if listener._paused or self.closed:
+            return self._send_blocked(data, flush, properties, app_headers)
         core = self._core
-        if properties is None and not app_headers and self._plain():
-            out = core.send(self.tidx, data, self._loop.time(), flush)
+        ext = self._ext
+        if properties is None and not app_headers and (ext is None or ext.retention is None):
+            # Inline copy of BatchingSource.send's fast path (a message joining the current
+            # batch): one Python frame per message instead of two.  Anything else (first
+            # message of a batch, flush, fragmentation, a full batch) goes to core.send.
+            n = len(data)
+            length = core._len
+            size = length + 12 + n
+            rec = self._rec
+            if flush or not length or size > core.max_size or n > core.max_payload or rec is None:
+                out = core.send(self.tidx, data, self._time(), flush)
+            else:
+                now = self._time()
+                sqn = rec.sqn
+                rec.sqn = (sqn + 1) & 0xFFFFFFFF
+                rec.last_data = now
+                core._parts.append(_pack_data(0, 0, 12 + n, self.tidx, sqn) + data)
+                core._len = size
+                core.stats.messages_sent += 1
+                if size < core.batching_minimum_length:
+                    return self._done
+                core.now = now
+                out = core._take()
         else:
             out = self._extended(data, flush, properties, app_headers)
         if out is not None:
@@ -281,6 +320,22 @@ class Source:
         if core.timer_dirty:
             core.timer_dirty = False
             self._session.timer.arm(core.next_timer())
+        return self._done
+
+    async def _send_blocked(
+        self,
+        data: bytes | memoryview,
+        flush: bool,
+        properties: MessageProperties | None,
+        app_headers: tuple[AppHeader, ...] | list[AppHeader],
+    ) -> None:
+        listener = self._listener
+        while listener._paused:
+            self._check()
+            self.context.send_blocked += 1
+            await listener.writable()
+        self._check()
+        await self.send(data, flush=flush, properties=properties, app_headers=app_headers)
 
     def send_nowait(
         self,
@@ -293,21 +348,11 @@ class Source:
         """Send one message or raise :class:`WouldBlock` (UM's ``LBM_SRC_NONBLOCK``); a WAKEUP
         source event follows when sending may go on."""
         self._check()
-        listener = self._listener
-        if listener._paused:
+        if self._listener._paused:
             self._wants_wakeup = True
             self.context.send_would_block += 1
             raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
-        core = self._core
-        if properties is None and not app_headers and self._plain():
-            out = core.send(self.tidx, data, self._loop.time(), flush)
-        else:
-            out = self._extended(data, flush, properties, app_headers)
-        if out is not None:
-            listener.write(out)
-        if core.timer_dirty:
-            core.timer_dirty = False
-            self._session.timer.arm(core.next_timer())
+        self.send(data, flush=flush, properties=properties, app_headers=app_headers)
 
     async def send_request(
         self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None
@@ -373,6 +418,11 @@ class Receiver:
         #: :meth:`Context.create_wildcard_receiver`), None for a topic receiver.
         self.pattern = pattern
         self.on_message = on_message
+        #: Opt-in batched delivery (:meth:`Context.create_receiver` ``on_messages``): called
+        #: with a list of messages, in order, wherever the transport parsed several at once;
+        #: single deliveries (events, slow-path data) then arrive through :attr:`on_message`,
+        #: which is set to a wrapper calling ``on_messages([msg])`` when none was given.
+        self.on_messages: Callable[[list[Message]], object] | None = None
         self.closed = False
         self._queue: deque[Message] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -402,6 +452,18 @@ class Receiver:
             return
         q = self._queue
         q.append(msg)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+        if len(q) >= MAX_RECEIVER_QUEUE and not self._paused:
+            self._paused = True
+            self.queue_pauses += 1
+            self.context._pause_feeding(self.topic)
+
+    def _deliver_many(self, msgs: list[Message]) -> None:
+        """Queue a run of messages for the async iterator (same bound as :meth:`_deliver`)."""
+        q = self._queue
+        q.extend(msgs)
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
@@ -452,6 +514,7 @@ class Receiver:
             return
         self.closed = True
         self.on_message = None
+        self.on_messages = None
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
@@ -473,6 +536,8 @@ class _Fanout:
             if new_dc is None
             else new_dc(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
         )
+        if new_dc is None:
+            self.dc.deliver_many = self._data_many
         #: Late join / OTR state (umcore.features.recovery.TopicRecovery) or None.
         self.recovery: Any = None
         self.request_dest: tuple[str, int] = ("", 0)
@@ -503,6 +568,36 @@ class _Fanout:
                 cb(msg)
             except Exception:
                 r._callback_failed()
+
+    def _data_many(self, records: list[tuple[int, bytes]]) -> None:
+        """A run of in-sequence plain data messages ``(sqn, payload)`` parsed in one pass."""
+        if self.recovery is not None:
+            data = self._data
+            for sqn, payload in records:
+                data(sqn, payload)
+            return
+        topic = self.topic
+        source = self.session.source_string
+        msgs = [Message(0, topic, source, sqn, payload) for sqn, payload in records]
+        n = len(msgs)
+        for r in self.receivers:
+            r.messages += n
+            many = r.on_messages
+            if many is not None:
+                try:
+                    many(msgs)
+                except Exception:
+                    r._callback_failed()
+                continue
+            cb = r.on_message
+            if cb is None:
+                r._deliver_many(msgs)
+                continue
+            for msg in msgs:
+                try:
+                    cb(msg)
+                except Exception:
+                    r._callback_failed()
 
     def _loss(self, kind: str, sqn: int, count: int) -> None:
         if self.recovery is not None:
@@ -596,6 +691,10 @@ class Context(FeatureAPI):
         self._endpoint: DatagramEndpoint | None = None
         self._resolver: TopicResolver
         self._timer = CoreTimer(self._loop, self._on_timer)
+        #: What :meth:`Source.send` returns when it sent at once: awaiting a completed future
+        #: costs less than creating a coroutine per message.
+        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._done.set_result(None)
         self.advertised_ip = "127.0.0.1"
         self.closed = False
         self._features = ContextFeatures(self)
@@ -825,11 +924,22 @@ class Context(FeatureAPI):
 
     # -------------------------------------------------------------- receivers
     async def create_receiver(
-        self, topic: str, on_message: OnMessage | None = None, *, attributes: Any = None
+        self,
+        topic: str,
+        on_message: OnMessage | None = None,
+        *,
+        attributes: Any = None,
+        on_messages: Callable[[list[Message]], object] | None = None,
     ) -> Receiver:
+        """A receiver of ``topic``.  Deliveries (data and events, as :class:`Message`) go to
+        ``on_message`` one by one (the fast path), or without it to a bounded queue read by
+        ``async for msg in receiver``.  ``on_messages`` (opt-in, faster still) receives lists
+        of messages in order wherever the transport parsed several at once; what arrives
+        alone goes to ``on_message`` if given, else to ``on_messages`` as a list of one."""
         self._check()
         ropts = _Options("receiver", attributes, topic)
         r = Receiver(self, topic, on_message)
+        _set_batched(r, on_messages)
         r.ordered_delivery = int(ropts.get("ordered_delivery", 1))
         r.max_burst_loss = int(ropts.get("delivery_control_maximum_burst_loss", 1024))
         r._opts = ropts
@@ -854,7 +964,12 @@ class Context(FeatureAPI):
         return r
 
     async def create_wildcard_receiver(
-        self, pattern: str, on_message: OnMessage | None = None, *, attributes: Any = None
+        self,
+        pattern: str,
+        on_message: OnMessage | None = None,
+        *,
+        attributes: Any = None,
+        on_messages: Callable[[list[Message]], object] | None = None,
     ) -> Receiver:
         """A receiver of every topic matching ``pattern`` (UM's ``pattern_type`` "pcre").
 
@@ -872,6 +987,7 @@ class Context(FeatureAPI):
             ) from None
         wopts = _Options("wildcard_receiver", attributes, pattern)
         r = Receiver(self, pattern, on_message, pattern=regex)
+        _set_batched(r, on_messages)
         self._wildcards.append(r)
         found = self._resolver.add_wildcard_receiver(
             pattern,

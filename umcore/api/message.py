@@ -72,21 +72,20 @@ class Message:
     messages a burst-loss event covers.  ``flags`` holds UM's ``LBM_MSG_FLAG_*`` bits
     (RETRANSMIT for late join, OTR, IMMEDIATE, TOPICLESS), ``properties`` the message
     properties (None when the message had none), ``app_headers`` its application headers as
-    (subtype, bytes), ``response`` the response object of a REQUEST (``msg.respond(data)``).
+    (subtype, bytes) (an empty tuple when it had none), ``response`` the response object of a REQUEST (``msg.respond(data)``).
     """
 
-    __slots__ = (
-        "app_headers",
-        "count",
-        "data",
-        "flags",
-        "properties",
-        "response",
-        "sequence_number",
-        "source",
-        "topic",
-        "type",
-    )
+    # The five fields every delivery has are slots, set by the constructor; the others are
+    # class-level defaults that the rare message carrying them overrides in its ``__dict__``
+    # (created only then).  Building a data message is then five stores: it is done once per
+    # delivered message, on the data path.
+    __slots__ = ("__dict__", "data", "sequence_number", "source", "topic", "type")
+
+    count = 0
+    flags = 0
+    properties: Any = None
+    app_headers: Any = ()
+    response: Any = None
 
     def __init__(
         self,
@@ -102,11 +101,8 @@ class Message:
         self.source = source
         self.sequence_number = sequence_number
         self.data = data
-        self.count = count
-        self.flags = 0
-        self.properties: Any = None
-        self.app_headers: list[tuple[int, bytes]] = []
-        self.response: Any = None
+        if count:
+            self.count = count
 
     def respond(self, data: bytes, **kwargs: Any) -> None:
         """Answer a REQUEST (``lbm_send_response``); raises UMError for other messages."""
@@ -115,6 +111,7 @@ class Message:
 
             raise UMError("this message is not a request (or its response was detached)")
         self.response.send(data, **kwargs)
+
     @property
     def type_name(self) -> str:
         return _TYPE_NAMES.get(self.type, str(self.type))

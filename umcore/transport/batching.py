@@ -24,6 +24,8 @@ it to wrap the batch in one transport datagram with its own transport sequence n
 
 from __future__ import annotations
 
+import struct
+
 from umcore.wire import lbmc
 
 __all__ = [
@@ -44,6 +46,9 @@ HEADER_RESERVATION = 64
 MAX_LBMC_MESSAGE = 65535
 # TSNI records per TSNI header (4 + 8 * 31 = 252 fits the u8 hdr_len; notes wire-lbmc 0x20).
 MAX_TSNI_RECORDS = 31
+
+# The LBMC data message header (lbmc.encode_data's layout), packed inline on the fast path.
+_pack_data = struct.Struct("!BBHII").pack
 
 
 def _encode_fragment(
@@ -151,6 +156,31 @@ class BatchingSource:
         self, tidx: int, payload: bytes | memoryview, now: float, flush: bool = False
     ) -> bytes | None:
         """Frame one message; returns bytes to write to every receiver now, or None (batched)."""
+        # Fast path (the data path: one message that joins the current batch, no flush); the
+        # general rules are in _send_general.  Kept short: every attribute access here is paid
+        # per message.
+        n = len(payload)
+        length = self._len
+        size = length + _DATA_HEADER + n
+        if flush or size > self.max_size or n > self.max_payload or length == 0:
+            return self._send_general(tidx, payload, now, flush)
+        t = self._topics[tidx]
+        if t is None:
+            raise KeyError(f"topic index {tidx} is not a source on this session")
+        sqn = t.sqn
+        t.sqn = (sqn + 1) & 0xFFFFFFFF
+        t.last_data = now
+        self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+        self._len = size
+        self.stats.messages_sent += 1
+        if size >= self.batching_minimum_length:
+            self.now = now
+            return self._take()
+        return None
+
+    def _send_general(
+        self, tidx: int, payload: bytes | memoryview, now: float, flush: bool
+    ) -> bytes | None:
         t = self._topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
@@ -169,6 +199,9 @@ class BatchingSource:
         self._parts.append(lbmc.encode_data(tidx, sqn, payload))
         self._len = length + _DATA_HEADER + n
         self.stats.messages_sent += 1
+        # Only a message that starts a batch gets here without flush (the fast path takes the
+        # others), so the TSNI check is (re)armed at least once per batch: enough, since a
+        # batch never outlives the TSNI interval's first check.
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from operator import eq, itemgetter
 
 from umcore.errors import TransportError
 from umcore.transport.batching import (  # re-exported: TCP's source side lives there
@@ -81,6 +82,37 @@ MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
 
 _U16 = struct.Struct("!H")
 _DATA_HEAD = struct.Struct("!BBHII")
+
+# Shortest run of same-length plain data messages parsed in one pass (below it, the per-message
+# loop is as cheap); Structs cached per message length (bounded: a peer choosing lengths cannot
+# grow the cache).
+_RUN_MIN = 8
+_MAX_RUN_STRUCTS = 64
+_RUN_STRUCTS: dict[int, struct.Struct] = {}
+_TIDX_SQN = struct.Struct("!II")
+_SQN_OF = itemgetter(0)
+
+
+def _uniform_prefix(buf: bytes, pos: int, stop: int, step: int, k: int) -> int:
+    """How many of the ``k`` records of ``step`` bytes at ``buf[pos:stop]`` repeat the first
+    record's bytes 0-7 (type, next header, msglen, tidx).  Binary search over strided slices:
+    every comparison runs in C."""
+    good = k
+    for off in range(8):
+        col = buf[pos + off : stop : step]
+        ref = col[:1] * good
+        if col[:good] == ref:
+            continue
+        lo, hi = 1, good  # col[:lo] matches, col[:hi] does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if col[:mid] == ref[:mid]:
+                lo = mid
+            else:
+                hi = mid
+        good = lo
+    return good
+
 
 LOSS = "unrecoverable_loss"
 LOSS_BURST = "unrecoverable_loss_burst"
@@ -190,6 +222,7 @@ class DeliveryController:
         "_frag_got",
         "_frag_total",
         "deliver",
+        "deliver_many",
         "delivered",
         "expected",
         "headers",
@@ -213,6 +246,10 @@ class DeliveryController:
         self.tidx = tidx
         self.topic = topic
         self.deliver = deliver  # (sqn, payload): payload valid during the call only
+        #: Optional bulk form of ``deliver``: a list of in-sequence ``(sqn, payload)`` pairs
+        #: (payload bytes), for a run of plain data messages parsed in one pass
+        #: (:meth:`TcpReceiverSession.data_received`).
+        self.deliver_many: Callable[[list[tuple[int, bytes]]], None] | None = None
         self.loss = loss  # (kind, first_sqn, count)
         self.max_burst_loss = max_burst_loss
         self.expected = 0
@@ -350,6 +387,7 @@ class TcpReceiverSession:
         dcs = self.dcs
         unpack = _DATA_HEAD.unpack_from
         received = 0
+        norun = 0
         # This loop is the LBT-TCP stream framing (msglen-delimited LBMC messages) with a fast
         # path for plain data messages; every other message goes through the LBMC codec.
         while end - pos >= 4:
@@ -360,6 +398,15 @@ class TcpReceiverSession:
             if nxt > end:
                 break
             if msglen >= _DATA_HEADER and buf[pos] == 0 and buf[pos + 1] == 0:
+                if pos >= norun and end - nxt >= msglen * _RUN_MIN:
+                    done = self._run(buf, pos, msglen, end)
+                    if done > 0:
+                        received += done
+                        pos += done * msglen
+                        continue
+                    # Not a deliverable run: no new attempt inside it (bounds the work a peer
+                    # that reorders or mixes lengths can cause to O(n log n) per read).
+                    norun = pos - done * msglen
                 _, _, _, tidx, sqn = unpack(buf, pos)
                 received += 1
                 dc = dcs.get(tidx)
@@ -385,6 +432,49 @@ class TcpReceiverSession:
         if len(pending) > MAX_PENDING:
             raise TransportError("source sent more than an LBMC message without framing")
         return first
+
+    def _run(self, buf: bytes, pos: int, msglen: int, end: int) -> int:
+        """Deliver a run of plain data messages of one length, one topic index and consecutive
+        sequence numbers starting at ``pos`` in one pass (C-level parsing); returns how many.
+        When there is no such run of at least :data:`_RUN_MIN` or its DC is not in sequence it
+        returns minus the number of messages the caller should take one by one (that path
+        handles every case) before trying again."""
+        k = (end - pos) // msglen
+        stop = pos + k * msglen
+        # Every message of the run has version/type 0, no chained header, this msglen and this
+        # tidx: compare the bytes at each of those offsets (strided slices) with the first's.
+        k = _uniform_prefix(buf, pos, stop, msglen, k)
+        if k < _RUN_MIN:
+            return -k
+        tidx, sqn = _TIDX_SQN.unpack_from(buf, pos + 4)
+        dc = self.dcs.get(tidx)
+        if dc is None:
+            self.stats.messages_no_topic += k
+            return k
+        if not (dc.started and dc.expected == sqn and dc._frag_buf is None):
+            return -1  # the DC has a gap or a reassembly to handle first
+        last = sqn + k
+        if last > 0xFFFFFFFF:
+            return -k  # sequence numbers wrap inside the run: message by message
+        fmt = _RUN_STRUCTS.get(msglen)
+        if fmt is None:
+            if len(_RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
+                _RUN_STRUCTS.clear()
+            # Bytes 0-7 were checked above: skip them; a record is (sqn, payload).
+            fmt = _RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - _DATA_HEADER}s")
+        records = list(fmt.iter_unpack(memoryview(buf)[pos : pos + k * msglen]))
+        if not all(map(eq, map(_SQN_OF, records), range(sqn, last))):
+            return -k  # not consecutive (a peer that reorders): message by message
+        dc.expected = last & 0xFFFFFFFF
+        dc.delivered += k
+        many = dc.deliver_many
+        if many is not None:
+            many(records)
+        else:
+            deliver = dc.deliver
+            for sqn, payload in records:
+                deliver(sqn, payload)
+        return k
 
     def _slow(self, msg: bytes) -> None:
         """Any LBMC message other than plain data: fragments, TSNI, unknown control."""
