@@ -56,11 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     try:
         if args.validate:
-            if args.config is None:
-                raise ConfigError("-v needs a config-file to check", source="command line")
-            lbmrd_config.load(args.config)
-            print(f"{args.config}: valid")
-            raise SystemExit(0)
+            lifecycle.validate_and_exit(args.config, lbmrd_config.load, "config-file")
         config = lbmrd_config.load(args.config) if args.config else lbmrd_config.LbmrdConfig()
         config = lbmrd_config.apply_command_line(
             config,
@@ -80,16 +76,12 @@ def main(argv: list[str] | None = None) -> None:
         )
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
-    try:
-        log_setup = logs.configure(config.log)
-    except OSError as exc:
-        where = "-L" if args.logfile else "<log>"
-        lifecycle.config_error_exit(
-            PROG,
-            ConfigError(
-                f"cannot open the log file: {exc.strerror or exc}", source=config.log, what=where
-            ),
-        )
+    log_setup = lifecycle.open_log_or_exit(
+        PROG,
+        lambda: logs.configure(config.log),
+        source=config.log,
+        what="-L" if args.logfile else "<log>",
+    )
     if resolved.defaulted:
         log.warning(
             "no interface given (-i or <interface>): like UM's lbmrd, using the %s, %s; "
@@ -98,24 +90,18 @@ def main(argv: list[str] | None = None) -> None:
             resolved.address,
         )
     log.info("Using interface [%s] (%s)", resolved.address, resolved.how)
-    try:
-        status = lifecycle.run(
-            serve(
-                config,
-                resolved.address,
-                log_setup=log_setup,
-                metrics=args.metrics,
-                pid_file=args.pid_file,
-            )
-        )
-    except OSError as exc:
-        log.error("cannot listen on %s:%d: %s", resolved.address, config.port, exc)
-        sys.stderr.write(
-            f"{PROG}: cannot listen on {resolved.address}:{config.port}: {exc.strerror or exc}\n"
-        )
-        status = 1
-    logging.shutdown()
-    raise SystemExit(status)
+    lifecycle.run_and_exit(
+        PROG,
+        serve(
+            config,
+            resolved.address,
+            log_setup=log_setup,
+            metrics=args.metrics,
+            pid_file=args.pid_file,
+        ),
+        listen=(resolved.address, config.port),
+        logger=log,
+    )
 
 
 if __name__ == "__main__":

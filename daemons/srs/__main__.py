@@ -46,11 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0)
     try:
         if args.validate:
-            if args.config is None:
-                raise ConfigError("-v needs a configfile to check", source="command line")
-            srs_config.load(args.config)
-            print(f"{args.config}: valid")
-            raise SystemExit(0)
+            lifecycle.validate_and_exit(args.config, srs_config.load, "configfile")
         config = srs_config.load(args.config) if args.config else srs_config.SRSConfig()
         if args.dump:
             sys.stdout.write(srs_config.dump(config))
@@ -65,35 +61,22 @@ def main(argv: list[str] | None = None) -> None:
             ) from None
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
-    try:
-        log_setup = configure_logging(config, level=logging.DEBUG if args.Debug else logging.INFO)
-    except OSError as exc:
-        lifecycle.config_error_exit(
-            PROG,
-            ConfigError(
-                f"cannot open the log file: {exc.strerror or exc}",
-                source=config.log.file,
-                what="<log>",
-            ),
-        )
-    try:
-        status = lifecycle.run(
-            serve(
-                config,
-                log_setup=log_setup,
-                metrics=args.metrics,
-                java_info=args.java,
-                monitor_file=args.monitor_file,
-            )
-        )
-    except OSError as exc:
-        log.error("cannot listen on %s:%d: %s", config.interface, config.port, exc)
-        sys.stderr.write(
-            f"{PROG}: cannot listen on {config.interface}:{config.port}: {exc.strerror or exc}\n"
-        )
-        status = 1
-    logging.shutdown()
-    raise SystemExit(status)
+    level = logging.DEBUG if args.Debug else logging.INFO
+    log_setup = lifecycle.open_log_or_exit(
+        PROG, lambda: configure_logging(config, level=level), source=config.log.file, what="<log>"
+    )
+    lifecycle.run_and_exit(
+        PROG,
+        serve(
+            config,
+            log_setup=log_setup,
+            metrics=args.metrics,
+            java_info=args.java,
+            monitor_file=args.monitor_file,
+        ),
+        listen=(config.interface, config.port),
+        logger=log,
+    )
 
 
 if __name__ == "__main__":

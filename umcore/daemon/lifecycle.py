@@ -5,7 +5,11 @@ Theory of operation
 1. **Validate, then bind.**  Everything that can be checked without binding is checked first; a
    :class:`~umcore.errors.ConfigError` becomes exactly one line on stderr,
    ``<prog>: <file>:<line>: <element>: <what>``, and exit status 1 (:func:`config_error_exit`).
-   No traceback: the operator needs the place and the reason, nothing else.
+   No traceback: the operator needs the place and the reason, nothing else.  The steps every
+   daemon's ``__main__`` shares are here: ``-v`` (:func:`validate_and_exit`: ``<file>: valid``
+   and 0, or the one line and 1), opening the log (:func:`open_log_or_exit`: a file that cannot
+   be opened is that one line too) and running the body (:func:`run_and_exit`: a socket that
+   cannot bind is one line on stderr, one in the log, and exit 1).
 2. **The loop.**  :func:`run` runs the daemon's coroutine on uvloop when it is installed (it
    drains sockets and runs timers faster), else on asyncio's default loop.
 3. **Signals.**  :class:`StopSignals` turns SIGTERM and SIGINT into a graceful stop (the daemon's
@@ -24,7 +28,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from umcore.errors import ConfigError
 
@@ -34,8 +38,11 @@ __all__ = [
     "StopSignals",
     "config_error_exit",
     "new_event_loop",
+    "open_log_or_exit",
     "run",
+    "run_and_exit",
     "uvloop_available",
+    "validate_and_exit",
 ]
 
 EXIT_CONFIG = 1
@@ -50,6 +57,57 @@ def config_error_exit(prog: str, exc: ConfigError | str) -> NoReturn:
     sys.stderr.write(f"{prog}: {exc}\n")
     sys.stderr.flush()
     raise SystemExit(EXIT_CONFIG)
+
+
+def validate_and_exit(path: str | None, load: Callable[[str], object], file_word: str) -> NoReturn:
+    """``-v``: load ``path`` with ``load`` (which raises ConfigError on any fault), print
+    ``<path>: valid`` and exit 0.  Without a path, ConfigError "-v needs a <file_word> to
+    check"; the caller turns ConfigError into :func:`config_error_exit`."""
+    if path is None:
+        raise ConfigError(f"-v needs a {file_word} to check", source="command line")
+    load(path)
+    print(f"{path}: valid")
+    raise SystemExit(0)
+
+
+_L = TypeVar("_L")
+
+
+def open_log_or_exit(
+    prog: str, configure: Callable[[], _L], *, source: str | None, what: str
+) -> _L:
+    """``configure()`` (the daemon's log set-up); if the log file cannot be opened (OSError),
+    the one-line exit ``<prog>: <source>: <what>: cannot open the log file: <reason>``."""
+    try:
+        return configure()
+    except OSError as exc:
+        config_error_exit(
+            prog,
+            ConfigError(
+                f"cannot open the log file: {exc.strerror or exc}", source=source, what=what
+            ),
+        )
+
+
+def run_and_exit(
+    prog: str,
+    main: Coroutine[Any, Any, int],
+    *,
+    listen: tuple[str, int],
+    logger: logging.Logger,
+    use_uvloop: bool = True,
+) -> NoReturn:
+    """:func:`run` the daemon's body and exit with its status.  An OSError out of it means the
+    daemon could not bind ``listen`` (host, port): logged, one line on stderr, status 1."""
+    try:
+        status = run(main, use_uvloop=use_uvloop)
+    except OSError as exc:
+        host, port = listen
+        logger.error("cannot listen on %s:%d: %s", host, port, exc)
+        sys.stderr.write(f"{prog}: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
+        status = 1
+    logging.shutdown()
+    raise SystemExit(status)
 
 
 def uvloop_available() -> bool:
