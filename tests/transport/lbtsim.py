@@ -42,12 +42,17 @@ class Net:
         drop: Drop | None = None,
         seed: int = 1,
         max_latency: float = 0.002,
+        fifo: bool = False,
     ) -> None:
         self.source = source
         self.receivers = receivers
         self.drop = drop or (lambda d, b, t: False)
         self.rng = random.Random(seed)
         self.max_latency = max_latency
+        # fifo: each (sender, target) path keeps its order (a real link); else datagrams
+        # sent together may overtake each other (random latency each).
+        self.fifo = fifo
+        self._last_arrival: dict[tuple[int, int], float] = {}
         self.now = 0.0
         self._heap: list[tuple[float, int, Any, bytes, Any]] = []
         self._n = 0
@@ -74,6 +79,10 @@ class Net:
             return
         self._n += 1
         t = self.now + self.rng.random() * self.max_latency
+        if self.fifo:
+            path = (id(frm), id(target))
+            t = max(t, self._last_arrival.get(path, 0.0))
+            self._last_arrival[path] = t
         heapq.heappush(self._heap, (t, self._n, target, data, frm))
 
     def pump(self) -> None:

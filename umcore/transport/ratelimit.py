@@ -18,6 +18,15 @@ overdraft against the next interval, which is the same average rate without a qu
 transport is then *blocked* until the next refill: further data waits in the session (the API
 awaits, or raises :class:`~umcore.errors.WouldBlock` and sends WAKEUP later), further NAKs are
 answered with NCFs (reason "shed").  A limit of 0 means unlimited.
+
+**Retransmissions come first.**  The data limit counts new data *and* retransmissions, but the
+retransmit limit is what "guarantees a minimum new-data rate under massive loss" (notes 1.3):
+so a retransmission is refused only by the *retransmit* budget.  When the data budget is already
+spent by new data, the retransmission still goes and its bytes are charged to the data bucket as
+debt (:meth:`TokenBucket.charge`), which the next refill pays first: new data then waits instead
+of the repair.  Without this a source sending at its data limit (per-message flush, say) spends
+every interval's budget on new data before the NAKs arrive, and every NAK is shed with an NCF
+that makes receivers wait ``nak_suppress_interval`` (1 s) -- recovery never catches up.
 """
 
 from __future__ import annotations
@@ -53,8 +62,12 @@ class TokenBucket:
             return False
         steps = int((now - self.next_refill) / self.interval) + 1
         self.next_refill += steps * self.interval
-        self.tokens = self.budget - self.overdraft if steps == 1 else self.budget
-        self.overdraft = 0
+        # Debt is paid by the intervals that passed: the first refill after it and any idle
+        # ones; what is left (a debt above one budget) carries on.
+        debt = max(self.overdraft - self.budget * (steps - 1), 0)
+        tokens = self.budget - debt
+        self.overdraft = -tokens if tokens < 0 else 0
+        self.tokens = max(tokens, 0)
         return True
 
     def available(self, now: float) -> bool:
@@ -76,10 +89,23 @@ class TokenBucket:
             return False
         tokens -= nbytes
         if tokens < 0:
-            self.overdraft = -tokens
+            self.overdraft += -tokens
             tokens = 0
         self.tokens = tokens
         return True
+
+    def charge(self, nbytes: int, now: float) -> None:
+        """Spend ``nbytes`` whatever the budget says (a retransmission): beyond it, the bytes
+        are debt the next refill pays first."""
+        if self.budget == 0:
+            return
+        if now >= self.next_refill:
+            self.refill(now)
+        tokens = self.tokens - nbytes
+        if tokens < 0:
+            self.overdraft += -tokens
+            tokens = 0
+        self.tokens = tokens
 
 
 class RateLimiter:
@@ -97,11 +123,11 @@ class RateLimiter:
         return self.data.take(nbytes, now)
 
     def take_retransmit(self, nbytes: int, now: float) -> bool:
-        """A retransmission spends both budgets (the data limit includes retransmissions)."""
-        if not self.retransmit.available(now) or not self.data.available(now):
+        """A retransmission spends both budgets (the data limit includes retransmissions); only
+        the retransmit budget can refuse it (see the module docstring)."""
+        if not self.retransmit.take(nbytes, now):
             return False
-        self.retransmit.take(nbytes, now)
-        self.data.take(nbytes, now)
+        self.data.charge(nbytes, now)
         return True
 
     def next_refill(self) -> float:
