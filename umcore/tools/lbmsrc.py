@@ -68,9 +68,10 @@ def _parser() -> argparse.ArgumentParser:
         "-L",
         dest="linger",
         type=float,
-        default=1.0,
+        default=5.0,
         metavar="SEC",
-        help="linger SEC seconds after the last send before deleting (default 1)",
+        help="linger SEC seconds after the last send before deleting (default 5, as UM's: "
+        "time for LBT-RU/LBT-RM receivers to repair their last losses)",
     )
     p.add_argument(
         "-v",
@@ -85,8 +86,75 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send verifiable messages (checked by lbmrcv -V)",
     )
+    p.add_argument(
+        "-R",
+        dest="rate",
+        type=parse_rate,
+        metavar="[UM]DATA/RETR",
+        help="as UM's lbmsrc: transport LBT-RM (M, the default) or LBT-RU (U), data rate limit "
+        "DATA and retransmit rate limit RETR in bits per second, k/m/g suffixes allowed "
+        "('-R 1m/500k' = '-R M1000000/500000'); applied after the -c files",
+    )
+    p.add_argument(
+        "-G",
+        dest="group",
+        metavar="GROUP[:PORT]",
+        help="pyum's reading (UM's example lbmsrc documents no -G): send over LBT-RM on "
+        "multicast group GROUP (transport_lbtrm_multicast_address) and destination PORT "
+        "(transport_lbtrm_destination_port, default 14400); applied after the -c files and -R",
+    )
     p.add_argument("topic")
     return p
+
+
+_SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+
+
+def _bits(text: str) -> int:
+    t = text.strip().lower()
+    mult = _SUFFIX.get(t[-1:], 1)
+    if mult != 1:
+        t = t[:-1]
+    value = float(t)
+    if value < 0:
+        raise ValueError(text)
+    return int(value * mult)
+
+
+def parse_rate(text: str) -> tuple[str, int, int]:
+    """``-R [UM]DATA/RETR`` -> (transport, data bits/s, retransmit bits/s)."""
+    kind = "lbtrm"
+    t = text.strip()
+    if t[:1].upper() in ("U", "M"):
+        kind = "lbtru" if t[0].upper() == "U" else "lbtrm"
+        t = t[1:]
+    data, sep, retr = t.partition("/")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return kind, _bits(data), _bits(retr)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad rate {text!r}: expected [UM]DATA/RETR, e.g. 1m/500k"
+        ) from None
+
+
+def rate_group_options(rate: tuple[str, int, int] | None, group: str | None) -> str:
+    """The flat configuration lines that ``-R`` and ``-G`` stand for."""
+    lines = []
+    if rate is not None:
+        kind, data, retr = rate
+        lines += [
+            f"source transport {kind}",
+            f"context transport_{kind}_data_rate_limit {data}",
+            f"context transport_{kind}_retransmit_rate_limit {retr}",
+        ]
+    if group is not None:
+        addr, _, port = group.partition(":")
+        lines += ["source transport lbtrm", f"source transport_lbtrm_multicast_address {addr}"]
+        if port:
+            lines.append(f"source transport_lbtrm_destination_port {int(port)}")
+    return "".join(line + "\n" for line in lines)
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -94,6 +162,11 @@ async def _main(args: argparse.Namespace) -> int:
     from umcore.api.message import SRC_EVENT_CONNECT, SRC_EVENT_DISCONNECT
 
     ctx_attr, src_attr, _ = load_attributes(args.config)
+    extra = rate_group_options(args.rate, args.group)
+    if extra:
+        from umcore.config.attributes import global_configuration
+
+        global_configuration().config_text(extra, "lbmsrc command line")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -30,8 +30,9 @@ behind.  ``--messages``/``--rate``/``--length`` shape both sources (default: 10 
 messages/s, a "long run").
 
 ``--transport lbtrm`` (or ``lbtru``, default ``tcp``) adds ``source transport ...`` to the written
-configurations (LBT-RM: multicast on 127.0.0.1, and a 3 s receiver activity timeout so the
-receiver sees EOS soon after the source is deleted: RM has no disconnect); ``--config FILE``
+configurations (LBT-RM: multicast on 127.0.0.1; LBT-RM and LBT-RU: a 3 s receiver activity
+timeout so the receiver sees EOS soon after the source is deleted, and lbmsrc lingers 5 s, as
+UM's does, so the last losses are repaired before that); ``--config FILE``
 (repeatable) hands further flat configuration files to the four tools, after the written one, so
 any option (``source transport lbtrm``, ``context pyum_fault_drop_receive 0.05``...) can be
 switched by configuration alone.
@@ -112,10 +113,10 @@ async def _stop(child: Child) -> None:
 def _transport_lines(transport: str) -> str:
     if transport == "tcp":
         return ""
-    lines = f"source transport {transport}\n"
-    if transport == "lbtrm":
-        lines += "receiver transport_lbtrm_activity_timeout 3000\n"
-    return lines
+    # No datagram tells a receiver that an LBT source was deleted: a 3 s activity timeout
+    # gives lbmrcv -E its EOS soon after (the source's session messages, every <= 1.6 s until
+    # lbmsrc's 5 s linger ends, keep the session alive until then).
+    return f"source transport {transport}\nreceiver transport_{transport}_activity_timeout 3000\n"
 
 
 async def _wait_line(
@@ -208,7 +209,9 @@ async def _pair(
     src, _ = await _started(
         sname, "-m", "umcore.tools.lbmsrc", "-c", str(cfg), *extra, "-V", "-v",
         "-M", str(args.messages), "-l", str(args.length), "-P", f"{pause_ms:g}",
-        "-d", "1", "-L", "1", topic,
+        # UM's lbmsrc lingers 5 s (seed: wait 5-10 s before deleting a source), time for the
+        # LBT receivers to repair their last losses; TCP needs no repair time.
+        "-d", "1", "-L", "1" if args.transport == "tcp" else "5", topic,
     )  # fmt: skip
     print(
         f"[topo  ] {sname:8} topic {topic!r}, {args.messages} messages of {args.length} "
