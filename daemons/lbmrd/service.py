@@ -9,7 +9,6 @@ in our CI (no Windows); on other systems it explains itself and exits 1.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Coroutine
 from typing import Any
 
@@ -24,6 +23,7 @@ from umcore.daemon.winservice import (
     ServiceFront,
     ServiceParameters,
     require_pywin32,
+    service_command,
 )
 
 PROG = "lbmrds"
@@ -61,35 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     require_pywin32(PROG)
     if not HAVE_PYWIN32:  # pragma: no cover - require_pywin32 exited
         return
-    import win32serviceutil  # pragma: no cover - Windows only
-
-    if args.config:  # pragma: no cover - Windows only
-        lbmrd_config.load(args.config)  # refuse to record a bad file
-    params = ServiceParameters.load(LbmrdService._svc_name_)  # pragma: no cover
-    if args.config:  # pragma: no cover
-        params.config_file = args.config
-    if args.event_log_level:  # pragma: no cover
-        params.event_log_level = args.event_log_level
-    if args.env_var_file:  # pragma: no cover
-        params.env_var_file = args.env_var_file
-    if args.unset_env_var_file:  # pragma: no cover
-        params.env_var_file = None
-    if args.service == "install":  # pragma: no cover
-        win32serviceutil.HandleCommandLine(LbmrdService, argv=[sys.argv[0], "install"])
-    elif args.service == "remove":  # pragma: no cover
-        win32serviceutil.HandleCommandLine(LbmrdService, argv=[sys.argv[0], "remove"])
-        return
-    elif args.service is None and not (
-        args.event_log_level or args.env_var_file or args.unset_env_var_file
-    ):  # pragma: no cover
-        # Started by the Service Control Manager.
-        import servicemanager
-
-        servicemanager.Initialize()
-        servicemanager.PrepareToHostSingle(LbmrdService)
-        servicemanager.StartServiceCtrlDispatcher()
-        return
-    params.save(LbmrdService._svc_name_)  # pragma: no cover
+    service_command(  # pragma: no cover - Windows only
+        LbmrdService,
+        request=args.service,
+        config_file=args.config,
+        load_config=lbmrd_config.load,
+        event_log_level=args.event_log_level,
+        env_var_file=args.env_var_file,
+        unset_env_var_file=args.unset_env_var_file,
+    )
 
 
 if __name__ == "__main__":

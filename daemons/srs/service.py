@@ -23,6 +23,7 @@ from umcore.daemon.winservice import (
     ServiceFront,
     ServiceParameters,
     require_pywin32,
+    service_command,
 )
 
 PROG = "srsds"
@@ -65,36 +66,17 @@ def main(argv: list[str] | None = None) -> None:
     require_pywin32(PROG)
     if not HAVE_PYWIN32:  # pragma: no cover - require_pywin32 exited
         return
-    import win32serviceutil  # pragma: no cover - Windows only
-
-    request = args.service[0] if args.service else None  # pragma: no cover
+    request = args.service[0] if args.service else None  # pragma: no cover - Windows only
     cfg = args.service[1] if args.service and len(args.service) > 1 else args.config
-    if cfg:  # pragma: no cover
-        srs_config.load(cfg)  # refuse to record a bad file
-    params = ServiceParameters.load(SRSService._svc_name_)  # pragma: no cover
-    if cfg:  # pragma: no cover
-        params.config_file = cfg
-    if args.event_log_level:  # pragma: no cover
-        params.event_log_level = args.event_log_level
-    if args.env_var_file:  # pragma: no cover
-        params.env_var_file = args.env_var_file
-    if args.noenv_var_file:  # pragma: no cover
-        params.env_var_file = None
-    if request == "install":  # pragma: no cover
-        win32serviceutil.HandleCommandLine(SRSService, argv=[sys.argv[0], "install"])
-    elif request == "remove":  # pragma: no cover
-        win32serviceutil.HandleCommandLine(SRSService, argv=[sys.argv[0], "remove"])
-        return
-    elif request is None and not (
-        args.event_log_level or args.env_var_file or args.noenv_var_file
-    ):  # pragma: no cover
-        import servicemanager
-
-        servicemanager.Initialize()
-        servicemanager.PrepareToHostSingle(SRSService)
-        servicemanager.StartServiceCtrlDispatcher()
-        return
-    params.save(SRSService._svc_name_)  # pragma: no cover
+    service_command(  # pragma: no cover - Windows only
+        SRSService,
+        request=request,
+        config_file=cfg,
+        load_config=srs_config.load,
+        event_log_level=args.event_log_level,
+        env_var_file=args.env_var_file,
+        unset_env_var_file=args.noenv_var_file,
+    )
 
 
 if __name__ == "__main__":

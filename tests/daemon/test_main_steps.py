@@ -91,3 +91,119 @@ def test_run_bind_failure_is_one_line_and_exit_1(
         "cannot listen on 127.0.0.1:27000: [Errno 98] Address already in use"
     ]
     assert shutdowns == [True]
+
+
+# --- the Windows service front's command line, with pywin32 replaced by fakes ---------------
+
+
+class _FakePywin32:
+    """Stands in for win32serviceutil and servicemanager: records what the front asked."""
+
+    def __init__(self) -> None:
+        self.options: dict[tuple[str, str], str] = {}
+        self.calls: list[tuple[str, object]] = []
+
+    # win32serviceutil
+    def GetServiceCustomOption(self, service: str, name: str, default: str) -> str:
+        return self.options.get((service, name), default)
+
+    def SetServiceCustomOption(self, service: str, name: str, value: str) -> None:
+        self.options[(service, name)] = value
+
+    def HandleCommandLine(self, front: type, argv: list[str]) -> None:
+        self.calls.append(("HandleCommandLine", argv[1:]))
+
+    # servicemanager
+    def Initialize(self) -> None:
+        self.calls.append(("Initialize", None))
+
+    def PrepareToHostSingle(self, front: type) -> None:
+        self.calls.append(("PrepareToHostSingle", front))
+
+    def StartServiceCtrlDispatcher(self) -> None:
+        self.calls.append(("StartServiceCtrlDispatcher", None))
+
+
+@pytest.fixture
+def pywin32(monkeypatch: pytest.MonkeyPatch) -> _FakePywin32:
+    from umcore.daemon import winservice
+
+    fake = _FakePywin32()
+    monkeypatch.setattr(winservice, "HAVE_PYWIN32", True)
+    monkeypatch.setattr(winservice, "win32serviceutil", fake, raising=False)
+    monkeypatch.setattr(winservice, "servicemanager", fake, raising=False)
+    return fake
+
+
+def _command(**kwargs: object) -> list[str]:
+    from umcore.daemon.winservice import ServiceFront, service_command
+
+    class Front(ServiceFront):
+        _svc_name_ = "svc"
+
+    loaded: list[str] = []
+    args: dict[str, object] = {
+        "request": None,
+        "config_file": None,
+        "event_log_level": None,
+        "env_var_file": None,
+        "unset_env_var_file": False,
+    }
+    args.update(kwargs)
+    service_command(Front, load_config=loaded.append, **args)  # type: ignore[arg-type]
+    return loaded
+
+
+def test_service_install_checks_and_records_the_parameters(pywin32: _FakePywin32) -> None:
+    loaded = _command(request="install", config_file="c.xml", event_log_level="INFO")
+    assert loaded == ["c.xml"]
+    assert pywin32.calls == [("HandleCommandLine", ["install"])]
+    assert pywin32.options == {
+        ("svc", "ConfigFile"): "c.xml",
+        ("svc", "EventLogLevel"): "INFO",
+        ("svc", "EnvVarFile"): "",
+    }
+
+
+def test_service_config_updates_only_what_is_given(pywin32: _FakePywin32) -> None:
+    pywin32.options[("svc", "ConfigFile")] = "old.xml"
+    pywin32.options[("svc", "EnvVarFile")] = "env.txt"
+    _command(request="config", unset_env_var_file=True)
+    assert pywin32.calls == []
+    assert pywin32.options[("svc", "ConfigFile")] == "old.xml"
+    assert pywin32.options[("svc", "EnvVarFile")] == ""
+
+
+def test_service_remove_records_nothing(pywin32: _FakePywin32) -> None:
+    _command(request="remove", env_var_file="env.txt")
+    assert pywin32.calls == [("HandleCommandLine", ["remove"])]
+    assert pywin32.options == {}
+
+
+def test_service_without_request_is_run_by_the_scm(pywin32: _FakePywin32) -> None:
+    _command()
+    assert [name for name, _ in pywin32.calls] == [
+        "Initialize",
+        "PrepareToHostSingle",
+        "StartServiceCtrlDispatcher",
+    ]
+    assert pywin32.options == {}
+
+
+def test_service_refuses_a_bad_config_file_before_recording(pywin32: _FakePywin32) -> None:
+    from umcore.daemon.winservice import ServiceFront, service_command
+
+    def load(path: str) -> None:
+        raise ConfigError("bad", source=path)
+
+    with pytest.raises(ConfigError):
+        service_command(
+            ServiceFront,
+            request="install",
+            config_file="bad.xml",
+            load_config=load,
+            event_log_level=None,
+            env_var_file=None,
+            unset_env_var_file=False,
+        )
+    assert pywin32.calls == [] and pywin32.options == {}

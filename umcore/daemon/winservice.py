@@ -8,6 +8,9 @@ UM ships each daemon twice on Windows: the console program (``lbmrd``) and a ser
 (b) is the executable the Service Control Manager runs.  :class:`ServiceFront` is that second part
 built on pywin32 (optional extra ``pyum[windows]``): a daemon subclasses it, names the service and
 gives the coroutine to run; SvcStop sets the same "stopping" event SIGTERM sets on Unix.
+:func:`service_command` is the first part, what every front's command line does once parsed:
+check and record the parameters, install or remove the service, or, given nothing to do, hand
+the process to the Service Control Manager.
 
 This module imports without pywin32 (``HAVE_PYWIN32`` is then False and :func:`require_pywin32`
 explains what to install); it is documented and type-checked here, not run: there is no Windows
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -29,6 +33,7 @@ __all__ = [
     "ServiceFront",
     "ServiceParameters",
     "require_pywin32",
+    "service_command",
 ]
 
 try:  # pragma: no cover - only on Windows with pywin32
@@ -140,6 +145,49 @@ class ServiceFront(_Base):  # type: ignore[misc]
             return await self.make_main(parameters, self._stop)
 
         asyncio.run(body())
+
+
+def service_command(
+    front: type[ServiceFront],
+    *,
+    request: str | None,
+    config_file: str | None,
+    load_config: Callable[[str], object],
+    event_log_level: str | None,
+    env_var_file: str | None,
+    unset_env_var_file: bool,
+) -> None:  # pragma: no cover - Windows only
+    """Carry out a service front's parsed command line (call :func:`require_pywin32` first).
+
+    ``config_file`` is checked with ``load_config`` (a bad file is refused, not recorded) and,
+    with ``event_log_level`` and ``env_var_file`` (``unset_env_var_file`` clears it), stored in
+    the service's parameters.  ``request`` ``"install"`` installs the service, then stores them;
+    ``"remove"`` removes it; ``"config"`` only stores them.  With no request and nothing to store
+    the process was started by the Service Control Manager: it runs the service."""
+    if config_file:
+        load_config(config_file)  # refuse to record a bad file
+    name = front._svc_name_
+    params = ServiceParameters.load(name)
+    if config_file:
+        params.config_file = config_file
+    if event_log_level:
+        params.event_log_level = event_log_level
+    if env_var_file:
+        params.env_var_file = env_var_file
+    if unset_env_var_file:
+        params.env_var_file = None
+    if request == "install":
+        win32serviceutil.HandleCommandLine(front, argv=[sys.argv[0], "install"])
+    elif request == "remove":
+        win32serviceutil.HandleCommandLine(front, argv=[sys.argv[0], "remove"])
+        return
+    elif request is None and not (event_log_level or env_var_file or unset_env_var_file):
+        # Started by the Service Control Manager.
+        servicemanager.Initialize()
+        servicemanager.PrepareToHostSingle(front)
+        servicemanager.StartServiceCtrlDispatcher()
+        return
+    params.save(name)
 
 
 def handle_command_line(
