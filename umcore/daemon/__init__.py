@@ -12,5 +12,8 @@
 - ``winservice``  the Windows service front base class (pywin32, optional extra ``windows``)
 
 A daemon's ``__main__`` is thin: parse the command line, load and check the configuration (exit 1
-with one line on error), then :func:`umcore.daemon.lifecycle.run` its ``async`` body.
+with one line on error; ``-v`` is :func:`~umcore.daemon.lifecycle.validate_and_exit`), open its log
+(:func:`~umcore.daemon.lifecycle.open_log_or_exit`), then
+:func:`~umcore.daemon.lifecycle.run_and_exit` its ``async`` body.  Its Windows service front
+parses its own flags and hands them to :func:`~umcore.daemon.winservice.service_command`.
 """
