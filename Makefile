@@ -21,7 +21,7 @@ proto: $(STAMP)
 
 ## run: the local topology on loopback with embedded defaults, in the foreground (Ctrl-C stops it)
 run: $(STAMP) proto
-	$(BIN)/python -m umcore.tools.topology
+	$(BIN)/python -m umcore.tools.topology $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check umcore daemons tests bench
