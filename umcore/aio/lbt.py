@@ -82,6 +82,19 @@ class LbtContext:
         self.fault_dropped = 0
         self.groups: dict[Address, _GroupSocket] = {}
         self.next_group = 0
+        #: The API's source sessions per transport kind ("lbtru"/"lbtrm"), by pool key.
+        self.sessions: dict[str, dict[Any, Any]] = {"lbtru": {}, "lbtrm": {}}
+        #: LBT-RM datagrams of no joined session on closed group sockets (context stat).
+        self.rm_unknown_closed = 0
+
+    def source_sessions(self) -> list[Any]:
+        """Every LBT-RU / LBT-RM source session of the context (automatic monitoring)."""
+        return [s for by_key in self.sessions.values() for s in by_key.values()]
+
+    @property
+    def lbtrm_unknown_msgs_rcved(self) -> int:
+        """UM's context stat: LBT-RM datagrams for no session this context joined."""
+        return self.rm_unknown_closed + sum(g.unknown for g in self.groups.values())
 
     def drop_out(self) -> bool:
         if self.drop_send and self.rng.random() < self.drop_send:
@@ -408,6 +421,7 @@ class LbtReceiverSession:
             self.group.sessions.pop(self._group_key, None)
             if not self.group.sessions:
                 self.lctx.groups.pop(self.group.key, None)
+                self.lctx.rm_unknown_closed += self.group.unknown
                 self.group.endpoint.close()
         elif self.endpoint is not None:
             self.endpoint.close()

@@ -29,6 +29,7 @@ header included; batching and UM fragmentation work inside that (see
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import random
@@ -51,6 +52,7 @@ from umcore.wire import lbmr
 
 if TYPE_CHECKING:
     from umcore.api.context import Context, _JoinedSession, _SourceSession
+    from umcore.monitor.umsstats import TransportSample
     from umcore.resolver.core import SourceInfo
 
 __all__ = ["lbt_context", "lbt_source_session", "prepare_join", "transport_kind"]
@@ -125,13 +127,12 @@ def _session_id() -> int:
 
 async def lbt_source_session(ctx: Context, kind: str, o: Any) -> _SourceSession:
     """The session a new ``kind`` source maps onto (existing, round robin, or new)."""
-    from umcore.api.context import _interface_ip, _SourceSession
+    from umcore.api.context import _interface_ip
 
     lctx = lbt_context(ctx)
     c = ctx._opts
     loop = ctx._loop
-    sessions: dict[Any, _SourceSession] = getattr(lctx, f"{kind}_by_key", None) or {}
-    setattr(lctx, f"{kind}_by_key", sessions)
+    sessions: dict[Any, _SourceSession] = lctx.sessions[kind]
     cfg = _source_config(ctx, o, kind)
     host = ctx.advertised_ip
     if kind == "lbtru":
@@ -207,7 +208,7 @@ async def lbt_source_session(ctx: Context, kind: str, o: Any) -> _SourceSession:
         set_multicast_sender(ep._sock, host, int(c.get("resolver_multicast_ttl", 16)))
         endpoint = LbtSourceEndpoint(lctx, core_rm, ep)
         endpoint.group = (group, dport)
-    s = _SourceSession(ctx, endpoint.core, endpoint)  # type: ignore[arg-type]
+    s: _SourceSession = _lbt_session_class()(ctx, endpoint.core, endpoint)
     s.timer = CoreTimer(loop, endpoint.on_timer)
     endpoint.timer = s.timer
     endpoint._arm()
@@ -220,6 +221,48 @@ async def lbt_source_session(ctx: Context, kind: str, o: Any) -> _SourceSession:
 
     endpoint.close = close  # type: ignore[method-assign]
     return s
+
+
+_SESSION_CLASS: Any = None
+
+
+def _lbt_session_class() -> Any:
+    """The API's source session class with the automatic-monitoring hook (built on first use:
+    umcore.api.context imports this module)."""
+    global _SESSION_CLASS
+    if _SESSION_CLASS is None:
+        from umcore.api.context import _SourceSession
+
+        class LbtSourceSession(_SourceSession):
+            """An LBT-RU / LBT-RM source session of the API."""
+
+            def monitor_sample(self) -> TransportSample:
+                from umcore.monitor.umsstats import TransportSample
+
+                lst: Any = self.listener
+                kind = "lbtru" if isinstance(self.core, LbtruSource) else "lbtrm"
+                return TransportSample(
+                    "source",
+                    kind,
+                    lst.source_string(self.ctx.advertised_ip),
+                    self.core.monitor_fields(),  # type: ignore[attr-defined]
+                )
+
+        _SESSION_CLASS = LbtSourceSession
+    return _SESSION_CLASS
+
+
+def receiver_sample(js: _JoinedSession) -> TransportSample:
+    """A joined LBT-RU / LBT-RM session's statistics (``monitor_sample`` of the session)."""
+    from umcore.monitor.umsstats import TransportSample
+
+    core = js.core
+    fields = core.monitor_fields()
+    conn = js.conn
+    if conn is not None:  # datagrams the adapter could not parse at all
+        fields["dgrams_dropped_hdr"] += int(getattr(conn, "receive_errors", 0))
+    kind = "lbtrm" if isinstance(core, LbtrmReceiver) else "lbtru"
+    return TransportSample("receiver", kind, js.source_string, fields)
 
 
 def prepare_join(ctx: Context, js: _JoinedSession, info: SourceInfo, receivers: list[Any]) -> None:
@@ -273,6 +316,7 @@ def prepare_join(ctx: Context, js: _JoinedSession, info: SourceInfo, receivers: 
         sid = f":{info.session_id:08x}" if info.session_id else ""
         js.source_string = f"LBT-RU:{info.ip}:{info.port}{sid}"
     js._lbt_opts = o  # type: ignore[attr-defined]
+    js.monitor_sample = functools.partial(receiver_sample, js)  # type: ignore[attr-defined]
 
 
 async def join(ctx: Context, js: _JoinedSession, info: SourceInfo) -> None:

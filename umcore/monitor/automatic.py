@@ -132,8 +132,12 @@ def sample_context(ctx: Any) -> ContextSample:
         fields["tr_dgrams_send_failed"] = ep.send_errors + ep.send_dropped
     if rstats is not None:
         fields["tr_dgrams_dropped_malformed"] = rstats.datagrams_dropped_malformed
+    lbt = getattr(ctx, "_lbt", None)  # LBT-RU / LBT-RM state (umcore.aio.lbt.LbtContext)
+    lbt_sessions = list(lbt.source_sessions()) if lbt is not None else []
+    if lbt is not None:
+        fields["lbtrm_unknown_msgs_rcved"] = int(lbt.lbtrm_unknown_msgs_rcved)
     transports: list[TransportSample] = []
-    for session in list(getattr(ctx, "_sessions", ())):
+    for session in list(getattr(ctx, "_sessions", ())) + lbt_sessions:
         hook = getattr(session, "monitor_sample", None)
         if hook is not None:
             transports.append(hook())

@@ -88,6 +88,8 @@ MAX_NAKS_PER_PACKET = 1024
 MAX_RX_HISTORY = 65_536
 # Payload + overhead we count per datagram for transmission_window_limit (UDP + IP headers).
 DATAGRAM_OVERHEAD = 28
+# ums_mon.proto's "no sample yet" for a minimum (UM starts minimums at the largest u64).
+NO_SAMPLE_MIN = 0xFFFFFFFFFFFFFFFF
 
 _DATA_HEAD = struct.Struct("!BBHII")
 
@@ -244,6 +246,37 @@ class LbtSource(BatchingSource):
     def _ncf(self, sqns: list[int], reason: int, addr: object) -> None:
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ statistics
+    #: ums_mon.proto SourceTransport fields this transport reports (LBT-RM's set; LBT-RU
+    #: overrides: it has num_clients and no txw_* / rctlr_*).
+    MONITOR_FIELDS: tuple[str, ...] = (
+        "msgs_sent",
+        "bytes_sent",
+        "txw_msgs",
+        "txw_bytes",
+        "nak_pckts_rcved",
+        "naks_rcved",
+        "naks_ignored",
+        "naks_shed",
+        "naks_rx_delay_ignored",
+        "rxs_sent",
+        "rx_bytes_sent",
+        "rctlr_data_msgs",
+        "rctlr_rx_msgs",
+    )
+
+    def monitor_fields(self) -> dict[str, int]:
+        """The session's statistics under their ums_mon.proto names (automatic monitoring).
+
+        ``msgs_sent``/``bytes_sent`` count DATA datagrams as they enter the window (the ones
+        the rate controller holds included, as ``rctlr_data_msgs`` counts those), ``txw_*``
+        what the transmission window holds now; retransmissions are ``rxs_sent``."""
+        ls = self.lstats
+        ls.txw_msgs = len(self._window)
+        ls.txw_bytes = self._window_bytes
+        ls.rctlr_data_msgs = ls.datagrams_held
+        return {name: int(getattr(ls, name)) for name in self.MONITOR_FIELDS}
+
     # ------------------------------------------------------------------ window
     @property
     def trail_sqn(self) -> int:
@@ -287,6 +320,9 @@ class LbtSource(BatchingSource):
         st = self.stats
         st.datagrams_sent += 1
         st.bytes_sent += n
+        ls = self.lstats
+        ls.msgs_sent += 1
+        ls.bytes_sent += n
         now = self.now
         self._activity(now)
         limiter = self.limiter
@@ -567,6 +603,37 @@ class LbtReceiver:
         self.on_active: Callable[[], None] | None = None
         self.on_end: Callable[[], None] | None = None
         self.timer_dirty = False
+
+    # ------------------------------------------------------------------ statistics
+    #: ums_mon.proto ReceiverTransport fields of both LBT-RM and LBT-RU; subclasses add
+    #: their own (RM ``out_of_order``, RU ``dgrams_dropped_sid``).
+    MONITOR_FIELDS: tuple[str, ...] = (
+        "msgs_rcved",
+        "bytes_rcved",
+        "nak_pckts_sent",
+        "naks_sent",
+        "lost",
+        "ncfs_ignored",
+        "ncfs_shed",
+        "ncfs_rx_delay",
+        "ncfs_unknown",
+        "duplicate_data",
+        "unrecovered_txw",
+        "unrecovered_tmo",
+        "lbm_msgs_rcved",
+        "lbm_msgs_no_topic_rcved",
+        "dgrams_dropped_type",
+        "dgrams_dropped_hdr",
+    )
+
+    def monitor_fields(self) -> dict[str, int]:
+        """The session's statistics under their ums_mon.proto names (automatic monitoring).
+        Recovery times and transmissions per NAK (``nak_stm_*``, ``nak_tx_*``) are not
+        measured: their minimums say "no sample", the rest is left at 0."""
+        st = self.stats
+        out = {name: int(getattr(st, name)) for name in self.MONITOR_FIELDS}
+        out["nak_stm_min"] = out["nak_tx_min"] = NO_SAMPLE_MIN
+        return out
 
     # ------------------------------------------------------------------ DCs
     def subscribe(self, dc: LbtDeliveryController) -> None:

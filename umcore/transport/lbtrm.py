@@ -91,6 +91,8 @@ class LbtrmSource(LbtSource):
 class LbtrmReceiver(LbtReceiver):
     """The receiver end of one LBT-RM session (see the module docstring)."""
 
+    MONITOR_FIELDS = (*LbtReceiver.MONITOR_FIELDS, "out_of_order")
+
     def __init__(
         self,
         session_id: int,

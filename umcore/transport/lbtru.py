@@ -122,6 +122,23 @@ class LbtruSource(LbtSource):
         #: Connect/disconnect events for the adapter: ("connect"|"disconnect", addr).
         self.events: list[tuple[str, object]] = []
 
+    MONITOR_FIELDS = (
+        "msgs_sent",
+        "bytes_sent",
+        "nak_pckts_rcved",
+        "naks_rcved",
+        "naks_ignored",
+        "naks_shed",
+        "naks_rx_delay_ignored",
+        "rxs_sent",
+        "rx_bytes_sent",
+    )
+
+    def monitor_fields(self) -> dict[str, int]:
+        out = super().monitor_fields()
+        out["num_clients"] = len(self.clients)
+        return out
+
     @property
     def _sid(self) -> int | None:
         return self.session_id if self.use_session_id else None
@@ -216,6 +233,8 @@ class LbtruReceiver(LbtReceiver):
     """The receiver end of one LBT-RU session (see the module docstring).
 
     :attr:`outbox` datagrams all go to the source's (ip, port)."""
+
+    MONITOR_FIELDS = (*LbtReceiver.MONITOR_FIELDS, "dgrams_dropped_sid")
 
     def __init__(
         self,
