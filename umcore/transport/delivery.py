@@ -65,11 +65,13 @@ class LbtDeliveryController:
     """Ordered (or arrival-order) delivery, reassembly and loss timing for one topic source."""
 
     __slots__ = (
+        "_cur",
         "_frag_buf",
         "_frag_first",
         "_frag_got",
         "_frag_total",
         "_frags",
+        "_held_headers",
         "deliver",
         "delivered",
         "duplicates",
@@ -120,9 +122,12 @@ class LbtDeliveryController:
         self.unrecoverable = 0
         self.duplicates = 0
         self.map_refused = 0
-        #: Extra LBMC headers (REQUEST, APPHDR_CHAIN...) of the message being delivered, set by
-        #: the transport around an in-order delivery (the API's features read them); () else.
+        #: Extra LBMC headers (REQUEST, APPHDR_CHAIN, PROPERTIES...) of the message being
+        #: delivered, set around each ``deliver`` call (the API's features read them); () else.
+        #: A message held in the order map keeps its headers until it is delivered.
         self.headers: tuple[object, ...] = ()
+        self._held_headers: dict[int, tuple[object, ...]] = {}
+        self._cur: tuple[int, tuple[object, ...]] | None = None
         self._frag_buf: bytearray | None = None
         self._frag_first = 0
         self._frag_total = 0
@@ -131,9 +136,47 @@ class LbtDeliveryController:
 
     # ------------------------------------------------------------------ input
     def on_message(
-        self, sqn: int, payload: bytes, frag: Frag | None, now: float, tentative: bool = False
+        self,
+        sqn: int,
+        payload: bytes,
+        frag: Frag | None,
+        now: float,
+        tentative: bool = False,
+        headers: tuple[object, ...] = (),
     ) -> None:
-        """A topic message (``frag``: (first_sqn, offset, total) of a fragment, else None)."""
+        """A topic message (``frag``: (first_sqn, offset, total) of a fragment, else None;
+        ``headers``: its extra LBMC headers, handed on with it whenever it is delivered)."""
+        if headers:
+            self._cur = (sqn, headers)
+            try:
+                self._on_message(sqn, payload, frag, now, tentative)
+            finally:
+                self._cur = None
+            if sqn in self.order_map:
+                self._held_headers[sqn] = headers
+            return
+        self._on_message(sqn, payload, frag, now, tentative)
+
+    def _deliver(self, sqn: int, data: bytes) -> None:
+        """``deliver`` with :attr:`headers` set to the message's own extra headers."""
+        h: tuple[object, ...] = ()
+        if self._held_headers:
+            h = self._held_headers.pop(sqn, ())
+        cur = self._cur
+        if not h and cur is not None and cur[0] == sqn:
+            h = cur[1]
+        if not h:
+            self.deliver(sqn, data)
+            return
+        self.headers = h
+        try:
+            self.deliver(sqn, data)
+        finally:
+            self.headers = ()
+
+    def _on_message(
+        self, sqn: int, payload: bytes, frag: Frag | None, now: float, tentative: bool
+    ) -> None:
         if not self.started:
             if tentative or self.tentative:
                 self._buffer_tentative(sqn, payload, frag)
@@ -252,6 +295,7 @@ class LbtDeliveryController:
             self.unrecoverable += 1
             self.loss(LOSS_BURST, self.expected, count)
         self.order_map.clear()
+        self._held_headers.clear()
         self.missing.clear()
         self._frag_buf = None
         self._frags.clear()
@@ -302,7 +346,7 @@ class LbtDeliveryController:
         if frag is None:
             self._frag_buf = None
             self.delivered += 1
-            self.deliver(sqn, payload)
+            self._deliver(sqn, payload)
             return
         first, offset, total = frag
         if offset == 0:
@@ -322,7 +366,7 @@ class LbtDeliveryController:
             self._frag_buf = None
             self.delivered += 1
             # Seed 8.4: a reassembled message carries the sqn of its last fragment.
-            self.deliver(sqn, bytes(buf))
+            self._deliver(sqn, bytes(buf))
 
     def _arrival(self, sqn: int, payload: bytes, frag: Frag | None, now: float) -> None:
         if (sqn - self.high) & _M < _HALF:
@@ -344,7 +388,7 @@ class LbtDeliveryController:
     def _arrival_deliver(self, sqn: int, payload: bytes, frag: Frag | None) -> None:
         if frag is None:
             self.delivered += 1
-            self.deliver(sqn, payload)
+            self._deliver(sqn, payload)
             return
         first, offset, total = frag
         if total > MAX_REASSEMBLY_BYTES:
@@ -366,4 +410,4 @@ class LbtDeliveryController:
         if got >= total:
             del self._frags[first]
             self.delivered += 1
-            self.deliver(sqn, bytes(buf))
+            self._deliver(sqn, bytes(buf))

@@ -759,11 +759,12 @@ class LbtReceiver:
         frag: tuple[int, int, int] | None,
         now: float,
         datagram: int,
+        headers: tuple[object, ...] = (),
     ) -> None:
         tentative = datagram >= 0 and self._gap_below(datagram)
         if tentative and not dc.tentative:
             self._pending_starts.append((datagram, dc))
-        dc.on_message(sqn, payload, frag, now, tentative)
+        dc.on_message(sqn, payload, frag, now, tentative, headers)
 
     def _gap_below(self, sqn: int) -> bool:
         return any((m - sqn) & _M >= _HALF for m in self.missing)
@@ -793,17 +794,13 @@ class LbtReceiver:
             f = m.find(lbmc.Frag)
             frag = None if f is None else (f.first_sqn, f.offset, f.total_len)
             extra = tuple(h for h in m.headers if type(h) is not lbmc.Frag)
-            dc.headers = extra
             try:
                 if dc.started:
-                    dc.on_message(m.sqn, m.payload, frag, now)
+                    dc.on_message(m.sqn, m.payload, frag, now, False, extra)
                 else:
-                    self._to_new_dc(dc, m.sqn, m.payload, frag, now, datagram)
+                    self._to_new_dc(dc, m.sqn, m.payload, frag, now, datagram, extra)
             except TransportError:
                 st.dgrams_dropped_hdr += 1
-            finally:
-                if extra:
-                    dc.headers = ()
         elif m.msg_type == lbmc.MSG_CONTROL:
             for tsni in m.find_all(lbmc.Tsni):
                 st.tsnis_rcved += 1
