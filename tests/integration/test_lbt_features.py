@@ -1,0 +1,143 @@
+"""Late join and OTR over LBT-RM and LBT-RU (real contexts on loopback).
+
+- A receiver joining a source late gets the retained messages (flag RETRANSMIT), then the live
+  stream, with no gap and no duplicate at the seam.
+- OTR fills the gaps the transport gave up on: the receiver's context drops 10 % of its LBT
+  datagrams (pyum fault injection, not a UM option) and sends no NAKs
+  (``transport_*_send_naks`` 0), so every loss outlives the short NAK generation interval and
+  the delivery controller reports it; the recovery layer then asks the source's retention
+  buffer and delivers the message (flag OTR) in order.  No loss event reaches the application.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.integration.test_lbt import _free_udp_port
+from umcore.api import Context, Message
+from umcore.api import message as m
+from umcore.config.attributes import (
+    Configuration,
+    ContextAttributes,
+    reset_global_configuration,
+)
+
+WAIT = 20.0
+
+
+def _config(transport: str, extra: str = "") -> None:
+    group = "224.10.77.7"
+    text = f"""
+        context resolver_multicast_interface 127.0.0.1
+        context resolver_multicast_address 224.9.10.96
+        context resolver_multicast_port {_free_udp_port()}
+        context request_tcp_port_low 0
+        context request_tcp_port_high 0
+        context request_tcp_interface 127.0.0.1
+        context transport_lbtru_port_low 0
+        context transport_lbtru_port_high 0
+        context transport_lbtrm_source_port_low 0
+        context transport_lbtrm_source_port_high 0
+        context transport_lbtrm_multicast_address_low {group}
+        context transport_lbtrm_multicast_address_high {group}
+        source transport {transport}
+        source transport_lbtrm_destination_port {_free_udp_port()}
+        source transport_lbtru_interface 127.0.0.1
+        source late_join 1
+        source retransmit_retention_size_threshold 50000000
+        receiver transport_lbtru_port_low 0
+        receiver transport_lbtru_port_high 0
+        receiver transport_lbtru_interface 127.0.0.1
+        {extra}
+        """
+    cfg = Configuration()
+    cfg.config_text(text, "test")
+    reset_global_configuration(cfg)
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Iterator[None]:
+    yield
+    reset_global_configuration(None)
+
+
+async def _until(pred: Callable[[], bool], what: str) -> None:
+    async with asyncio.timeout(WAIT):
+        while not pred():
+            await asyncio.sleep(0.01)  # polling a condition, bounded by the timeout
+    assert pred(), what
+
+
+@pytest.mark.parametrize("transport", ["lbtrm", "lbtru"])
+async def test_late_join_then_live_no_gap_no_duplicate(transport: str) -> None:
+    _config(transport)
+    async with await Context.create() as sctx, await Context.create() as rctx:
+        src = await sctx.create_source("lj.lbt")
+        for i in range(300):
+            await src.send(i.to_bytes(4, "big"), flush=(i % 50 == 49))
+        src.flush()
+        got: list[Message] = []
+        rcv = await rctx.create_receiver(
+            "lj.lbt", lambda msg: got.append(msg) if msg.type == m.MSG_DATA else None
+        )
+        await _until(lambda: any(js.conn is not None for js in rctx._joined.values()), "joined")
+        for i in range(300, 400):
+            await src.send(i.to_bytes(4, "big"), flush=True)
+            await asyncio.sleep(0.002)
+        await _until(lambda: len(got) >= 400, f"400 messages, got {len(got)}")
+        await asyncio.sleep(0.1)  # nothing more may come: a duplicate would show here
+        assert [msg.sequence_number for msg in got] == list(range(400))
+        assert [int.from_bytes(msg.data, "big") for msg in got] == list(range(400))
+        rx = [msg.sequence_number for msg in got if msg.flags & m.MSG_FLAG_RETRANSMIT]
+        assert len(rx) >= 300 and rx == list(range(len(rx)))  # retained first, then live
+        assert all(not msg.flags for msg in got[len(rx) :])
+        assert got[0].source.startswith("LBTRM:" if transport == "lbtrm" else "LBT-RU:")
+        await rcv.close()
+        await src.close()
+
+
+@pytest.mark.parametrize("transport", ["lbtrm", "lbtru"])
+async def test_otr_fills_the_gaps_the_transport_gave_up_on(transport: str) -> None:
+    _config(
+        transport,
+        f"""
+        receiver transport_{transport}_send_naks 0
+        receiver transport_{transport}_nak_generation_interval 300
+        receiver delivery_control_loss_check_interval 100
+        receiver use_late_join 0
+        receiver use_otr 1
+        receiver otr_request_initial_delay 50
+        receiver otr_request_minimum_interval 50
+        """,
+    )
+    n = 400
+    async with await Context.create() as sctx:
+        rattr = ContextAttributes.create()  # the receiver's context alone loses datagrams
+        rattr.set("pyum_fault_drop_receive", "0.1")
+        got: list[Message] = []
+        async with await Context.create(rattr) as rctx:
+            rcv = await rctx.create_receiver("otr.lbt", got.append)
+            src = await sctx.create_source("otr.lbt")
+            await _until(lambda: any(x.type == m.MSG_BOS for x in got), "BOS")
+            for i in range(n):
+                await src.send(i.to_bytes(4, "big"), flush=True)
+                await asyncio.sleep(0.001)
+
+            def data() -> list[Message]:
+                return [x for x in got if x.type == m.MSG_DATA]
+
+            await _until(lambda: len(data()) >= n, f"{n} messages, got {len(data())}")
+            assert [x.sequence_number for x in data()] == list(range(n))
+            assert [int.from_bytes(x.data, "big") for x in data()] == list(range(n))
+            otr = [x for x in data() if x.flags & m.MSG_FLAG_OTR]
+            assert otr, "no message came through OTR"
+            assert rctx._lbt.fault_dropped > 0
+            (js,) = rctx._joined.values()
+            assert js.core.stats.naks_sent == 0 and js.core.stats.unrecovered_tmo > 0
+            lost = (m.MSG_UNRECOVERABLE_LOSS, m.MSG_UNRECOVERABLE_LOSS_BURST)
+            assert not any(x.type in lost for x in got)
+            await rcv.close()
+            await src.close()
