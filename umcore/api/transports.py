@@ -21,6 +21,10 @@ A source's ``transport`` option (source scope; ``tcp`` by default, ``lbtru``/``l
   :class:`~umcore.aio.lbt.LbtReceiverSession` per session) with the first receiver's options
   (UM: first receiver wins): NAK timings, activity timeout, ``ordered_delivery``,
   ``delivery_control_maximum_burst_loss`` and ``delivery_control_loss_check_interval``.
+  ``ordered_delivery`` 1 is sequence order; -1 is arrival order with reassembly; 0 (UM's
+  deprecated "arrival order, fragments delivered one by one") is **not** implemented: it
+  behaves as -1 (each UM-fragmented message is reassembled and delivered once, with the
+  sequence number of its last fragment).
 
 The datagram max sizes (``transport_lbt*_datagram_max_size``, 8192) bound each DATA datagram,
 header included; batching and UM fragmentation work inside that (see
