@@ -12,6 +12,7 @@ what receivers are handed.
 """
 
 from umcore.api.context import Context, Receiver, Source
+from umcore.api.eventqueue import EventQueue
 from umcore.api.message import Message
 
-__all__ = ["Context", "Message", "Receiver", "Source"]
+__all__ = ["Context", "EventQueue", "Message", "Receiver", "Source"]

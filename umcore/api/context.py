@@ -53,6 +53,7 @@ from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.api import message as m
 from umcore.api import srsresolve, transports
+from umcore.api.eventqueue import EventQueue
 from umcore.api.features import ContextFeatures, FeatureAPI, Request
 from umcore.api.message import Message
 from umcore.config.attributes import global_configuration
@@ -844,12 +845,23 @@ class Context(FeatureAPI):
 
     # -------------------------------------------------------------- sources
     async def create_source(
-        self, topic: str, *, attributes: Any = None, on_event: OnSourceEvent | None = None
+        self,
+        topic: str,
+        *,
+        attributes: Any = None,
+        on_event: OnSourceEvent | None = None,
+        event_queue: EventQueue | None = None,
     ) -> Source:
+        """A source of ``topic``; its events go to ``on_event(code, info)``, through
+        ``event_queue`` when one is given."""
         self._check()
+        if event_queue is not None and event_queue.closed:
+            raise UMError("event queue is closed")
         session_opts = _Options("source", attributes, topic)
         session = await self._session_for(session_opts)
         src = Source(self, topic, session, on_event)
+        if event_queue is not None:
+            event_queue.attach_source(src)
         session.sources.append(src)
         self._sources.add(src)
         so = session_opts
@@ -930,16 +942,20 @@ class Context(FeatureAPI):
         *,
         attributes: Any = None,
         on_messages: Callable[[list[Message]], object] | None = None,
+        event_queue: EventQueue | None = None,
     ) -> Receiver:
         """A receiver of ``topic``.  Deliveries (data and events, as :class:`Message`) go to
         ``on_message`` one by one (the fast path), or without it to a bounded queue read by
         ``async for msg in receiver``.  ``on_messages`` (opt-in, faster still) receives lists
         of messages in order wherever the transport parsed several at once; what arrives
-        alone goes to ``on_message`` if given, else to ``on_messages`` as a list of one."""
+        alone goes to ``on_message`` if given, else to ``on_messages`` as a list of one.
+        With ``event_queue`` the callbacks run from :meth:`EventQueue.dispatch` instead."""
         self._check()
         ropts = _Options("receiver", attributes, topic)
         r = Receiver(self, topic, on_message)
         _set_batched(r, on_messages)
+        if event_queue is not None:
+            event_queue.attach_receiver(r)
         r.ordered_delivery = int(ropts.get("ordered_delivery", 1))
         r.max_burst_loss = int(ropts.get("delivery_control_maximum_burst_loss", 1024))
         r._opts = ropts
@@ -970,6 +986,7 @@ class Context(FeatureAPI):
         *,
         attributes: Any = None,
         on_messages: Callable[[list[Message]], object] | None = None,
+        event_queue: EventQueue | None = None,
     ) -> Receiver:
         """A receiver of every topic matching ``pattern`` (UM's ``pattern_type`` "pcre").
 
@@ -988,6 +1005,8 @@ class Context(FeatureAPI):
         wopts = _Options("wildcard_receiver", attributes, pattern)
         r = Receiver(self, pattern, on_message, pattern=regex)
         _set_batched(r, on_messages)
+        if event_queue is not None:
+            event_queue.attach_receiver(r)
         self._wildcards.append(r)
         found = self._resolver.add_wildcard_receiver(
             pattern,
