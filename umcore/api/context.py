@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from umcore.aio.interfaces import context_interface
 from umcore.aio.multicast import open_multicast_socket, route_address
 from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
@@ -122,31 +123,38 @@ class _Options:
 
 
 def _interface_ip(value: Any) -> str | None:
-    """An interface option's address, or None for "any" (0.0.0.0).
-
-    Limitation: device names and CIDR networks with a prefix are not looked up among the
-    host's interfaces yet; a CIDR address is used as given."""
-    if value is None:
-        return None
-    if getattr(value, "kind", "cidr") != "cidr":
-        log.warning("interface %s: only numeric addresses are supported; using any", value)
-        return None
-    name = getattr(value, "name", None)
-    text = str(name if name is not None else value)
-    if text in ("", "0.0.0.0"):
-        return None
-    return text.split("/")[0]
+    """An interface option's local address, or None when it names none (``0.0.0.0``): the
+    caller then binds "any" and advertises the address routed towards its peers.  Device
+    names, CIDR networks and host names are resolved among this host's interfaces as the
+    daemons do (:func:`umcore.aio.interfaces.context_interface`); a spec matching no local
+    interface is a ConfigError."""
+    return context_interface(value)
 
 
 def _daemons(value: Any) -> list[tuple[str, int]]:
     """``resolver_unicast_daemon`` entries (:class:`~umcore.config.values.ResolverEntry`) as
-    (ip, port).  Limitation: the ``Iface[:SrcPort]->`` part of an entry is not honoured yet."""
+    (ip, port); their ``Iface[:SrcPort]->`` parts are :func:`_daemon_bindings`."""
     out: list[tuple[str, int]] = []
     for entry in value or ():
         address = getattr(entry, "address", None)
         port = getattr(entry, "port", None)
         if address is not None and port is not None:
             out.append((str(address), int(port)))
+    return out
+
+
+def _daemon_bindings(value: Any) -> dict[tuple[str, int], tuple[str | None, int | None]]:
+    """For each ``resolver_unicast_daemon`` entry with an ``Iface[:SrcPort]->`` part: the
+    local (address, source port) to talk to that lbmrd from (None parts: the context's
+    ``resolver_unicast_interface`` / port range)."""
+    out: dict[tuple[str, int], tuple[str | None, int | None]] = {}
+    for entry in value or ():
+        iface = getattr(entry, "interface", None)
+        sport = getattr(entry, "source_port", None)
+        if iface is None and sport is None:
+            continue
+        ip = context_interface(iface, what="resolver_unicast_daemon interface")
+        out[(str(entry.address), int(entry.port))] = (ip, sport)
     return out
 
 
@@ -690,6 +698,8 @@ class Context(FeatureAPI):
         self._joined: dict[tuple[object, ...], _JoinedSession] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._endpoint: DatagramEndpoint | None = None
+        #: lbmrd (ip, port) -> the resolver socket of its ``Iface[:SrcPort]->`` entry part.
+        self._daemon_endpoints: dict[tuple[str, int], DatagramEndpoint] = {}
         self._resolver: TopicResolver
         self._timer = CoreTimer(self._loop, self._on_timer)
         #: What :meth:`Source.send` returns when it sent at once: awaiting a completed future
@@ -763,7 +773,9 @@ class Context(FeatureAPI):
             iface = _interface_ip(o.get("resolver_unicast_interface", None)) or default_if
             low = int(o.get("resolver_unicast_port_low", 14402))
             high = int(o.get("resolver_unicast_port_high", 14406))
-            self.advertised_ip = iface or route_address(cfg.unicast_daemons[0][0])
+            bindings = _daemon_bindings(o.get("resolver_unicast_daemon", []))
+            named = next((ip for ip, _ in bindings.values() if ip is not None), None)
+            self.advertised_ip = iface or named or route_address(cfg.unicast_daemons[0][0])
             rcvbuf = int(o.get("resolver_unicast_receiver_socket_buffer", 8388608))
             last: OSError | None = None
             for port in [0] if low == 0 else range(low, high + 1):
@@ -776,6 +788,7 @@ class Context(FeatureAPI):
                     last = exc
             if self._endpoint is None:
                 raise UMError(f"no free resolver_unicast port in {low}-{high}: {last}")
+            await self._bind_daemon_endpoints(o, iface, low, high, rcvbuf)
         else:
             iface = _interface_ip(o.get("resolver_multicast_interface", None)) or default_if
             self.advertised_ip = iface or route_address(cfg.multicast_address)
@@ -821,11 +834,40 @@ class Context(FeatureAPI):
         self._resolver.handle_timer(self._loop.time())
         self._flush_resolver()
 
+    async def _bind_daemon_endpoints(
+        self, o: _Options, iface: str | None, low: int, high: int, rcvbuf: int
+    ) -> None:
+        """One more resolver socket per distinct ``Iface[:SrcPort]`` of the
+        ``resolver_unicast_daemon`` entries; datagrams to such an lbmrd leave (and its answers
+        arrive) there, the others use the context's resolver socket."""
+        by_local: dict[tuple[str, int | None], DatagramEndpoint] = {}
+        for daemon, (ip, sport) in _daemon_bindings(o.get("resolver_unicast_daemon", [])).items():
+            host = ip or iface or "0.0.0.0"
+            ep = by_local.get((host, sport))
+            if ep is None:
+                ports = [sport] if sport is not None else [0] if low == 0 else range(low, high + 1)
+                last: OSError | None = None
+                for port in ports:
+                    try:
+                        ep = await DatagramEndpoint.bind(
+                            host, port, self._on_datagram, rcvbuf=rcvbuf
+                        )
+                        break
+                    except OSError as exc:
+                        last = exc
+                if ep is None:
+                    for other in by_local.values():
+                        other.close()
+                    raise UMError(f"cannot bind the resolver socket for lbmrd {daemon}: {last}")
+                by_local[(host, sport)] = ep
+            self._daemon_endpoints[daemon] = ep
+
     def _flush_resolver(self) -> None:
         ep = self._endpoint
         if ep is not None:
+            per_daemon = self._daemon_endpoints
             for data, addr in self._resolver.take_datagrams():
-                ep.sendto(data, addr)
+                (per_daemon.get(addr, ep) if per_daemon else ep).sendto(data, addr)
         self._timer.arm(self._resolver.next_timer())
 
     def topic_resolution_request(self) -> None:
@@ -1128,3 +1170,5 @@ class Context(FeatureAPI):
         await self._features.close()
         if self._endpoint is not None:
             self._endpoint.close()
+        for ep in set(self._daemon_endpoints.values()):
+            ep.close()
