@@ -1,0 +1,200 @@
+"""Client round-trip latency: ping-pong through two pyum topics vs a raw uvloop socket echo.
+
+Layout, the same for both: one process, one uvloop loop.  A pinger sends a 64-byte message
+carrying its index at a fixed offered rate (:data:`RATE` per second, :data:`DURATION_S` seconds
+after a warm-up); the ponger answers each at once; the pinger records, for every answer, the time
+since the message's *intended* send time ``start + i / RATE`` (not the actual one: a stall of the
+sender then shows in the figures instead of hiding them, i.e. no coordinated omission).
+
+- **pyum**: context A has source ``ping`` and a receiver of ``pong``; context B has a receiver of
+  ``ping`` whose callback answers with ``pong.send_nowait(data, flush=True)``.  TCP transport,
+  multicast topic resolution on loopback, TCP_NODELAY (UM's default).
+- **raw**: a TCP connection to an asyncio Protocol that echoes each 2-byte length-framed message
+  at once; TCP_NODELAY on both ends.
+
+Prints p50/p99/p99.9 of both and the ratios (targets: p50 within 1.3x, p99 within 2x).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections.abc import Callable
+
+RATE = 2000  # messages per second offered
+DURATION_S = 4.0
+WARMUP = 500  # first answers not counted
+SIZE = 64
+_IDX = struct.Struct("!I")
+_LEN = struct.Struct("!H")
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float, float]:
+    s = sorted(samples)
+
+    def p(q: float) -> float:
+        return s[min(len(s) - 1, int(q * len(s)))] * 1e6
+
+    return p(0.50), p(0.99), p(0.999)
+
+
+async def _drive(send: Callable[[bytes], None], answers: dict[int, float], n: int) -> list[float]:
+    """Send message i at start + i / RATE; return latencies from the intended times."""
+    clock = time.perf_counter  # uvloop's loop.time() has millisecond resolution
+    pad = bytes(SIZE - _IDX.size)
+    start = clock() + 0.05
+    intended = [start + i / RATE for i in range(n)]
+    i = 0
+    while i < n:
+        now = clock()
+        if now < intended[i]:
+            await asyncio.sleep(intended[i] - now)
+            continue
+        while i < n and intended[i] <= clock():
+            send(_IDX.pack(i) + pad)
+            i += 1
+    async with asyncio.timeout(10):
+        while len(answers) < n:
+            await asyncio.sleep(0.01)
+    return [answers[k] - intended[k] for k in range(WARMUP, n)]
+
+
+async def _pyum(n: int) -> list[float]:
+    from umcore.api import Context
+    from umcore.api import message as m
+    from umcore.config.attributes import Configuration, reset_global_configuration
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    cfg = Configuration()
+    cfg.config_text(
+        "context resolver_multicast_interface 127.0.0.1\n"
+        "context resolver_multicast_address 224.9.10.97\n"
+        f"context resolver_multicast_port {port}\n"
+        "context transport_tcp_port_low 0\ncontext transport_tcp_port_high 0\n"
+        "source transport_tcp_interface 127.0.0.1\n",
+        "bench",
+    )
+    reset_global_configuration(cfg)
+    answers: dict[int, float] = {}
+    try:
+        async with await Context.create() as a, await Context.create() as b:
+            pong = await b.create_source("pong")
+
+            def on_ping(msg: m.Message) -> None:
+                if msg.type == m.MSG_DATA:
+                    pong.send_nowait(msg.data, flush=True)
+
+            def on_pong(msg: m.Message) -> None:
+                if msg.type == m.MSG_DATA:
+                    answers[_IDX.unpack_from(msg.data)[0]] = time.perf_counter()
+
+            await a.create_receiver("pong", on_pong)
+            await b.create_receiver("ping", on_ping)
+            ping = await a.create_source("ping")
+            async with asyncio.timeout(10):
+                while ping.receivers < 1 or pong.receivers < 1:
+                    await asyncio.sleep(0.01)
+
+            def send(data: bytes) -> None:
+                ping.send_nowait(data, flush=True)
+
+            return await _drive(send, answers, n)
+    finally:
+        reset_global_configuration(None)
+
+
+class _Echo(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.pending = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.pending + data if self.pending else data
+        pos, end = 0, len(buf)
+        assert self.transport is not None
+        while end - pos >= 2:
+            (length,) = _LEN.unpack_from(buf, pos)
+            if end - pos - 2 < length:
+                break
+            self.transport.write(buf[pos : pos + 2 + length])  # one write per message, at once
+            pos += 2 + length
+        self.pending = buf[pos:]
+
+
+class _Client(_Echo):
+    def __init__(self, on_message: Callable[[bytes], None]) -> None:
+        super().__init__()
+        self.on_message = on_message
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.pending + data if self.pending else data
+        pos, end = 0, len(buf)
+        while end - pos >= 2:
+            (length,) = _LEN.unpack_from(buf, pos)
+            if end - pos - 2 < length:
+                break
+            self.on_message(buf[pos + 2 : pos + 2 + length])
+            pos += 2 + length
+        self.pending = buf[pos:]
+
+
+async def _raw(n: int) -> list[float]:
+    loop = asyncio.get_running_loop()
+    answers: dict[int, float] = {}
+
+    def on_message(data: bytes) -> None:
+        answers[_IDX.unpack_from(data)[0]] = time.perf_counter()
+
+    server = await loop.create_server(_Echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport, _ = await loop.create_connection(lambda: _Client(on_message), "127.0.0.1", port)
+
+    def send(data: bytes) -> None:
+        transport.write(_LEN.pack(len(data)) + data)
+
+    try:
+        return await _drive(send, answers, n)
+    finally:
+        transport.close()
+        server.close()
+
+
+async def _both() -> tuple[list[float], list[float]]:
+    n = int(RATE * DURATION_S) + WARMUP
+    raw = await _raw(n)
+    ours = await _pyum(n)
+    return raw, ours
+
+
+def main() -> None:
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run
+    t0 = time.perf_counter()
+    raw, ours = runner(_both())
+    r = _percentiles(raw)
+    p = _percentiles(ours)
+    print(f"offered {RATE} round trips/s for {DURATION_S:.0f} s each; {SIZE}-byte messages")
+    print(f"raw socket echo  : p50 {r[0]:8.1f} us  p99 {r[1]:8.1f} us  p99.9 {r[2]:8.1f} us")
+    print(f"pyum ping-pong   : p50 {p[0]:8.1f} us  p99 {p[1]:8.1f} us  p99.9 {p[2]:8.1f} us")
+    print(
+        f"ratio pyum/raw   : p50 {p[0] / r[0]:.2f} (target <= 1.3)  p99 {p[1] / r[1]:.2f} "
+        f"(target <= 2)  p99.9 {p[2] / r[2]:.2f}   ({time.perf_counter() - t0:.1f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
