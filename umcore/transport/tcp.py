@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from operator import eq, itemgetter
 
 from umcore.errors import TransportError
 from umcore.transport.batching import (  # re-exported: TCP's source side lives there
@@ -55,6 +54,8 @@ from umcore.transport.batching import (  # re-exported: TCP's source side lives 
     BatchingSource,
     SourceStats,
 )
+from umcore.transport.runs import RUN_MIN as _RUN_MIN
+from umcore.transport.runs import run_records, uniform_prefix
 from umcore.wire import lbmc
 
 __all__ = [
@@ -83,35 +84,7 @@ MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
 _U16 = struct.Struct("!H")
 _DATA_HEAD = struct.Struct("!BBHII")
 
-# Shortest run of same-length plain data messages parsed in one pass (below it, the per-message
-# loop is as cheap); Structs cached per message length (bounded: a peer choosing lengths cannot
-# grow the cache).
-_RUN_MIN = 8
-_MAX_RUN_STRUCTS = 64
-_RUN_STRUCTS: dict[int, struct.Struct] = {}
 _TIDX_SQN = struct.Struct("!II")
-_SQN_OF = itemgetter(0)
-
-
-def _uniform_prefix(buf: bytes, pos: int, stop: int, step: int, k: int) -> int:
-    """How many of the ``k`` records of ``step`` bytes at ``buf[pos:stop]`` repeat the first
-    record's bytes 0-7 (type, next header, msglen, tidx).  Binary search over strided slices:
-    every comparison runs in C."""
-    good = k
-    for off in range(8):
-        col = buf[pos + off : stop : step]
-        ref = col[:1] * good
-        if col[:good] == ref:
-            continue
-        lo, hi = 1, good  # col[:lo] matches, col[:hi] does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if col[:mid] == ref[:mid]:
-                lo = mid
-            else:
-                hi = mid
-        good = lo
-    return good
 
 
 LOSS = "unrecoverable_loss"
@@ -443,7 +416,7 @@ class TcpReceiverSession:
         stop = pos + k * msglen
         # Every message of the run has version/type 0, no chained header, this msglen and this
         # tidx: compare the bytes at each of those offsets (strided slices) with the first's.
-        k = _uniform_prefix(buf, pos, stop, msglen, k)
+        k = uniform_prefix(buf, pos, stop, msglen, k)
         if k < _RUN_MIN:
             return -k
         tidx, sqn = _TIDX_SQN.unpack_from(buf, pos + 4)
@@ -453,18 +426,10 @@ class TcpReceiverSession:
             return k
         if not (dc.started and dc.expected == sqn and dc._frag_buf is None):
             return -1  # the DC has a gap or a reassembly to handle first
+        records = run_records(buf, pos, msglen, k, sqn)
+        if records is None:
+            return -k  # wrapping or not consecutive: message by message
         last = sqn + k
-        if last > 0xFFFFFFFF:
-            return -k  # sequence numbers wrap inside the run: message by message
-        fmt = _RUN_STRUCTS.get(msglen)
-        if fmt is None:
-            if len(_RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
-                _RUN_STRUCTS.clear()
-            # Bytes 0-7 were checked above: skip them; a record is (sqn, payload).
-            fmt = _RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - _DATA_HEADER}s")
-        records = list(fmt.iter_unpack(memoryview(buf)[pos : pos + k * msglen]))
-        if not all(map(eq, map(_SQN_OF, records), range(sqn, last))):
-            return -k  # not consecutive (a peer that reorders): message by message
         dc.expected = last & 0xFFFFFFFF
         dc.delivered += k
         many = dc.deliver_many
