@@ -164,3 +164,22 @@ async def test_bad_wildcard_pattern_is_a_config_error(opts: None) -> None:
     async with await Context.create() as a:
         with pytest.raises(ConfigError):
             await a.create_wildcard_receiver("(unclosed")
+
+
+async def test_ordered_delivery_0_delivers_fragments_one_by_one(opts: None) -> None:
+    big = bytes(range(256)) * 1000  # 256,000 bytes: 4 UM fragments
+    got: list[Message] = []
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        await b.create_receiver("frags", got.append, attributes={"ordered_delivery": "0"})
+        src = await a.create_source("frags")
+        await wait_for(lambda: src.receivers == 1)
+        await src.send(big, flush=True)
+        await wait_for(lambda: sum(x.type == m.MSG_DATA for x in got) == 4)
+        data = [x for x in got if x.type == m.MSG_DATA]
+        assert [x.sequence_number for x in data] == [0, 1, 2, 3]
+        infos = [x.fragment_info for x in data]
+        assert all(i is not None and i[0] == 0 and i[2] == len(big) for i in infos)
+        assert b"".join(x.data for x in sorted(data, key=lambda x: x.fragment_info[1])) == big
+        await src.send(b"small", flush=True)
+        await wait_for(lambda: got[-1].data == b"small")
+        assert got[-1].fragment_info is None

@@ -31,8 +31,20 @@ thread: callbacks run on it and must not block.
 - **Faults.**  A peer's garbage costs that peer its connection or datagram; an exception raised
   by an application callback is logged and counted, never allowed to break a session.
 
-Deletion order follows UM: close sources and receivers before their context; :meth:`Context.close`
-refuses otherwise.  ``async with await Context.create(...) as ctx`` closes what is left in order.
+Deletion order follows UM (seed 003 "UM Objects", rules 5-7): sources and receivers are closed
+before their context, and event queues (:mod:`umcore.api.eventqueue`) after every object using
+them.  UM's C API crashes when the order is broken; pyum refuses instead: :meth:`Context.close`
+with live sources or receivers, and :meth:`EventQueue.close` with live users, raise
+:class:`~umcore.errors.UMError` and change nothing.  ``async with await Context.create(...) as
+ctx`` closes what is left in order (sources, receivers, then the context).  Closing a source
+first sends what implicit batching holds (the seed's warning about batched messages); the
+seed's advice to wait a few seconds after the last send (for retransmissions) is left to the
+application.
+
+Source events: CONNECT/DISCONNECT per receiver connection, and WAKEUP only after a
+:meth:`Source.send_nowait` was refused with :class:`~umcore.errors.WouldBlock`, once the
+session's buffers drained (seed 2.3: "only after an EWOULDBLOCK").  ``ordered_delivery``: see
+:attr:`Receiver.ordered_delivery` (0, fragments delivered one by one, is implemented for TCP).
 """
 
 from __future__ import annotations
@@ -443,8 +455,10 @@ class Receiver:
         self.messages = 0
         self.unrecoverable = 0
         #: ``ordered_delivery``: TCP delivers in order whatever the mode (no retransmission
-        #: can reorder it), so 1 and -1 behave alike here; 0 (fragments delivered one by one)
-        #: is not implemented: messages are reassembled.
+        #: can reorder it), so 1 and -1 behave alike here; 0 (seed 8.8.3, deprecated in UM)
+        #: delivers each UM fragment as its own message with ``msg.fragment_info`` (first
+        #: sqn, offset, total length) instead of reassembling (first receiver of a topic
+        #: source wins, as for the other DC options).
         self.ordered_delivery = 1
         #: ``delivery_control_maximum_burst_loss`` (first receiver of a topic wins).
         self.max_burst_loss = 1024
@@ -567,6 +581,9 @@ class _Fanout:
             msg = feat_msg
         else:
             msg = Message(m.MSG_DATA, self.topic, self.session.source_string, sqn, payload)
+        frag = getattr(self.dc, "fragment", None)
+        if frag is not None:
+            msg.fragment_info = frag
         for r in self.receivers:
             r.messages += 1
             cb = r.on_message
@@ -657,6 +674,8 @@ class _JoinedSession:
         f = self.fanouts.get(tidx)
         if f is None:
             f = self.fanouts[tidx] = _Fanout(self, topic, tidx, receiver.max_burst_loss)
+            if receiver.ordered_delivery == 0 and hasattr(f.dc, "reassemble"):
+                f.dc.reassemble = False
             self.core.subscribe(f.dc)
             if receiver._opts is not None:
                 self.ctx._features.fanout_created(f, self.options, receiver)

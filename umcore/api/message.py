@@ -86,6 +86,9 @@ class Message:
     properties: Any = None
     app_headers: Any = ()
     response: Any = None
+    #: ``lbm_msg_retrieve_fragment_info``: (first sqn, offset, total length) of a fragment
+    #: delivered on its own (``ordered_delivery`` 0); None otherwise.
+    fragment_info: tuple[int, int, int] | None = None
 
     def __init__(
         self,

@@ -198,9 +198,11 @@ class DeliveryController:
         "deliver_many",
         "delivered",
         "expected",
+        "fragment",
         "headers",
         "loss",
         "max_burst_loss",
+        "reassemble",
         "started",
         "tidx",
         "topic",
@@ -232,6 +234,10 @@ class DeliveryController:
         #: The extra LBMC headers (REQUEST, APPHDR_CHAIN...) of the message being delivered,
         #: valid during the ``deliver`` call only; () for plain data (the fast path).
         self.headers: tuple[lbmc.Header, ...] = ()
+        #: False for ``ordered_delivery`` 0 (seed 8.8.3): each fragment is delivered on its
+        #: own, with :attr:`fragment` = (first sqn, offset, total length) during the call.
+        self.reassemble = True
+        self.fragment: tuple[int, int, int] | None = None
         self._frag_buf: bytearray | None = None
         self._frag_first = 0
         self._frag_total = 0
@@ -273,6 +279,15 @@ class DeliveryController:
         if sqn != self.expected and not self._gap(sqn):
             return
         self.expected = (sqn + 1) & 0xFFFFFFFF
+        if not self.reassemble:
+            self.started = True
+            self.delivered += 1
+            self.fragment = (first, offset, total)
+            try:
+                self.deliver(sqn, payload)
+            finally:
+                self.fragment = None
+            return
         if offset == 0:
             if total > MAX_REASSEMBLY_BYTES:
                 raise TransportError(f"fragmented message of {total} bytes exceeds our limit")
