@@ -87,6 +87,8 @@ def server_config(config: SRSConfig) -> ServerConfig:
         source_leave_backoff_ms=config.source_leave_backoff,
         batch_frame_max_record_count=config.batch_frame_max_record_count,
         batch_frame_max_datagram_size=config.batch_frame_max_datagram_size,
+        record_queue_service_interval_ms=config.record_queue_service_interval,
+        request_stream_max_msg_count=config.request_stream_max_msg_count,
     )
 
 
@@ -105,6 +107,7 @@ def metric_registry(
             MetricSpec("pyum_srs_bytes_received", "counter", "Bytes received from clients", lambda: endpoint.bytes_in),
             MetricSpec("pyum_srs_bytes_sent", "counter", "Bytes sent to clients", lambda: endpoint.bytes_out),
             MetricSpec("pyum_srs_slow_clients_dropped", "counter", "Connections dropped: the client did not read", lambda: endpoint.slow_dropped),
+            MetricSpec("pyum_srs_writes_paused", "counter", "Times a connection's write buffer was full (TCP back-pressure)", lambda: endpoint.writes_paused),
             *(
                 MetricSpec(
                     f"pyum_srs_refused_{name}",

@@ -356,6 +356,14 @@ def test_keepalive_answered_and_silent_connection_closed() -> None:
     assert server.refused.connections_timed_out == 1
 
 
+def serviced(server: SRSServer) -> dict[int, bytes]:
+    """Run the record queue service the core armed; what it wrote, per connection."""
+    due = server.service_deadline
+    assert due is not None, "nothing queued"
+    server.handle_timer(due)
+    return dict(server.take_writes())
+
+
 def test_dro_and_store_records_relayed() -> None:
     server = SRSServer(ServerConfig(route_state_lifetime=2))
     _registered_raw(server, 1)
@@ -363,12 +371,12 @@ def test_dro_and_store_records_relayed() -> None:
     server.take_writes()
     route = RouteInfo([1, 2], "10.0.0.5", 4000, route_index=1)
     server.data_received(1, rs.encode(rs.Payload(3, Batch([DomainInfo(7), route]))), 0.1)
-    got = rs.SRSStreamDecoder().feed(dict(server.take_writes())[2])
+    got = rs.SRSStreamDecoder().feed(serviced(server)[2])
     assert got[0].message.records == (DomainInfo(7), route)  # type: ignore[union-attr]
     store = ContextNameInfo("store1", "10.0.0.6", 5000)
     server.data_received(2, rs.encode(rs.Payload(3, Batch([ContextNameQuery("store1")]))), 0.2)
     server.data_received(1, rs.encode(rs.Payload(3, Batch([store]))), 0.3)
-    got = rs.SRSStreamDecoder().feed(dict(server.take_writes())[2])
+    got = rs.SRSStreamDecoder().feed(serviced(server)[2])
     assert got[0].message.records == (store,)  # type: ignore[union-attr]
     s = server.snapshot_stats()
     assert (s.clients_active_dir_count, s.clients_active_rtir_count) == (1, 1)
@@ -377,7 +385,7 @@ def test_dro_and_store_records_relayed() -> None:
     server.handle_timer(2.9)
     assert server.take_writes() == []
     server.handle_timer(3.1)
-    got = rs.SRSStreamDecoder().feed(dict(server.take_writes())[2])
+    got = rs.SRSStreamDecoder().feed(serviced(server)[2])
     kinds = [type(r).__name__ for f in got for r in f.message.records]  # type: ignore[union-attr]
     assert kinds == ["RouteEnd"]
     assert server.stats.clients_expired_rtir_count == 1

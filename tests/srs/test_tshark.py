@@ -26,6 +26,7 @@ def record_session() -> list[bytes]:
     now = 0.0
 
     def pump() -> None:
+        nonlocal now
         for _ in range(50):
             moved = False
             for i, c in enumerate(clients):
@@ -42,7 +43,11 @@ def record_session() -> list[bytes]:
                 frames.append(flows[cid].segment(False, data))
                 clients[cid].data_received(0, data, now)
             if not moved:
-                return
+                due = server.service_deadline  # the SRS sends at its queue service interval
+                if due is None:
+                    return
+                now = max(now, due)
+                server.handle_timer(now)
 
     pump()
     a, b = clients
@@ -56,7 +61,7 @@ def record_session() -> list[bytes]:
     a.remove_source(rec.otid, rec.topic)
     pump()
     now = 1.0
-    server.handle_timer(now)  # the SER after the back-off
+    server.handle_timer(now)  # the SER after the back-off (sent at the next queue service)
     for c in clients:
         c.handle_timer(now + 10)  # keepalives
     pump()

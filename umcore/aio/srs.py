@@ -8,9 +8,12 @@ every input the adapter *flushes* the core: writes its output bytes, closes what
 close, hands its events to a callback, and re-arms the core's single :class:`CoreTimer`.
 
 :class:`SRSServerEndpoint` listens on one address; connection ids are small integers it hands
-out.  A client that does not read what the SRS sends would make the SRS buffer without bound, so
-a connection whose write buffer passes ``max_write_buffer`` is aborted and counted
-(``slow_dropped``) — its state becomes inactive like any disconnect.
+out.  TCP back-pressure goes to the core: when a transport's write buffer passes its high-water
+mark (``pause_writing``) the core keeps that client's records in its own bounded record queue
+until ``resume_writing`` (:meth:`SRSServer.set_writing_paused`).  What still reaches a paused
+transport (keepalive answers) is bounded too: a connection whose write buffer passes
+``max_write_buffer`` is aborted and counted (``slow_dropped``) — its state becomes inactive like
+any disconnect.
 
 :class:`SRSClientConnector` opens the connections the client core asks for
 (``take_connects``), each bounded by ``connect_timeout``; a failed or timed-out connect is
@@ -70,6 +73,8 @@ class SRSServerEndpoint:
         self._next_id = 1
         #: Connections aborted because their write buffer passed max_write_buffer.
         self.slow_dropped = 0
+        #: Times a connection's write buffer reached its high-water mark (TCP back-pressure).
+        self.writes_paused = 0
         #: Bytes received / sent on all connections.
         self.bytes_in = 0
         self.bytes_out = 0
@@ -149,6 +154,13 @@ class SRSServerEndpoint:
             self.core.connection_lost(proto.conn_id, self.now())
             self._flush()
 
+    def _writing(self, proto: _ServerProtocol, paused: bool) -> None:
+        if proto.conn_id in self._transports:
+            if paused:
+                self.writes_paused += 1
+            self.core.set_writing_paused(proto.conn_id, paused, self.now())
+            self._flush()
+
 
 class _ServerProtocol(asyncio.Protocol):
     __slots__ = ("conn_id", "endpoint")
@@ -166,6 +178,12 @@ class _ServerProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.endpoint._lost(self)
+
+    def pause_writing(self) -> None:
+        self.endpoint._writing(self, True)
+
+    def resume_writing(self) -> None:
+        self.endpoint._writing(self, False)
 
 
 class SRSClientConnector:

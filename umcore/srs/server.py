@@ -52,9 +52,36 @@ connection (closed, counted in ``connections_malformed`` and the client's
 ``client_invalid_srs_message_received_count``), never the core.  A connection silent for longer
 than the SETUP's max lifetime is closed.
 
-Output batching: records queued for a client during one input call are flushed at its end in
-PAYLOAD frames of at most ``batch-frame-max-record-count`` records and
-``batch-frame-max-datagram-size`` bytes; ``record_queue_depth`` is therefore 0 between calls.
+Per-client record queue (seed-srs-lbmrd.md 1.6.4, ``<clientactor>``).  Records destined to a
+client are appended to its queue (references to the records' bytes, which are shared: a SIR
+relayed to a thousand clients is one ``bytes`` object) and leave in PAYLOAD (Next) frames on its
+stream, each of at most ``batch-frame-max-record-count`` records and
+``batch-frame-max-datagram-size`` bytes (the 3-byte RSocket length included; a single bigger
+record travels alone).  The queues are *serviced* every ``record-queue-service-interval`` ms:
+the first record queued into an idle core arms one service deadline ``now + interval`` (exposed
+by :meth:`SRSServer.next_timer`), and at that deadline every client's queued records are sent.
+A lone record therefore waits at most one interval (10 ms by default), as in UM.  A frame that
+is already full (batch-frame-max-record-count records) does not wait for the service: it leaves
+at the end of the input call that filled it (pyum: a burst costs no added latency, and the
+frames are those the service would have built).  The depth of
+a queue is ``record_queue_depth`` in UM_CLIENT_STATS (pb ``UMClient`` field 25, JSON
+``record.queue.depth``, Prometheus ``pyum_srs_client_record_queue_depth``), computed when read.
+
+Stream credit (``request-stream-max-msg-count``; our reading, [I]).  The client opens the
+SRS-to-client record stream with REQUEST_STREAM(request_n) and may grant more with REQUEST_N
+frames; RSocket forbids the responder to send more PAYLOADs than the credit granted, 2^31-1
+meaning unbounded (what UM clients send).  UM's SRS is a Java rsocket/Reactor service, where a
+responder's stream is pulled from its source in bounded demands (``limitRate``-style);
+``request-stream-max-msg-count`` is read as that demand: one service of a client's queue sends at
+most ``min(request-stream-max-msg-count, credit)`` PAYLOAD frames (RSocket messages) and leaves
+the rest queued for the next service.  With the defaults (1000 frames of 50 records every 10 ms)
+this never slows a healthy client; it stops one client's re-synchronisation from monopolising
+a service.  What a service left queued because of the credit or that bound is counted in
+``Client.held_back`` and ``Refused.records_held_back`` (records, each time they are held).
+TCP back-pressure (:meth:`SRSServer.set_writing_paused`, from the adapter's
+``pause_writing``/``resume_writing``) holds a client's queue in the core rather than in the
+socket buffer; a queue that passes ``max_queued_records`` (the client reads nothing) costs the
+client its connection (``Refused.queue_overflow``), and it re-synchronises after reconnecting.
 """
 
 from __future__ import annotations
@@ -74,6 +101,7 @@ from umcore.wire.srs import (
     Keepalive,
     Payload,
     RequestFnf,
+    RequestN,
     RequestResponse,
     RequestStream,
     Setup,
@@ -113,9 +141,11 @@ __all__ = [
     "MAX_EVENTS",
     "MAX_INTEREST_PER_CLIENT",
     "MAX_PATTERNS_PER_CLIENT",
+    "MAX_QUEUED_RECORDS_PER_CLIENT",
     "MAX_SOURCES",
     "MAX_SOURCES_PER_CLIENT",
     "PROTOCOL_VERSION",
+    "UNBOUNDED_CREDIT",
     "Client",
     "Refused",
     "SRSEvent",
@@ -152,6 +182,13 @@ MAX_EVENTS = 10_000
 SWEEP_INTERVAL = 1.0
 # Max lifetime assumed for a connection before its SETUP says otherwise (seconds).
 DEFAULT_MAX_LIFETIME = 60.0
+# Records queued for one client.  A flood client's stream opening queues every source
+# (MAX_SOURCES) at once, plus routes, interest and ends; a queue slot is a reference (8 bytes:
+# the records' bytes are shared), so the bound costs at most ~16 MB per client.  A client whose
+# queue passes it is not reading: its connection is dropped and it re-synchronises later.
+MAX_QUEUED_RECORDS_PER_CLIENT = 2 * MAX_SOURCES
+# RSocket request_n: 2^31-1 is "unbounded" (and the largest value the 31-bit field carries).
+UNBOUNDED_CREDIT = 0x7FFFFFFF
 
 _HEAD = struct.Struct("!IH")
 _PAYLOAD_NEXT = (0x0A << 10) | FLAG_NEXT
@@ -162,7 +199,9 @@ SessionKey = tuple[int, str, int]  # (session_id, client_addr, client_port)
 
 
 class ServerConfig:
-    """The ``<srs>`` settings the core uses (seconds for lifetimes, ms for the back-off)."""
+    """The ``<srs>`` settings the core uses (seconds for lifetimes, ms for the back-off and the
+    record queue service interval).  ``record_queue_service_interval_ms`` 0 (not allowed in the
+    configuration file, whose range is 1..1000) services the queues at the next timer call."""
 
     __slots__ = (
         "batch_frame_max_datagram_size",
@@ -172,7 +211,10 @@ class ServerConfig:
         "local_domain_id",
         "max_clients",
         "max_connections",
+        "max_queued_records",
         "max_sources",
+        "record_queue_service_interval_ms",
+        "request_stream_max_msg_count",
         "route_state_lifetime",
         "source_leave_backoff_ms",
         "source_state_lifetime",
@@ -188,10 +230,13 @@ class ServerConfig:
         source_leave_backoff_ms: int = 500,
         batch_frame_max_record_count: int = 50,
         batch_frame_max_datagram_size: int = 8192,
+        record_queue_service_interval_ms: int = 10,
+        request_stream_max_msg_count: int = 1000,
         local_domain_id: int = 0,
         max_clients: int = MAX_CLIENTS,
         max_connections: int = MAX_CONNECTIONS,
         max_sources: int = MAX_SOURCES,
+        max_queued_records: int = MAX_QUEUED_RECORDS_PER_CLIENT,
     ) -> None:
         self.source_state_lifetime = source_state_lifetime
         self.interest_state_lifetime = interest_state_lifetime
@@ -200,10 +245,13 @@ class ServerConfig:
         self.source_leave_backoff_ms = source_leave_backoff_ms
         self.batch_frame_max_record_count = batch_frame_max_record_count
         self.batch_frame_max_datagram_size = batch_frame_max_datagram_size
+        self.record_queue_service_interval_ms = max(0, record_queue_service_interval_ms)
+        self.request_stream_max_msg_count = max(1, request_stream_max_msg_count)
         self.local_domain_id = local_domain_id
         self.max_clients = max_clients
         self.max_connections = max_connections
         self.max_sources = max_sources
+        self.max_queued_records = max_queued_records
 
 
 class Refused:
@@ -219,6 +267,8 @@ class Refused:
         "interest",
         "names",
         "patterns",
+        "queue_overflow",
+        "records_held_back",
         "routes",
         "sources",
     )
@@ -233,6 +283,9 @@ class Refused:
         self.interest = 0  # RIRs refused: MAX_INTEREST_PER_CLIENT
         self.names = 0  # CNIR/CNQR refused: MAX_NAMES_PER_CLIENT
         self.patterns = 0  # WIRs refused: MAX_PATTERNS_PER_CLIENT
+        self.queue_overflow = 0  # connections dropped: record queue past max_queued_records
+        # records a queue service left queued: stream credit / request-stream-max-msg-count
+        self.records_held_back = 0
         self.routes = 0  # DIR/RTIR refused: MAX_ROUTES_PER_CLIENT
         self.sources = 0  # SIRs refused: MAX_SOURCES or MAX_SOURCES_PER_CLIENT
 
@@ -288,10 +341,12 @@ class Client:
         "client_id",
         "cname_query",
         "conn",
+        "credit",
         "domain_id",
         "dr_records",
         "err",
         "forward_interest",
+        "held_back",
         "host_id",
         "inactive_since",
         "interest",
@@ -300,15 +355,17 @@ class Client:
         "lost_at",
         "names",
         "patterns",
+        "paused",
         "port",
         "protocol_version",
         "queue",
-        "queue_bytes",
         "routes",
         "session_id",
         "sources",
         "stats",
         "stream_id",
+        "window_epoch",
+        "window_frames",
     )
 
     def __init__(self, req: RegistrationRequest, client_id: int) -> None:
@@ -335,8 +392,12 @@ class Client:
         self.dr_records: dict[int, tuple[DomainInfo, bool]] = {}  # domain id -> (DIR, active)
         self.names: dict[str, tuple[ContextNameInfo, bool]] = {}  # name -> (CNIR, active)
         self.cname_query: set[str] = set()
-        self.queue: list[bytes] = []
-        self.queue_bytes = 0
+        self.queue: list[bytes] = []  # records waiting for the next service (see module doc)
+        self.credit = 0  # PAYLOADs the client lets us send; UNBOUNDED_CREDIT = no limit
+        self.held_back = 0  # records a service left queued (credit / max-msg-count bound)
+        self.paused = False  # the transport's write buffer is full (TCP back-pressure)
+        self.window_epoch = -1  # the service window window_frames counts in
+        self.window_frames = 0  # frames sent in that window (request-stream-max-msg-count)
         self.stats = ClientStats()
         self.err = ClientErrorStats()
 
@@ -411,7 +472,12 @@ class SRSServer:
         self._writes: dict[int, list[bytes]] = {}
         self._closes: list[int] = []
         self._events: list[SRSEvent] = []
-        self._dirty: set[Client] = set()
+        self._dirty: set[Client] = set()  # clients with queued records
+        self._overflow: set[Client] = set()  # clients whose queue passed max_queued_records
+        self._service_at: float | None = None  # the next service of the record queues
+        self._fresh = False  # records were queued since the service was last armed
+        self._epoch = 0  # services so far: numbers the request-stream-max-msg-count windows
+        self._service_interval = self.config.record_queue_service_interval_ms / 1000.0
         self._next_sweep = now + SWEEP_INTERVAL
 
     # ------------------------------------------------------------------------------ inputs
@@ -438,13 +504,25 @@ class SRSServer:
                 conn.client.err.client_invalid_srs_message_received_count += 1
             self._send(conn.conn_id, encode(Error(0, 0x101, str(exc)[:200])))
             self._drop(conn, now, f"bad input: {exc}")
-        self._flush()
+        self._after_input(now)
 
     def connection_lost(self, conn_id: int, now: float) -> None:
         conn = self._conns.get(conn_id)
         if conn is not None:
             self._drop(conn, now, "TCP disconnect", close=False)
-        self._flush()
+        self._after_input(now)
+
+    def set_writing_paused(self, conn_id: int, paused: bool, now: float) -> None:
+        """TCP back-pressure from the adapter (``pause_writing`` / ``resume_writing``): while
+        paused, the connection's records stay in its queue instead of the socket buffer."""
+        conn = self._conns.get(conn_id)
+        client = conn.client if conn is not None else None
+        if client is None or client.conn is not conn:
+            return
+        client.paused = paused
+        if not paused and client.queue:
+            self._arm_service(now, now)  # what waited is due now
+        self._after_input(now)
 
     def handle_timer(self, now: float) -> None:
         heap = self._heap
@@ -465,13 +543,23 @@ class SRSServer:
                 if now - conn.last_rx > conn.max_lifetime:
                     self.refused.connections_timed_out += 1
                     self._drop(conn, now, "no keepalive within the max lifetime")
-        self._flush()
+        if self._service_at is not None and now >= self._service_at:
+            self._service(now)
+        self._after_input(now)
 
     def next_timer(self) -> float | None:
         deadline = self._heap[0][0] if self._heap else None
         if self._conns and (deadline is None or self._next_sweep < deadline):
             deadline = self._next_sweep
+        service = self._service_at
+        if service is not None and (deadline is None or service < deadline):
+            deadline = service
         return deadline
+
+    @property
+    def service_deadline(self) -> float | None:
+        """When the record queues are serviced next (None: nothing queued)."""
+        return self._service_at
 
     # ----------------------------------------------------------------------------- outputs
 
@@ -502,11 +590,29 @@ class SRSServer:
         return len(self._conns)
 
     def clients(self) -> list[Client]:
-        """Every registered client, connected or inactive."""
+        """Every registered client, connected or inactive (``record_queue_depth`` refreshed)."""
+        for c in self._clients.values():
+            c.stats.record_queue_depth = len(c.queue)
         return list(self._clients.values())
 
     def connected_clients(self) -> list[Client]:
-        return [c for c in self._clients.values() if c.conn is not None]
+        """The clients with a connection (``record_queue_depth`` refreshed)."""
+        out = [c for c in self._clients.values() if c.conn is not None]
+        for c in out:
+            c.stats.record_queue_depth = len(c.queue)
+        return out
+
+    def topic_table(self, limit: int) -> tuple[list[tuple[str, int, int]], int]:
+        """Up to ``limit`` topics in name order as ``(topic, sources, interested clients)`` (RIR
+        interest; wildcard interest is per pattern, not per topic), and the number of topics
+        known in all.  Walks the tables: for support pages, not for the data path."""
+        names = self._by_topic.keys() | self._interest.keys()
+        rows = []
+        for topic in sorted(names)[: max(0, limit)]:
+            rows.append(
+                (topic, len(self._by_topic.get(topic, ())), len(self._interest.get(topic, ())))
+            )
+        return rows, len(names)
 
     def source_count(self) -> int:
         return len(self._sources)
@@ -561,9 +667,19 @@ class SRSServer:
             return
         if isinstance(frame, Error):
             raise _Violation(f"peer sent ERROR 0x{frame.code:x}: {frame.text[:80]}")
+        if isinstance(frame, RequestN):
+            client = conn.client
+            if client is not None and client.stream_id and frame.stream_id == client.stream_id:
+                if frame.request_n <= 0:  # RSocket: request_n must be > 0
+                    client.err.client_invalid_srs_message_received_count += 1
+                elif client.credit < UNBOUNDED_CREDIT:
+                    client.credit = min(UNBOUNDED_CREDIT, client.credit + frame.request_n)
+                    if client.queue:
+                        self._arm_service(now, now)  # what the credit held back is due now
+            return
         message = getattr(frame, "message", None)
         if message is None:
-            return  # REQUEST_N, CANCEL, empty payloads, frames we do not use
+            return  # CANCEL, empty payloads, frames we do not use
         if isinstance(message, RegistrationRequest):
             if not isinstance(frame, RequestResponse) or isinstance(frame, RequestFnf):
                 raise _Violation("registration request outside a REQUEST_RESPONSE")
@@ -578,6 +694,8 @@ class SRSServer:
             if not isinstance(frame, RequestStream) or client.stream_id:
                 raise _Violation("unexpected stream request")
             client.stream_id = frame.stream_id
+            client.credit = min(frame.request_n, UNBOUNDED_CREDIT)
+            client.paused = False
             self._stream_opened(client)
             return
         if isinstance(message, RegistrationResponse):
@@ -1006,9 +1124,11 @@ class SRSServer:
             return
         client.conn = None
         client.stream_id = 0
-        client.queue.clear()
-        client.queue_bytes = 0
+        client.queue = []
+        client.credit = 0
+        client.paused = False
         self._dirty.discard(client)
+        self._overflow.discard(client)
         client.inactive_since = now
         client.lost_at = now
         self.stats.clients_disconnects_count += 1
@@ -1162,37 +1282,108 @@ class SRSServer:
             chunks.append(data)
 
     def _queue(self, client: Client, raw: bytes) -> None:
-        client.queue.append(raw)
-        client.queue_bytes += len(raw)
-        self._dirty.add(client)
-
-    def _flush(self) -> None:
-        """Turn every client's queued records into PAYLOAD frames on its stream."""
-        if not self._dirty:
+        queue = client.queue
+        if len(queue) >= self.config.max_queued_records:
+            self._overflow.add(client)  # dropped by _after_input: we may be iterating clients
             return
-        max_records = self.config.batch_frame_max_record_count
-        max_bytes = self.config.batch_frame_max_datagram_size - 3 - _HEAD.size
+        queue.append(raw)
+        self._dirty.add(client)
+        self._fresh = True
+
+    def _arm_service(self, due: float, now: float) -> None:
+        if self._service_at is None or due < self._service_at:
+            self._service_at = max(due, now)
+
+    def _after_input(self, now: float) -> None:
+        """End of every input: drop overflowed clients; send the *full* frames of the queues
+        that grew (a partial frame waits for the service, at most one interval); arm the
+        service for what is left."""
+        if self._overflow:
+            for client in list(self._overflow):
+                if client.conn is not None:
+                    self.refused.queue_overflow += 1
+                    self._drop(client.conn, now, "record queue full: the client does not read")
+            self._overflow.clear()
+        if self._fresh:
+            self._fresh = False
+            full = self.config.batch_frame_max_record_count
+            for client in self._dirty:
+                if len(client.queue) >= full and not client.paused:
+                    self._drain(client, full_only=True)
+            if self._service_at is None:
+                self._service_at = now + self._service_interval
+
+    def _service(self, now: float) -> None:
+        """The service of every client's queue (see the module docstring)."""
+        self._service_at = None
+        again = False  # a client was cut short by max-msg-count: service it next interval
+        waiting: set[Client] = set()
         for client in self._dirty:
-            conn = client.conn
-            queue = client.queue
-            client.queue = []
-            client.queue_bytes = 0
-            if conn is None or not client.stream_id or not queue:
+            if client.conn is None or not client.stream_id or not client.queue:
+                client.queue = []
                 continue
-            sid = client.stream_id
-            frames: list[bytes] = []
-            batch: list[bytes] = []
-            size = 0
-            for raw in queue:
-                if batch and (len(batch) >= max_records or size + len(raw) > max_bytes):
-                    frames.append(_payload_frame(sid, b"".join(batch)))
-                    batch, size = [], 0
-                batch.append(raw)
-                size += len(raw)
-            if batch:
-                frames.append(_payload_frame(sid, b"".join(batch)))
+            if client.paused:
+                waiting.add(client)  # resume_writing re-arms
+                continue
+            left = self._drain(client, full_only=False)
+            if left:
+                client.held_back += left
+                self.refused.records_held_back += left
+                waiting.add(client)
+                if client.credit > 0:
+                    again = True  # only the per-service bound stopped it (REQUEST_N re-arms)
+        self._dirty = waiting
+        self._epoch += 1  # a new request-stream-max-msg-count window
+        if again:
+            self._arm_service(now + self._service_interval, now)
+
+    def _drain(self, client: Client, *, full_only: bool) -> int:
+        """Send ``client``'s queued records as PAYLOAD frames of at most
+        ``batch-frame-max-record-count`` records and ``batch-frame-max-datagram-size`` bytes,
+        within its credit and what is left of this service window's
+        ``request-stream-max-msg-count``; ``full_only`` keeps a last, partial frame queued.
+        Returns the number of records left queued."""
+        conn = client.conn
+        queue = client.queue
+        n = len(queue)
+        if conn is None or not client.stream_id or not n:
+            return n
+        cfg = self.config
+        if client.window_epoch != self._epoch:
+            client.window_epoch = self._epoch
+            client.window_frames = 0
+        budget = cfg.request_stream_max_msg_count - client.window_frames
+        credit = client.credit
+        if credit < UNBOUNDED_CREDIT and credit < budget:
+            budget = credit
+        if budget <= 0:
+            return n
+        max_records = cfg.batch_frame_max_record_count
+        max_bytes = cfg.batch_frame_max_datagram_size - 3 - _HEAD.size
+        sid = client.stream_id
+        frames: list[bytes] = []
+        start = size = i = 0
+        while i < n:
+            raw = queue[i]
+            if i > start and (i - start >= max_records or size + len(raw) > max_bytes):
+                frames.append(_payload_frame(sid, b"".join(queue[start:i])))
+                start, size = i, 0
+                if len(frames) >= budget:
+                    break
+            size += len(raw)
+            i += 1
+        else:
+            if not full_only or n - start >= max_records:
+                frames.append(_payload_frame(sid, b"".join(queue[start:])))
+                start = n
+        if frames:
             self._send(conn.conn_id, b"".join(frames))
-        self._dirty.clear()
+            client.window_frames += len(frames)
+            if credit < UNBOUNDED_CREDIT:
+                client.credit = credit - len(frames)
+        if start:
+            client.queue = queue[start:]
+        return n - start
 
 
 assert MAX_STREAM_ID == 0x7FFFFFFF
