@@ -559,8 +559,7 @@ class _Fanout:
             if new_dc is None
             else new_dc(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
         )
-        if new_dc is None:
-            self.dc.deliver_many = self._data_many
+        self.dc.deliver_many = self._data_many
         #: Late join / OTR state (umcore.features.recovery.TopicRecovery) or None.
         self.recovery: Any = None
         self.request_dest: tuple[str, int] = ("", 0)
