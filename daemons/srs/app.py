@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from daemons.srs.debugmon import DebugMonitor
 from daemons.srs.logroll import RollingFileHandler
 from daemons.srs.monitor import SRSMonitor
 from umcore import __version__ as pyum_version
@@ -244,6 +245,30 @@ def _log_events(events: list[SRSEvent]) -> None:
             )
 
 
+async def _start_debug_monitor(
+    config: SRSConfig,
+    core: SRSServer,
+    listening: tuple[str, int],
+    monotonic: Callable[[], float],
+) -> DebugMonitor | None:
+    """``<debug-monitor>``: a support page; if it cannot start, the SRS goes on without it."""
+    debug = DebugMonitor(core, config, listening=listening, monotonic=monotonic)
+    try:
+        dhost, dport = await debug.start(
+            resolve_interface(config.debug_monitor_interface), config.debug_monitor_port
+        )
+    except OSError as exc:
+        log.error(
+            "debug monitor not started on %s:%d: %s",
+            config.debug_monitor_interface,
+            config.debug_monitor_port,
+            exc,
+        )
+        return None
+    log.info("debug monitor on http://%s:%d/", dhost, dport)
+    return debug
+
+
 async def serve(
     config: SRSConfig,
     *,
@@ -281,6 +306,7 @@ async def serve(
     host, port = await endpoint.start(address, config.port)
     log.info("SRS Server IP address: %s port: %d", host, port)
     metrics_server: MetricsServer | None = None
+    debug: DebugMonitor | None = None
     pid: PidFile | None = None
     try:
         if config.monitor_topic and (monitor_file or config.daemon_monitor):
@@ -325,6 +351,8 @@ async def serve(
             metrics_server = MetricsServer(metric_registry(core, endpoint, monitor))
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
+        if config.debug_monitor_enabled:
+            debug = await _start_debug_monitor(config, core, (host, port), loop.time)
         log.info("listening on %s:%d", host, port)
         if config.pid_file:
             pid = PidFile(config.pid_file)
@@ -338,6 +366,8 @@ async def serve(
             await sink.close()
         if metrics_server is not None:
             await metrics_server.close()
+        if debug is not None:
+            await debug.close()
         if pid is not None:
             pid.remove()
         if signals is not None:

@@ -27,6 +27,24 @@ Options:
 configfile is optional: without one every setting has its default (listen on localhost:27000).
 Its root element is <um-srs>; SRS -x prints the rules and SRS -d the effective values.
 
+What pyum does with the internal elements:
+  <debug-monitor>       with <enabled>true</enabled>, a read-only support page at
+                        http://interface:port/ (default localhost:27001) and the same data as
+                        JSON at /json: version, uptime, counters, connected clients, topics
+                        (lists capped at 200 entries, "N more").  The page reloads every
+                        ping-interval.  Port 0 picks a free port (pyum); the log line
+                        "debug monitor on http://HOST:PORT/" gives it.
+  <clientactor>         honoured: records for a client are queued and sent every
+                        record-queue-service-interval ms (a full frame leaves at once), in
+                        frames of at most batch-frame-max-record-count records and
+                        batch-frame-max-datagram-size bytes; request-stream-max-msg-count
+                        bounds the frames sent to one client per service (pyum's reading),
+                        and the client's RSocket request_n credit is respected.
+  <otidmap>, <topicmap>, <routemap>, <namemap> <shards>
+                        accepted and reported (INTERNAL_CONFIG_OPTS), but without effect:
+                        shards partition UM's maps between threads; the pyum SRS is a single
+                        asyncio thread and keeps one map of each kind.
+
 Signals: SIGINT or SIGTERM stop the SRS cleanly (exit status 0); a second SIGINT forces an
 immediate exit.  SIGHUP re-opens the log file.
 

@@ -275,3 +275,75 @@ async def test_metrics_endpoint(tmp_path: Path) -> None:
     finally:
         await a.conn.close()
         assert await srs.stop(signal.SIGINT) == 0
+
+
+async def _http_get(address: tuple[str, int], path: str) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET over plain HTTP/1.0."""
+    r, w = await asyncio.open_connection(*address)
+    try:
+        w.write(f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        raw = (await asyncio.wait_for(r.read(), WAIT)).decode()
+    finally:
+        w.close()
+    head, body = raw.split("\r\n\r\n", 1)
+    status = int(head.split(" ", 2)[1])
+    ctype = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in head.split("\r\n")
+            if ln.lower().startswith("content-type:")
+        ),
+        "",
+    )
+    return status, ctype, body
+
+
+async def test_debug_monitor_pages_show_the_connected_client(tmp_path: Path) -> None:
+    import json
+    import re
+
+    debug = """<debug-monitor><interface>127.0.0.1</interface><port>0</port>
+    <ping-interval>5000</ping-interval><enabled>true</enabled></debug-monitor>"""
+    srs = await start_srs(tmp_path, mon=debug)
+    a = Ctx([srs.address], 0x5EED).start()
+    b = Ctx([srs.address], 0x0B0B).start()
+    try:
+        m = await srs.wait_for_line(re.compile(r"debug monitor on http://([\d.]+):(\d+)/"), WAIT)
+        address = (m.group(1), int(m.group(2)))
+        assert address[1] != 0
+        a.do(a.core.add_source, sir("debug<&>topic", 1))
+        b.do(b.core.add_receiver, "debug<&>topic")
+        await wait_for(lambda: "debug<&>topic" in b.topics(), WAIT, what="B resolves", proc=srs)
+        status, ctype, page = await _http_get(address, "/")
+        assert status == 200 and ctype.startswith("text/html")
+        assert "0x00005eed" in page and "0x00000b0b" in page
+        assert "debug&lt;&amp;&gt;topic" in page and "debug<&>topic" not in page  # escaped
+        assert f"127.0.0.1:{srs.address[1]}" in page
+        status, ctype, body = await _http_get(address, "/json")
+        assert status == 200 and ctype.startswith("application/json")
+        data = json.loads(body)
+        sessions = {c["session_id"]: c for c in data["clients"]["shown"]}
+        assert set(sessions) == {"0x00005eed", "0x00000b0b"}
+        assert sessions["0x00005eed"]["sources"] == 1
+        assert sessions["0x00000b0b"]["receiver_topics"] == 1
+        assert sessions["0x00000b0b"]["sir_sent"] == 1
+        assert data["srs_stats"]["active_clients_count"] == 2
+        assert data["topics"] == {
+            "total": 1,
+            "shown": [{"topic": "debug<&>topic", "sources": 1, "interested": 1}],
+            "more": 0,
+        }
+        assert data["listening"] == {"ip": "127.0.0.1", "port": srs.address[1]}
+        assert data["ping_interval_ms"] == 5000
+    finally:
+        await a.conn.close()
+        await b.conn.close()
+        assert await srs.stop(signal.SIGINT) == 0
+
+
+async def test_debug_monitor_is_off_by_default(tmp_path: Path) -> None:
+    srs = await start_srs(tmp_path)
+    try:
+        assert not any("debug monitor" in line for line in srs.all_lines())
+    finally:
+        assert await srs.stop(signal.SIGINT) == 0

@@ -127,6 +127,15 @@ def test_h_prints_the_man_page(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "Stateful Resolver Service" in out and "--validate" in out
 
 
+def test_h_says_what_pyum_does_with_the_internal_elements(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _code, out, _ = run(["-h"], capsys)
+    assert "<debug-monitor>" in out and "localhost:27001" in out
+    assert "record-queue-service-interval" in out and "request-stream-max-msg-count" in out
+    assert "<shards>" in out and "without effect" in out and "one map" in out
+
+
 def test_log_rolls_by_size_with_pid_date_sequence_and_history(tmp_path: Path) -> None:
     path = tmp_path / "srs.log"
     day = dt.datetime(2024, 5, 1, 12, 0, 0)
