@@ -88,7 +88,9 @@ class SRSConfig:
     batch_frame_max_datagram_size: int = 8192
     application_id: str | None = None
     debug_monitor_interface: str = "localhost"
-    debug_monitor_port: int = 27001  # observed; the docs say 27000, which would collide
+    # observed; the docs say 27000, which would collide.  0 = an ephemeral port (pyum; the
+    # SRS logs the bound address: "debug monitor on http://HOST:PORT/")
+    debug_monitor_port: int = 27001
     debug_monitor_enabled: bool = False
     ping_interval: int = 60000
     daemon_monitor: bool = False  # a <daemon-monitor> element is present
