@@ -72,7 +72,10 @@ class LbtDeliveryController:
         "_frag_total",
         "_frags",
         "_held_headers",
+        "_run_msgs",
+        "_runs",
         "deliver",
+        "deliver_many",
         "delivered",
         "duplicates",
         "expected",
@@ -106,6 +109,9 @@ class LbtDeliveryController:
         self.tidx = tidx
         self.topic = topic
         self.deliver = deliver  # (sqn, payload bytes)
+        #: Optional bulk form of ``deliver``: a list of in-sequence ``(sqn, payload)`` pairs
+        #: (a run of plain data messages the transport parsed in one pass, :meth:`on_run`).
+        self.deliver_many: Callable[[list[tuple[int, bytes]]], None] | None = None
         self.loss = loss  # (kind, first_sqn, count)
         self.max_burst_loss = max(2, max_burst_loss)
         self.loss_timeout = loss_timeout
@@ -118,6 +124,10 @@ class LbtDeliveryController:
         self.missing: dict[int, float] = {}
         #: Order map: sqn -> (payload, fragment info or None), messages after a gap.
         self.order_map: dict[int, tuple[bytes, Frag | None]] = {}
+        #: The order map's runs: first sqn -> a run of plain messages (:meth:`on_run`) kept
+        #: whole behind a gap (one entry per datagram, delivered whole); their message count.
+        self._runs: dict[int, list[tuple[int, bytes]]] = {}
+        self._run_msgs = 0
         self.delivered = 0
         self.unrecoverable = 0
         self.duplicates = 0
@@ -157,6 +167,74 @@ class LbtDeliveryController:
             return
         self._on_message(sqn, payload, frag, now, tentative)
 
+    def on_run(self, first: int, records: list[tuple[int, bytes]], now: float) -> None:
+        """Plain data messages ``first, first + 1, ...`` (``records``: ``(sqn, payload)``, no
+        wrap past 2**32 - 1) that the transport parsed in one pass, for a started DC.  In
+        sequence they are delivered at once (``deliver_many``); behind a gap (ordered
+        delivery) they wait in the order map as one unit; a retransmission filling a gap is
+        taken whole.  Any other case (duplicates, overlaps, a full order map) goes message by
+        message through :meth:`on_message`."""
+        k = len(records)
+        end = (first + k) & _M
+        high = self.high
+        missing = self.missing
+        if first == self.expected and high == first and not missing and self.started:
+            self.expected = self.high = end
+            self._deliver_run(records)
+            return
+        if self.ordered and self.started:
+            if (first - high) & _M < _HALF:  # new data at or beyond the highest seen
+                if len(self.order_map) + self._run_msgs + k <= MAX_ORDER_MAP:
+                    if not self._open_gap(high, first, now):
+                        # Burst: everything before ``first`` is gone (reported); deliver.
+                        self.expected = self.high = end
+                        self._deliver_run(records)
+                        return
+                    self.high = end
+                    if first == self.expected:
+                        self.expected = end
+                        self._deliver_run(records)
+                        self._drain()
+                    else:
+                        self._runs[first] = records
+                        self._run_msgs += k
+                    if missing:
+                        self.check(now)
+                    return
+            elif (
+                (first - self.expected) & _M < _HALF
+                and (high - end) & _M < _HALF
+                # every one missing and none past its loss timer (one by one, the first
+                # message's receive event would declare an expired later one lost)
+                and all(missing.get(s, now) > now for s in range(first, first + k))
+            ):  # fills (part of) a gap: a retransmission
+                for s in range(first, first + k):
+                    del missing[s]
+                if first == self.expected:
+                    self.expected = end
+                    self._deliver_run(records)
+                    self._drain()
+                else:
+                    self._runs[first] = records
+                    self._run_msgs += k
+                if missing:
+                    self.check(now)
+                return
+        on_message = self.on_message
+        for sqn, payload in records:
+            on_message(sqn, payload, None, now)
+
+    def _deliver_run(self, records: list[tuple[int, bytes]]) -> None:
+        self._frag_buf = None
+        self.delivered += len(records)
+        many = self.deliver_many
+        if many is not None:
+            many(records)
+            return
+        deliver = self.deliver
+        for sqn, payload in records:
+            deliver(sqn, payload)
+
     def _deliver(self, sqn: int, data: bytes) -> None:
         """``deliver`` with :attr:`headers` set to the message's own extra headers."""
         h: tuple[object, ...] = ()
@@ -184,7 +262,7 @@ class LbtDeliveryController:
             self.started = True
             self.expected = self.high = sqn
         d = (sqn - self.expected) & _M
-        if d == 0 and not self.order_map and self.ordered:
+        if d == 0 and not self.order_map and not self._runs and self.ordered:
             self.expected = nxt = (sqn + 1) & _M
             if self.missing:
                 self.missing.pop(sqn, None)
@@ -295,6 +373,8 @@ class LbtDeliveryController:
             self.unrecoverable += 1
             self.loss(LOSS_BURST, self.expected, count)
         self.order_map.clear()
+        self._runs.clear()
+        self._run_msgs = 0
         self._held_headers.clear()
         self.missing.clear()
         self._frag_buf = None
@@ -319,7 +399,7 @@ class LbtDeliveryController:
             self._consume(sqn, payload, frag)
             self._drain()
             return
-        if len(self.order_map) >= MAX_ORDER_MAP:
+        if len(self.order_map) + self._run_msgs >= MAX_ORDER_MAP:
             self.map_refused += 1
             self.missing[sqn] = now + self.loss_timeout
             return
@@ -327,11 +407,22 @@ class LbtDeliveryController:
 
     def _drain(self) -> None:
         order_map = self.order_map
-        while order_map:
-            item = order_map.pop(self.expected, None)
+        runs = self._runs
+        while True:
+            sqn = self.expected
+            if runs:
+                run = runs.pop(sqn, None)
+                if run is not None:
+                    k = len(run)
+                    self._run_msgs -= k
+                    self.expected = (sqn + k) & _M
+                    self._deliver_run(run)
+                    continue
+            if not order_map:
+                return
+            item = order_map.pop(sqn, None)
             if item is None:
                 return
-            sqn = self.expected
             self.expected = (sqn + 1) & _M
             self._consume(sqn, item[0], item[1])
 

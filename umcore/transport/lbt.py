@@ -50,6 +50,7 @@ from umcore.errors import TransportError
 from umcore.transport.batching import BatchingSource
 from umcore.transport.delivery import LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
+from umcore.transport.runs import RUN_MIN, run_records, uniform_prefix
 from umcore.wire import lbmc
 
 __all__ = [
@@ -92,6 +93,7 @@ DATAGRAM_OVERHEAD = 28
 NO_SAMPLE_MIN = 0xFFFFFFFFFFFFFFFF
 
 _DATA_HEAD = struct.Struct("!BBHII")
+_TIDX_SQN = struct.Struct("!II")
 
 
 class SourceConfig:
@@ -724,13 +726,16 @@ class LbtReceiver:
             self._flush_naks(now)
 
     def _payload(self, payload: memoryview, now: float, datagram: int) -> None:
-        """Hand each LBMC message of a DATA datagram to its DC (arrival order)."""
+        """Hand each LBMC message of a DATA datagram to its DC (arrival order); a run of
+        same-length plain data messages of one topic goes to its DC in one piece
+        (:mod:`umcore.transport.runs`, :meth:`LbtDeliveryController.on_run`)."""
         buf = bytes(payload)
         end = len(buf)
         pos = 0
         dcs = self.dcs
         st = self.stats
         unpack = _DATA_HEAD.unpack_from
+        norun = 0
         while end - pos >= 4:
             msglen = buf[pos + 2] << 8 | buf[pos + 3]
             if msglen < 4 or pos + msglen > end:
@@ -738,6 +743,14 @@ class LbtReceiver:
                 return
             nxt = pos + msglen
             if msglen >= 12 and buf[pos] == 0 and buf[pos + 1] == 0:
+                if pos >= norun and end - nxt >= msglen * RUN_MIN:
+                    done = self._run(buf, pos, msglen, end, now)
+                    if done > 0:
+                        pos += done * msglen
+                        continue
+                    # Not a run: no new attempt inside it (bounds the work a peer mixing
+                    # lengths can cause).
+                    norun = pos - done * msglen
                 _, _, _, tidx, sqn = unpack(buf, pos)
                 st.lbm_msgs_rcved += 1
                 dc = dcs.get(tidx)
@@ -750,6 +763,32 @@ class LbtReceiver:
             else:
                 self._slow(buf[pos:nxt], now, datagram)
             pos = nxt
+
+    def _run(self, buf: bytes, pos: int, msglen: int, end: int, now: float) -> int:
+        """A run of plain data messages of one length and topic with consecutive sequence
+        numbers at ``pos``, handed to a started DC in one piece; returns how many messages it
+        took, or minus how many the caller should take one by one (no run, a DC not started:
+        the per-message path handles every case)."""
+        k = uniform_prefix(
+            buf, pos, pos + (end - pos) // msglen * msglen, msglen, (end - pos) // msglen
+        )
+        if k < RUN_MIN:
+            return -k
+        tidx, sqn = _TIDX_SQN.unpack_from(buf, pos + 4)
+        dc = self.dcs.get(tidx)
+        st = self.stats
+        if dc is None:
+            st.lbm_msgs_rcved += k
+            st.lbm_msgs_no_topic_rcved += k
+            return k
+        if not dc.started:
+            return -k
+        records = run_records(buf, pos, msglen, k, sqn)
+        if records is None:
+            return -k
+        st.lbm_msgs_rcved += k
+        dc.on_run(sqn, records, now)
+        return k
 
     def _to_new_dc(
         self,
