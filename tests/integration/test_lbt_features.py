@@ -141,3 +141,38 @@ async def test_otr_fills_the_gaps_the_transport_gave_up_on(transport: str) -> No
             assert not any(x.type in lost for x in got)
             await rcv.close()
             await src.close()
+
+
+@pytest.mark.parametrize("transport", ["lbtrm", "lbtru"])
+async def test_properties_and_app_headers_travel_over_lbt(transport: str) -> None:
+    """Regression: a message the API frames itself (properties, application headers) went to
+    the LBT endpoint's ``write``, which ignored it: it never left, and its sequence number
+    showed up as a gap.  It now goes out in its own DATA datagram, in order with the rest."""
+    from umcore.features.properties import MessageProperties
+
+    _config(transport)
+    async with await Context.create() as sctx, await Context.create() as rctx:
+        got: list[Message] = []
+        rcv = await rctx.create_receiver("ext.lbt", got.append)
+        src = await sctx.create_source("ext.lbt")
+        await _until(lambda: any(x.type == m.MSG_BOS for x in got), "BOS")
+        props = MessageProperties({"k": 5})
+        await src.send(b"plain-0")
+        await src.send(b"props-1", properties=props)
+        await src.send(b"apphdr-2", app_headers=[(7, b"hdr")])
+        await src.send(b"plain-3", flush=True)
+
+        def data() -> list[Message]:
+            return [x for x in got if x.type == m.MSG_DATA]
+
+        await _until(lambda: len(data()) >= 4, f"4 messages, got {len(data())}")
+        msgs = data()
+        assert [x.data for x in msgs] == [b"plain-0", b"props-1", b"apphdr-2", b"plain-3"]
+        assert [x.sequence_number for x in msgs] == [0, 1, 2, 3]
+        assert msgs[1].properties is not None and msgs[1].properties["k"] == 5
+        assert list(msgs[2].app_headers) == [(7, b"hdr")]
+        assert not any(
+            x.type in (m.MSG_UNRECOVERABLE_LOSS, m.MSG_UNRECOVERABLE_LOSS_BURST) for x in got
+        )
+        await rcv.close()
+        await src.close()

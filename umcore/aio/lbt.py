@@ -144,9 +144,9 @@ class LbtSourceEndpoint:
         endpoint._on_datagram = self._on_datagram
 
     # -- the TCP listener's shape, as the API's source session uses it
-    @property
-    def _paused(self) -> bool:
-        return self.core.blocked
+    #: The core's *blocked* state as of the last :meth:`write` (every call that can block or
+    #: unblock the core is followed by one): a plain attribute, read on every send.
+    _paused = False
 
     @property
     def receivers(self) -> int:
@@ -176,9 +176,14 @@ class LbtSourceEndpoint:
             self._waiters.append(fut)
             await fut
 
-    def write(self, _out: object = None) -> None:
-        """Send what the core queued (its return value is only a marker)."""
+    def write(self, out: bytes | None = None) -> None:
+        """Send what the core queued.  ``out`` is what the API got back from the core: empty
+        (a marker) from the core's own send paths, or LBMC messages the API framed itself
+        (messages with properties, application headers, requests), which go out now in their
+        own DATA datagrams."""
         core = self.core
+        if out:
+            core.emit_lbmc(out)
         send = self.endpoint.sendto
         lctx = self.lctx
         faults = lctx.drop_send > 0
@@ -208,6 +213,7 @@ class LbtSourceEndpoint:
                     send(d, group)
         core.ready.clear()
         core.outbox.clear()
+        self._paused = core.blocked
         if core.unblocked:
             core.unblocked = False
             waiters, self._waiters = self._waiters, []

@@ -184,7 +184,7 @@ class LbtSourceStats:
 class LbtSource(BatchingSource):
     """The transport-independent part of an LBT-RU / LBT-RM source session.
 
-    Subclasses define ``header_size``, :meth:`_encode_data` (a DATA datagram), :meth:`_rx_header`
+    Subclasses define ``header_size``, :meth:`_data_header` (a DATA datagram's header), :meth:`_rx_datagram`
     (the header of a retransmission) and :meth:`_session_message`; the adapter sends
     :attr:`ready` (DATA datagrams for every receiver) and :attr:`outbox` ((datagram, address)
     pairs, or address None = every receiver) after each call, then clears both.
@@ -235,7 +235,8 @@ class LbtSource(BatchingSource):
         self._sm_due: float | None = now + config.sm_minimum_interval
 
     # ------------------------------------------------------------------ protocol hooks
-    def _encode_data(self, sqn: int, trail: int, payload: bytes) -> bytes:
+    def _data_header(self, sqn: int, trail: int) -> bytes:
+        """The transport header of a DATA datagram (the LBMC batch follows it)."""
         raise NotImplementedError
 
     def _rx_datagram(self, original: bytes, trail: int) -> bytes:
@@ -290,20 +291,21 @@ class LbtSource(BatchingSource):
 
     def _take(self) -> bytes:
         parts = self._parts
-        payload = parts[0] if len(parts) == 1 else b"".join(parts)
-        parts.clear()
         self._len = 0
         self._batch_deadline = None
-        self._emit(payload)
+        self._emit(parts)
+        parts.clear()
         return b""
 
-    def _emit(self, payload: bytes) -> None:
+    def _emit(self, parts: list[bytes]) -> None:
+        """One DATA datagram: the transport header and the LBMC ``parts`` joined in one copy."""
         sqn = self.next_sqn
         self.next_sqn = (sqn + 1) & _M
         window = self._window
         if not window:
             self._window_trail = sqn
-        dgram = self._encode_data(sqn, self._window_trail, payload)
+        parts.insert(0, self._data_header(sqn, self._window_trail))
+        dgram = b"".join(parts)
         window.append(dgram)
         n = len(dgram)
         self._window_bytes += n
@@ -347,8 +349,10 @@ class LbtSource(BatchingSource):
             self._sm_due = now + self._sm_interval
             self.timer_dirty = True
 
-    def _emit_control(self, lbmc_bytes: bytes) -> None:
-        """TSNIs (LBMC control messages) in DATA datagrams, split at the size limit."""
+    def emit_lbmc(self, lbmc_bytes: bytes) -> None:
+        """Whole LBMC messages framed elsewhere (TSNIs; the API's messages with extra headers,
+        which :meth:`BatchingSource.send` does not frame) in DATA datagrams, split at the size
+        limit, onto :attr:`ready`."""
         limit = self.max_size
         pos = 0
         end = len(lbmc_bytes)
@@ -359,7 +363,7 @@ class LbtSource(BatchingSource):
                 if chunk_end + msglen - pos > limit and chunk_end > pos:
                     break
                 chunk_end += msglen
-            self._emit(lbmc_bytes[pos:chunk_end])
+            self._emit([lbmc_bytes[pos:chunk_end]])
             pos = chunk_end
 
     # ------------------------------------------------------------------ timers
@@ -378,7 +382,7 @@ class LbtSource(BatchingSource):
         on :attr:`ready` / :attr:`outbox` (the return value is for the TCP-shaped caller)."""
         tsnis = super().handle_timer(now)
         if tsnis:
-            self._emit_control(tsnis)
+            self.emit_lbmc(tsnis)
         if self.blocked and self.limiter is not None:
             self._release(now)
         due = self._sm_due

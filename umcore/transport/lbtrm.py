@@ -61,8 +61,8 @@ class LbtrmSource(LbtSource):
         self.ucast_port = ucast_port
         super().__init__(session_id, config or SourceConfig(), limiter, now)
 
-    def _encode_data(self, sqn: int, trail: int, payload: bytes) -> bytes:
-        return w.encode_data(self.session_id, self.ucast_port, sqn, trail, payload)
+    def _data_header(self, sqn: int, trail: int) -> bytes:
+        return w.encode_data(self.session_id, self.ucast_port, sqn, trail, b"")
 
     def _rx_datagram(self, original: bytes, trail: int) -> bytes:
         # Same sequence number and payload; the current trail; the RX flag.

@@ -143,8 +143,8 @@ class LbtruSource(LbtSource):
     def _sid(self) -> int | None:
         return self.session_id if self.use_session_id else None
 
-    def _encode_data(self, sqn: int, trail: int, payload: bytes) -> bytes:
-        return w.encode_data(sqn, trail, payload, self._sid)
+    def _data_header(self, sqn: int, trail: int) -> bytes:
+        return w.encode_data(sqn, trail, b"", self._sid)
 
     def _rx_datagram(self, original: bytes, trail: int) -> bytes:
         sqn = int.from_bytes(original[4:8], "big")
