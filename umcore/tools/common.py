@@ -1,11 +1,19 @@
-"""What the command-line tools share: configuration loading, the event loop, verifiable payloads.
+"""What the command-line tools share: configuration loading, the event loop, exit statuses,
+verifiable payloads.
 
 Theory of operation
 -------------------
-UM's example applications take ``-c FILE`` (repeatable) for flat configuration files and honour
-``LBM_DEFAULT_CONFIG_FILE``, ``LBM_XML_CONFIG_FILENAME`` and ``LBM_XML_CONFIG_APPNAME``.
-:func:`load_attributes` does the same through :mod:`umcore.config` and returns the context,
-source and receiver option sets the API takes.
+UM's example applications take ``-c FILE`` (repeatable, :func:`add_config_option`) for flat
+configuration files and honour ``LBM_DEFAULT_CONFIG_FILE``, ``LBM_XML_CONFIG_FILENAME`` and
+``LBM_XML_CONFIG_APPNAME``.  :func:`load_attributes` does the same through :mod:`umcore.config`
+and returns the context, source and receiver option sets the API takes.
+
+A tool's ``main`` hands its coroutine to :func:`tool_main`, which runs it (:func:`run`) and maps
+what escapes to the exit status: a :class:`~umcore.errors.ConfigError` is 1, any other
+:class:`~umcore.errors.UMError` 2 (1 for the request/response tools, which never told them
+apart), Ctrl-C 130; errors are printed as ``PROG: text`` on stderr.  Tools that run until told
+to stop wait on :func:`signal_event` (SIGINT/SIGTERM set it, so the tool still prints its
+summary).
 
 *Verifiable messages* (``lbmsrc -V`` / ``lbmrcv -V``) let a receiver check every byte: a message
 is an 8-byte big-endian counter, a 4-byte CRC-32 of the rest, then filler derived from the
@@ -15,22 +23,42 @@ verifiable messages is not in our notes; this one is ours.)
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import signal
 import struct
+import sys
 import zlib
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from umcore.errors import ConfigError, UMError
+
 __all__ = [
+    "CONFIG_HELP",
     "VERIFIABLE_MIN_LEN",
+    "add_config_option",
     "load_attributes",
     "make_verifiable",
     "run",
+    "signal_event",
+    "tool_main",
     "verify",
 ]
 
+CONFIG_HELP = "read a flat UM configuration file (repeatable, applied in order)"
+
 _HEAD = struct.Struct("!QI")
 VERIFIABLE_MIN_LEN = _HEAD.size
+
+
+def add_config_option(
+    parser: argparse.ArgumentParser, *flags: str, help: str = CONFIG_HELP
+) -> None:
+    """``-c FILE`` (and any other ``flags``), repeatable, collected in ``args.config``."""
+    parser.add_argument(
+        "-c", *flags, dest="config", action="append", default=[], metavar="FILE", help=help
+    )
 
 
 def load_attributes(files: Sequence[str]) -> tuple[Any, Any, Any]:
@@ -79,3 +107,40 @@ def run(main: Coroutine[Any, Any, int]) -> int:
         return asyncio.run(main)
     result: int = uvloop.run(main)
     return result
+
+
+def signal_event() -> asyncio.Event:
+    """An event that SIGINT and SIGTERM set (from now on, in the running loop)."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, event.set)
+    return event
+
+
+def tool_main(
+    prog: str,
+    main: Coroutine[Any, Any, int],
+    *,
+    um_error_status: int = 2,
+    interrupted_status: int | None = 130,
+) -> int:
+    """Run a tool's ``main`` coroutine; the process exit status.
+
+    ``main``'s own status, or: 1 for a :class:`~umcore.errors.ConfigError`,
+    ``um_error_status`` for any other :class:`~umcore.errors.UMError` (both printed as
+    ``PROG: error`` on stderr), ``interrupted_status`` for Ctrl-C (None: KeyboardInterrupt
+    propagates).
+    """
+    try:
+        return run(main)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    except UMError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return um_error_status
+    except KeyboardInterrupt:
+        if interrupted_status is None:
+            raise
+        return interrupted_status

@@ -22,12 +22,10 @@ time.  The last line on stderr is a summary::
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 
-from umcore.errors import ConfigError, UMError
-from umcore.tools.common import load_attributes, run
+from umcore.errors import ConfigError
+from umcore.tools.common import add_config_option, load_attributes, signal_event, tool_main
 
 __all__ = ["main"]
 
@@ -37,14 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="lbmmon",
         description="Print UM statistics received on the monitoring topic (UM example lbmmon).",
     )
-    p.add_argument(
-        "-c",
-        "--config",
-        dest="config",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="read a UM configuration file (repeatable, applied in order)",
+    add_config_option(
+        p, "--config", help="read a UM configuration file (repeatable, applied in order)"
     )
     p.add_argument(
         "-t",
@@ -106,10 +98,7 @@ async def _main(args: argparse.Namespace) -> int:
         opts.topic = args.topic
     attrs = monitoring_attributes(opts)
 
-    loop = asyncio.get_running_loop()
-    done = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, done.set)
+    done = signal_event()
     counts = {"messages": 0, "errors": 0}
     render = format_json if args.json else format_text
     out = sys.stdout
@@ -152,17 +141,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run(_main(args))
-    except ConfigError as exc:
-        print(f"lbmmon: {exc}", file=sys.stderr)
-        return 1
-    except UMError as exc:
-        print(f"lbmmon: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return tool_main("lbmmon", _main(_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

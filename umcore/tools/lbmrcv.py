@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 import time
 
-from umcore.errors import ConfigError, UMError
-from umcore.tools.common import load_attributes, run, verify
+from umcore.tools.common import add_config_option, load_attributes, signal_event, tool_main, verify
 
 __all__ = ["main"]
 
@@ -41,14 +39,7 @@ def _parser(wildcard: bool = False) -> argparse.ArgumentParser:
             "source's TIR names, so, as UM's lbmrcv, it has no -R/-G; receiver-side options "
             "(transport_lbtrm_nak_*, ordered_delivery...) come from the -c files.",
         )
-    p.add_argument(
-        "-c",
-        dest="config",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="read a flat UM configuration file (repeatable, applied in order)",
-    )
+    add_config_option(p)
     p.add_argument(
         "-r", dest="count", type=int, default=0, metavar="N", help="exit after receiving N messages"
     )
@@ -93,10 +84,7 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
     from umcore.api import message as m
 
     ctx_attr, _, rcv_attr = load_attributes(args.config)
-    loop = asyncio.get_running_loop()
-    done = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, done.set)
+    done = signal_event()
     c = _Counts()
     verbose, check, limit = args.verbose, args.verify, args.count
 
@@ -179,17 +167,7 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None, *, wildcard: bool = False) -> int:
-    args = _parser(wildcard).parse_args(argv)
-    try:
-        return run(_main(args, wildcard))
-    except ConfigError as exc:
-        print(f"lbmrcv: {exc}", file=sys.stderr)
-        return 1
-    except UMError as exc:
-        print(f"lbmrcv: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return tool_main("lbmrcv", _main(_parser(wildcard).parse_args(argv), wildcard))
 
 
 if __name__ == "__main__":

@@ -19,16 +19,14 @@ import sys
 
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.errors import ConfigError, UMError
-from umcore.tools.common import load_attributes, run
+from umcore.tools.common import add_config_option, load_attributes, tool_main
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lbmreq", description="Send requests (UM example).")
-    p.add_argument("-c", dest="config", action="append", default=[], metavar="FILE",
-                   help="read a flat UM configuration file (repeatable)")  # fmt: skip
+    add_config_option(p, help="read a flat UM configuration file (repeatable)")
     p.add_argument("-R", dest="requests", type=int, default=10, help="requests to send (10)")
     p.add_argument("-l", dest="length", type=int, default=25, help="request length (25)")
     p.add_argument("-d", dest="delay", type=float, default=1.0,
@@ -74,11 +72,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        return run(_main(args))
-    except (ConfigError, UMError) as exc:
-        print(f"lbmreq: {exc}", file=sys.stderr)
-        return 1
+    return tool_main("lbmreq", _main(args), um_error_status=1, interrupted_status=None)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,14 @@ import sys
 
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.errors import ConfigError, UMError
-from umcore.tools.common import load_attributes, run
+from umcore.tools.common import add_config_option, load_attributes, tool_main
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lbmresp", description="Answer requests (UM example).")
-    p.add_argument("-c", dest="config", action="append", default=[], metavar="FILE",
-                   help="read a flat UM configuration file (repeatable)")  # fmt: skip
+    add_config_option(p, help="read a flat UM configuration file (repeatable)")
     p.add_argument("-l", dest="length", type=int, default=25, help="response length (25)")
     p.add_argument("-r", dest="responses", type=int, default=1, help="responses per request (1)")
     p.add_argument("-N", dest="count", type=int, default=0, help="exit after N requests")
@@ -71,13 +69,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        return run(_main(args))
-    except (ConfigError, UMError) as exc:
-        print(f"lbmresp: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
+    return tool_main("lbmresp", _main(args), um_error_status=1, interrupted_status=0)
 
 
 if __name__ == "__main__":

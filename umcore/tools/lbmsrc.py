@@ -16,12 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
 import time
 
-from umcore.errors import ConfigError, UMError
-from umcore.tools.common import load_attributes, make_verifiable, run
+from umcore.tools.common import (
+    add_config_option,
+    load_attributes,
+    make_verifiable,
+    signal_event,
+    tool_main,
+)
 
 __all__ = ["main"]
 
@@ -30,14 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lbmsrc", description="Send messages on a topic (UM example source)."
     )
-    p.add_argument(
-        "-c",
-        dest="config",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="read a flat UM configuration file (repeatable, applied in order)",
-    )
+    add_config_option(p)
     p.add_argument(
         "-M",
         dest="messages",
@@ -167,10 +164,7 @@ async def _main(args: argparse.Namespace) -> int:
         from umcore.config.attributes import global_configuration
 
         global_configuration().config_text(extra, "lbmsrc command line")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = signal_event()
 
     def on_event(code: int, info: object) -> None:
         if args.verbose:
@@ -229,17 +223,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run(_main(args))
-    except ConfigError as exc:
-        print(f"lbmsrc: {exc}", file=sys.stderr)
-        return 1
-    except UMError as exc:
-        print(f"lbmsrc: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return tool_main("lbmsrc", _main(_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":
