@@ -66,6 +66,25 @@ class PhaseTimings:
         self.sustain_interval = sustain_interval
         self.sustain_duration = sustain_duration
 
+    @classmethod
+    def from_options(
+        cls,
+        min_initial_ms: float,
+        max_initial_ms: float,
+        initial_duration_ms: float,
+        sustain_interval_ms: float,
+        sustain_duration_s: float,
+    ) -> PhaseTimings:
+        """From the option values in UM's units: intervals and the initial duration in ms, the
+        sustaining duration in seconds."""
+        return cls(
+            min_initial_ms / 1000,
+            max_initial_ms / 1000,
+            initial_duration_ms / 1000,
+            sustain_interval_ms / 1000,
+            sustain_duration_s,
+        )
+
 
 def advertisement_timings(
     min_initial_ms: float = 10,
@@ -75,12 +94,8 @@ def advertisement_timings(
     sustain_duration_s: float = 60,
 ) -> PhaseTimings:
     """Source (TIR) timings; defaults are the ``resolver_advertisement_*`` option defaults."""
-    return PhaseTimings(
-        min_initial_ms / 1000,
-        max_initial_ms / 1000,
-        initial_duration_ms / 1000,
-        sustain_interval_ms / 1000,
-        sustain_duration_s,
+    return PhaseTimings.from_options(
+        min_initial_ms, max_initial_ms, initial_duration_ms, sustain_interval_ms, sustain_duration_s
     )
 
 
@@ -92,12 +107,8 @@ def query_timings(
     sustain_duration_s: float = 60,
 ) -> PhaseTimings:
     """Receiver (TQR) timings; defaults are the ``resolver_query_*`` option defaults."""
-    return PhaseTimings(
-        min_initial_ms / 1000,
-        max_initial_ms / 1000,
-        initial_duration_ms / 1000,
-        sustain_interval_ms / 1000,
-        sustain_duration_s,
+    return PhaseTimings.from_options(
+        min_initial_ms, max_initial_ms, initial_duration_ms, sustain_interval_ms, sustain_duration_s
     )
 
 
