@@ -127,6 +127,8 @@ def test_bad_properties() -> None:
         encode_properties([Property("x", PROP_STRING, 5)])
     with pytest.raises(LBMCError):
         split_properties(b"ab", ApphdrChain.for_properties(10))
+    with pytest.raises(LBMCError):  # an element of length 0: no room for the block header
+        split_properties(b"ab", ApphdrChain.for_properties(0))
 
 
 def test_cfgopt_exact_bytes_and_golden_preg() -> None:

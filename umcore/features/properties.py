@@ -39,8 +39,8 @@ from umcore.wire.lbmc_props import (
     PROP_SHORT,
     PROP_STRING,
     Property,
-    decode_properties,
     encode_properties,
+    split_properties,
 )
 
 __all__ = [
@@ -193,15 +193,10 @@ def decode_extras(
     if chain is None:
         return payload, None, []
     app = [(e.res, e.data) for e in chain.elements if e.elem_type == lbmc.APPHDR_ELEM_USER]
-    proplen = chain.properties_length()
-    if proplen is None:
+    if chain.properties_length() is None:
         return payload, None, app
-    if proplen > len(payload):
-        raise lbmc.LBMCError(
-            f"proplen {proplen} exceeds payload {len(payload)}", record="LBMC properties"
-        )
-    cut = len(payload) - proplen
+    data, decoded = split_properties(payload, chain)
     props = MessageProperties()
-    for prop in decode_properties(payload[cut:]):
+    for prop in decoded:
         props._items[prop.name] = prop  # a peer's values as sent: no local validation
-    return payload[:cut], props, app
+    return data, props, app

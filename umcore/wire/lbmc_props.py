@@ -178,9 +178,11 @@ def decode_properties(block: Buffer) -> list[Property]:
 
 def split_properties(payload: bytes, chain: ApphdrChain | None) -> tuple[bytes, list[Property]]:
     """Split a (reassembled) payload into application data and properties, using the
-    properties length from the message's APPHDR_CHAIN (None or no element: no properties)."""
+    properties length from the message's APPHDR_CHAIN (None or no element: no properties).
+    A length that does not fit the payload, or is too short for a block (0 included), is an
+    :class:`LBMCError`."""
     proplen = chain.properties_length() if chain is not None else None
-    if not proplen:
+    if proplen is None:
         return payload, []
     if proplen > len(payload):
         raise LBMCError(
