@@ -32,6 +32,7 @@ from lxml import etree
 
 from umcore.config import xmlfile
 from umcore.config.attributes import Attributes, Configuration
+from umcore.config.daemonmon import read_daemon_monitor
 from umcore.config.flatfile import Setting, make_setting, parse_file
 from umcore.config.umxml import UMXml
 from umcore.config.xmlfile import line_of
@@ -492,17 +493,9 @@ class _Builder:
             elif tag == "monitor":
                 self.fill_monitor(d, child)
             elif tag == "daemon-monitor":
-                d.daemon_monitor = True
-                d.daemon_monitor_topic = child.get("topic", "tnwgd.monitor")
-                for sub in child:
-                    if sub.tag == "lbm-config":
-                        d.daemon_monitor_lbm_config = xmlfile.text_of(sub, self.source)
-                    elif sub.tag == "publishing-interval":
-                        d.daemon_monitor_intervals = self.groups(sub)
-                    elif sub.tag == "remote-snapshot-request":
-                        d.remote_snapshot_request = sub.get("allow") == "1"
-                    elif sub.tag == "remote-config-changes-request":
-                        d.remote_config_changes_request = sub.get("allow") == "1"
+                read_daemon_monitor(
+                    d, child, default_topic="tnwgd.monitor", source=self.source, groups=self.groups
+                )
             elif tag == "route-info":
                 self.fill(d.route_info, child)
             elif tag == "route-recalculation":

@@ -33,6 +33,7 @@ from typing import Any
 from lxml import etree
 
 from umcore.config import xmlfile
+from umcore.config.daemonmon import read_daemon_monitor
 from umcore.config.flatfile import Setting, make_setting
 from umcore.config.values import (
     BOOL,
@@ -258,17 +259,13 @@ class _Builder:
                 d.xml_config = xmlfile.text_of(child, self.source)
                 d.xml_config_application = child.get("application-name", "umestored")
             elif tag == "daemon-monitor":
-                d.daemon_monitor = True
-                d.daemon_monitor_topic = child.get("topic", "umestore.monitor")
-                for sub in child:
-                    if sub.tag == "lbm-config":
-                        d.daemon_monitor_lbm_config = xmlfile.text_of(sub, self.source)
-                    elif sub.tag == "publishing-interval":
-                        d.daemon_monitor_intervals = self.groups(sub)
-                    elif sub.tag == "remote-snapshot-request":
-                        d.remote_snapshot_request = sub.get("allow") == "1"
-                    elif sub.tag == "remote-config-changes-request":
-                        d.remote_config_changes_request = sub.get("allow") == "1"
+                read_daemon_monitor(
+                    d,
+                    child,
+                    default_topic="umestore.monitor",
+                    source=self.source,
+                    groups=self.groups,
+                )
             elif isinstance(tag, str):
                 setattr(d, tag.replace("-", "_"), xmlfile.text_of(child, self.source))
         return d
