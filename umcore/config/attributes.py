@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from umcore.config.flatfile import Setting, parse_text, read_config_file
-from umcore.config.options import REGISTRY, Option, lookup, parse_value
+from umcore.config.options import REGISTRY, Option, bad_value_error, lookup, parse_value
 from umcore.config.umxml import Application, UMXml
 from umcore.config.values import BadValue
 from umcore.errors import ConfigError
@@ -198,13 +198,7 @@ class Attributes:
             try:
                 value = opt.type.merge(self._values[opt.name], value)
             except BadValue as exc:
-                raise ConfigError(
-                    str(exc),
-                    source=source,
-                    line=line,
-                    what=f"{opt.scope} {opt.name}",
-                    allowed=opt.type.allowed(),
-                ) from None
+                raise bad_value_error(opt, exc, source=source, line=line) from None
         for target in (opt.name, *opt.also):
             self._values[target] = value
             if where is not None:

@@ -65,6 +65,7 @@ __all__ = [
     "XML_SCOPES",
     "Option",
     "all_options",
+    "bad_value_error",
     "lookup",
     "normalize_scope",
     "parse_value",
@@ -2686,10 +2687,17 @@ def parse_value(
     try:
         return opt.type.parse(text)
     except BadValue as exc:
-        raise ConfigError(
-            str(exc),
-            source=source,
-            line=line,
-            what=f"{opt.scope} {opt.name}",
-            allowed=opt.type.allowed(),
-        ) from None
+        raise bad_value_error(opt, exc, source=source, line=line) from None
+
+
+def bad_value_error(
+    opt: Option, exc: BadValue, *, source: str | None = None, line: int | None = None
+) -> ConfigError:
+    """The ConfigError for a value ``opt`` refuses: what is wrong, where, and the allowed form."""
+    return ConfigError(
+        str(exc),
+        source=source,
+        line=line,
+        what=f"{opt.scope} {opt.name}",
+        allowed=opt.type.allowed(),
+    )
