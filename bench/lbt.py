@@ -2,28 +2,37 @@
 
 Layout, the same for every run: one process, one uvloop loop, the sending loop and the receiving
 side on it, :data:`N` messages of 64 bytes over loopback, implicit batching (a datagram once the
-batch holds 2048 bytes).  The sender yields to the loop every :data:`YIELD_EVERY` messages (so
-the receiver drains its socket; both sides alike).  Rounds alternate and each figure is the best
-of :data:`ROUNDS` (the 2-core machine is shared: only ratios mean anything).
+batch holds 2048 bytes: 27 messages).  Both senders run the same application code (each payload
+packs its counter, ``await send(payload)``, a yield to the loop every :data:`YIELD_EVERY`
+messages so the receiver drains its socket) and both receivers the same per-message callback
+(unpack the counter, check the order, count).  Rounds alternate raw / pyum and each figure is the
+best of :data:`ROUNDS` (the 2-core machine is shared: only ratios mean anything).
 
-- **raw baseline**: the least a datagram messaging library does per message: the sender frames
-  each message with the same 12-byte LBMC data header into a batch, prefixes the batch with a
-  20-byte transport header and ``sendto``\\s it at 2048 bytes; the receiving
-  ``DatagramProtocol`` walks the messages of each datagram and hands each to a callback as
+- **raw baseline**: the least a datagram messaging library does per message: ``send`` frames the
+  message with the same 12-byte LBMC data header into a batch and returns an already completed
+  future (awaited, as pyum's is); at 2048 bytes the batch gets a 20-byte transport header with a
+  datagram sequence number and is ``sendto``'d.  The receiving ``DatagramProtocol`` checks the
+  datagram sequence number, length-frames each message and hands it to the callback as
   ``bytes``.  The same datagrams as LBT-RM's, minus everything reliable.
 - **pyum**: two contexts (multicast topic resolution on loopback), ``source transport lbtrm`` /
   ``lbtru`` with the data rate limit raised to 1 Gbit/s (UM's 10 Mbit/s default would measure
-  the limiter), ``await src.send(payload)`` per message, one
-  :class:`~umcore.api.Message` per message in ``on_message``.  Then again with 1 % of the
-  receiver's datagrams dropped (``pyum_fault_drop_receive``, a pyum-only setting): NAKs and
-  retransmissions must repair everything (checked: every message, in order, no loss event).
+  the limiter), one :class:`~umcore.api.Message` per message in ``on_message``; a second figure
+  with the opt-in batched delivery ``on_messages`` (lists of messages).
+- **loss**: again with 1 % of the receiver's datagrams dropped (``pyum_fault_drop_receive``, a
+  pyum-only setting; retransmissions are dropped too).  NAKs and retransmissions must repair
+  everything (checked: every message, in order, no loss event).  Every run is printed with its
+  NCF count: when a *retransmission* is lost, the receiver's repeat NAK (100-300 ms later, UM's
+  ``nak_backoff_interval``) falls inside the source's ``ignore_interval`` (500 ms), is answered
+  by an NCF, and the receiver waits ``nak_suppress_interval`` (1 s) before NAKing again: a
+  ~1.2 s stall that UM's option defaults produce (they violate UM's own advice, ignore interval
+  <= half the NAK back-off).  The row with ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS`
+  shows the same runs under that advice; the defaults stay the defaults.
 - **latency**: :data:`LAT_RATE` messages/s offered for :data:`LAT_SECONDS`, each message
-  carrying its *intended* send time; p50/p99 of (delivery time - intended time), lossless and
-  with 1 % loss.  Implicit batching holds a message until the batch reaches 2048 bytes (or
-  200 ms pass), which is most of the figure at this rate.
+  carrying its *intended* send time; p50/p99/max of (delivery time - intended time), lossless
+  and with 1 % loss (LBT-RM NAKs after its 25-75 ms initial back-off, LBT-RU at once).
 
-Prints msgs/s, the ratios to the raw baseline (target >= 0.70), the lossy/lossless ratios
-(target >= 0.80) and the latency percentiles.
+Prints msgs/s, the ratios pyum / raw (target >= 0.70), lossy / lossless (target >= 0.80) and
+the latency percentiles.
 """
 
 from __future__ import annotations
@@ -38,14 +47,19 @@ N = 200_000
 SIZE = 64
 BATCH = 2048
 YIELD_EVERY = 64
-ROUNDS = 2
+ROUNDS = 3
 TIMEOUT_S = 30.0
 LOSS = 0.01
 LAT_RATE = 20_000.0
 LAT_SECONDS = 2.0
+# The lossy rows again with the source's ignore interval at half the receivers' NAK back-off
+# (200 ms), the relation UM recommends and its own defaults (500 ms) violate.
+RECOMMENDED_IGNORE_MS = 100
 
 _HDR = struct.Struct("!BBHII")  # LBMC data header: ver/type, next, msglen, tidx, sqn
 _T = struct.Struct("!Qd")  # payload head: counter, intended send time
+# LBT-RM DATA header: ver/type, next header, NAK port, session id, sqn, trail sqn, flags... (20 B)
+_THDR = struct.Struct("!BBHIIIxxxx")
 
 
 def _free_port() -> int:
@@ -57,11 +71,50 @@ def _free_port() -> int:
 
 
 # ------------------------------------------------------------------------------ raw baseline
+class _RawSender:
+    """The baseline's sending side: what a datagram library does at the least per message."""
+
+    def __init__(self, transport: asyncio.DatagramTransport, done: asyncio.Future[None]) -> None:
+        self.transport = transport
+        self.done = done  # completed: ``await send(...)`` costs what awaiting pyum's does
+        self.parts: list[bytes] = [b""]  # parts[0]: the transport header, filled at send time
+        self.length = 0
+        self.tsqn = 0
+        self.msqn = 0
+
+    def send(self, payload: bytes) -> asyncio.Future[None]:
+        parts = self.parts
+        n = len(payload)
+        parts.append(_HDR.pack(0, 0, 12 + n, 0, self.msqn) + payload)
+        self.msqn += 1
+        self.length += 12 + n
+        if self.length >= BATCH:
+            self.flush()
+        return self.done
+
+    def flush(self) -> None:
+        parts = self.parts
+        if len(parts) > 1:
+            parts[0] = _THDR.pack(0, 0, 0, 0, self.tsqn, 0)
+            self.tsqn += 1
+            self.transport.sendto(b"".join(parts))
+            del parts[1:]
+            self.length = 0
+
+
 class _RawReceiver(asyncio.DatagramProtocol):
+    """The baseline's receiving side: transport header (in-order check), then each message
+    length-framed and handed to the callback as ``bytes``."""
+
     def __init__(self, on_msg: Any) -> None:
         self.on_msg = on_msg
+        self.expected = 0
+        self.out_of_order = 0
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
+        if _THDR.unpack_from(data)[4] != self.expected:
+            self.out_of_order += 1
+        self.expected += 1
         pos = 20
         end = len(data)
         on_msg = self.on_msg
@@ -75,9 +128,14 @@ async def _raw(n: int) -> float:
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     count = 0
+    bad = 0
+    unpack = _T.unpack_from
 
-    def on_msg(payload: bytes) -> None:
-        nonlocal count
+    def on_msg(payload: bytes) -> None:  # the same application work as pyum's on_msg
+        nonlocal count, bad
+        i, _intended = unpack(payload)
+        if i != count:
+            bad += 1
         count += 1
         if count == n:
             done.set()
@@ -85,40 +143,36 @@ async def _raw(n: int) -> float:
     rsock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rsock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
     rsock.bind(("127.0.0.1", 0))
-    rtr, _ = await loop.create_datagram_endpoint(lambda: _RawReceiver(on_msg), sock=rsock)
+    rtr, rproto = await loop.create_datagram_endpoint(lambda: _RawReceiver(on_msg), sock=rsock)
     str_, _ = await loop.create_datagram_endpoint(
         asyncio.DatagramProtocol, remote_addr=rsock.getsockname()
     )
-    head = bytes(20)
-    pack = _HDR.pack
-    payload = bytes(SIZE)
+    fut: asyncio.Future[None] = loop.create_future()
+    fut.set_result(None)
+    sender = _RawSender(str_, fut)
+    send = sender.send
+    pad = bytes(SIZE - _T.size)
+    pack = _T.pack
     start = time.perf_counter()
-    parts: list[bytes] = []
-    length = 0
-    sqn = 0
     async with asyncio.timeout(TIMEOUT_S):
         for i in range(n):
-            parts.append(pack(0, 0, 12 + SIZE, 0, sqn))
-            parts.append(payload)
-            sqn += 1
-            length += 12 + SIZE
-            if length >= BATCH:
-                str_.sendto(head + b"".join(parts))
-                parts.clear()
-                length = 0
+            await send(pack(i, 0.0) + pad)  # the same application work as pyum's sender
             if i % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
-        if parts:
-            str_.sendto(head + b"".join(parts))
+        sender.flush()
         await done.wait()
     elapsed = time.perf_counter() - start
     str_.close()
     rtr.close()
+    if bad or rproto.out_of_order:
+        raise AssertionError(
+            f"raw baseline: {bad} messages, {rproto.out_of_order} datagrams out of order"
+        )
     return n / elapsed
 
 
 # ------------------------------------------------------------------------------ pyum
-def _configure(transport: str) -> None:
+def _configure(transport: str, extra: str = "") -> None:
     from umcore.config.attributes import Configuration, reset_global_configuration
 
     group = "224.10.88.8"
@@ -141,21 +195,40 @@ def _configure(transport: str) -> None:
         receiver transport_lbtru_port_low 0
         receiver transport_lbtru_port_high 0
         receiver transport_lbtru_interface 127.0.0.1
+        {extra}
         """
     cfg = Configuration()
     cfg.config_text(text, "bench")
     reset_global_configuration(cfg)
 
 
+class _Run:
+    """What one pyum run measured."""
+
+    __slots__ = ("lat", "naks", "ncfs", "rate", "rxs")
+
+    def __init__(self, rate: float, lat: list[float], naks: int, ncfs: int, rxs: int) -> None:
+        self.rate = rate
+        self.lat = lat
+        self.naks = naks
+        self.ncfs = ncfs
+        self.rxs = rxs
+
+
 async def _pyum(
-    transport: str, n: int, loss: float, rate: float = 0.0
-) -> tuple[float, list[float], int]:
-    """(msgs/s, latencies in seconds when ``rate`` > 0, NAKs sent)."""
+    transport: str,
+    n: int,
+    loss: float,
+    rate: float = 0.0,
+    batched: bool = False,
+    extra: str = "",
+) -> _Run:
+    """One run: msgs/s, latencies in seconds when ``rate`` > 0, the receiver's NAK counters."""
     from umcore.api import Context
     from umcore.api import message as m
     from umcore.config.attributes import ContextAttributes, reset_global_configuration
 
-    _configure(transport)
+    _configure(transport, extra)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     bos = asyncio.Event()
@@ -180,11 +253,18 @@ async def _pyum(
         else:
             bad.append(f"event {msg.type}")
 
+    def on_msgs(msgs: list[m.Message]) -> None:
+        for msg in msgs:
+            on_msg(msg)
+
     rattr = ContextAttributes.create()
     rattr.set("pyum_fault_drop_receive", str(loss))
     try:
         async with await Context.create() as a, await Context.create(rattr) as b:
-            rcv = await b.create_receiver("bench.lbt", on_msg)
+            if batched:
+                rcv = await b.create_receiver("bench.lbt", on_msg, on_messages=on_msgs)
+            else:
+                rcv = await b.create_receiver("bench.lbt", on_msg)
             src = await a.create_source("bench.lbt")
             await asyncio.wait_for(bos.wait(), 10)
             pad = bytes(SIZE - _T.size)
@@ -207,14 +287,21 @@ async def _pyum(
                 await done.wait()
             elapsed = time.perf_counter() - start
             (js,) = b._joined.values()
-            naks = int(js.core.stats.naks_sent)
+            st = js.core.stats
+            run = _Run(
+                n / elapsed,
+                lat,
+                int(st.naks_sent),
+                int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
+                int(st.rxs_rcved),
+            )
             await src.close()
             await rcv.close()
     finally:
         reset_global_configuration(None)
     if bad:
         raise AssertionError(f"{transport} loss={loss}: {bad[:3]} ({len(bad)} problems)")
-    return n / elapsed, lat, naks
+    return run
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -222,38 +309,70 @@ def _pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p / 100 * len(s)))] * 1e3
 
 
+_NAMES = (("lbtrm", "LBT-RM"), ("lbtru", "LBT-RU"))
+
+
+def _recommended(transport: str) -> str:
+    """UM's recommended relation (ignore interval <= half the NAK back-off), not its defaults."""
+    return f"source transport_{transport}_ignore_interval {RECOMMENDED_IGNORE_MS}"
+
+
 async def _all() -> None:
     raw = 0.0
-    best: dict[tuple[str, float], float] = {}
-    naks: dict[tuple[str, float], int] = {}
+    best: dict[tuple[str, str], float] = {}
+    runs: dict[tuple[str, str], list[_Run]] = {}
+    variants = (
+        ("msg", 0.0, False, False),
+        ("batched", 0.0, True, False),
+        ("loss", LOSS, False, False),
+        ("loss-rec", LOSS, False, True),
+    )
     for _ in range(ROUNDS):
         raw = max(raw, await _raw(N))
-        for transport in ("lbtrm", "lbtru"):
-            for loss in (0.0, LOSS):
-                rate, _lat, k = await _pyum(transport, N, loss)
-                key = (transport, loss)
-                best[key] = max(best.get(key, 0.0), rate)
-                naks[key] = naks.get(key, 0) + k
-    print(f"   raw UDP batched datagrams: {raw:10,.0f} msgs/s ({N:,} x {SIZE} B, best of {ROUNDS})")
-    for transport, name in (("lbtrm", "LBT-RM"), ("lbtru", "LBT-RU")):
-        clean, lossy = best[(transport, 0.0)], best[(transport, LOSS)]
+        for transport, _name in _NAMES:
+            for kind, loss, batched, rec in variants:
+                extra = _recommended(transport) if rec else ""
+                r = await _pyum(transport, N, loss, batched=batched, extra=extra)
+                key = (transport, kind)
+                best[key] = max(best.get(key, 0.0), r.rate)
+                runs.setdefault(key, []).append(r)
+    print(
+        f"   raw UDP, same batched datagrams: {raw:10,.0f} msgs/s "
+        f"({N:,} x {SIZE} B, best of {ROUNDS})"
+    )
+    for transport, name in _NAMES:
+        clean, many = best[(transport, "msg")], best[(transport, "batched")]
         print(
-            f"   {name} lossless:          {clean:10,.0f} msgs/s  ratio to raw {clean / raw:.2f}"
-            "  (target >= 0.70)"
+            f"   {name} on_message (per message):  {clean:10,.0f} msgs/s  ratio to raw "
+            f"{clean / raw:.2f}  (target >= 0.70)"
         )
         print(
-            f"   {name} {LOSS:.0%} loss:           {lossy:10,.0f} msgs/s  ratio to lossless "
-            f"{lossy / clean:.2f}  (target >= 0.80; NAKs sent {naks[(transport, LOSS)]:,}, "
-            "no message lost)"
+            f"   {name} on_messages (batched):     {many:10,.0f} msgs/s  ratio to raw "
+            f"{many / raw:.2f}"
         )
+        for kind, label in (
+            ("loss", "UM defaults"),
+            ("loss-rec", f"ignore_interval {RECOMMENDED_IGNORE_MS} ms"),
+        ):
+            lossy = best[(transport, kind)]
+            each = ", ".join(
+                f"{r.rate / clean:.2f}" + (f" ({r.ncfs} NCF)" if r.ncfs else "")
+                for r in runs[(transport, kind)]
+            )
+            print(
+                f"   {name} {LOSS:.0%} loss, {label + ':':21} {lossy:10,.0f} msgs/s  ratio to "
+                f"lossless {lossy / clean:.2f}  (target >= 0.80; every run: {each}; "
+                "no message lost)"
+            )
     n = int(LAT_RATE * LAT_SECONDS)
-    for transport, name in (("lbtrm", "LBT-RM"), ("lbtru", "LBT-RU")):
+    for transport, name in _NAMES:
         for loss in (0.0, LOSS):
-            _r, lat, _k = await _pyum(transport, n, loss, LAT_RATE)
+            r = await _pyum(transport, n, loss, LAT_RATE)
             print(
                 f"   {name} latency at {LAT_RATE:,.0f} msgs/s, {loss:.0%} loss: "
-                f"p50 {_pct(lat, 50):.2f} ms  p99 {_pct(lat, 99):.2f} ms  (from intended send "
-                "time, implicit batching 2048 B)"
+                f"p50 {_pct(r.lat, 50):.2f} ms  p99 {_pct(r.lat, 99):.2f} ms  max "
+                f"{max(r.lat) * 1e3:.0f} ms  (NAKs {r.naks}, retransmissions {r.rxs}, NCFs "
+                f"{r.ncfs})"
             )
 
 
