@@ -31,6 +31,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from umcore.config.srs import PUBLISH_CATEGORIES
 from umcore.errors import LocalProtocolError
 from umcore.monitor.categories import CONFIG_CATEGORIES, PER_CLIENT_CATEGORIES, Category
 
@@ -165,19 +166,7 @@ _CONFIG_OPTION_PATHS = (
     "debug-monitor.ping-interval",
     "daemon-monitor.topic",
     "daemon-monitor.ping-interval",
-    *(
-        f"daemon-monitor.publishing-interval.{c}"
-        for c in (
-            "default",
-            "srs-stats",
-            "um-client-stats",
-            "connection-events",
-            "srs-error-stats",
-            "um-client-error-stats",
-            "config-opts",
-            "internal-config-opts",
-        )
-    ),
+    *(f"daemon-monitor.publishing-interval.{c}" for c in ("default", *PUBLISH_CATEGORIES)),
     "daemon-monitor.publish-connection-events.allow",
     "daemon-monitor.remote-snapshot-request.allow",
     "daemon-monitor.remote-config-changes-request.allow",
