@@ -1,12 +1,15 @@
-"""A fresh process configuration per test (UM's ``lbm_config``), on loopback."""
+"""A fresh process configuration per test (UM's ``lbm_config``), on loopback; a bounded poll."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from umcore.config.attributes import Configuration, reset_global_configuration
+
+WAIT = 10.0  # bound on every wait of the API tests
 
 
 def configure(text: str) -> Configuration:
@@ -31,3 +34,17 @@ def mcast_config(unused_udp_port: int) -> Iterator[Configuration]:
         """
     )
     reset_global_configuration(None)
+
+
+@pytest.fixture
+def opts(mcast_config: object) -> None:
+    """The attributes argument of ``Context.create``: None (the process configuration, set by
+    :func:`mcast_config`, applies)."""
+    return None
+
+
+async def wait_for(pred: Callable[[], object], timeout: float = WAIT) -> None:
+    """Poll ``pred`` until it is true; TimeoutError after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while not pred():
+            await asyncio.sleep(0.01)

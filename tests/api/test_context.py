@@ -6,22 +6,10 @@ import asyncio
 
 import pytest
 
+from tests.api.conftest import WAIT, wait_for
 from umcore.api import Context, Message
 from umcore.api import message as m
 from umcore.errors import UMError, WouldBlock
-
-WAIT = 10.0
-
-
-@pytest.fixture
-def opts(mcast_config: object) -> None:
-    return None
-
-
-async def wait_for(pred, timeout: float = WAIT) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(timeout):
-        while not pred():
-            await asyncio.sleep(0.01)
 
 
 async def test_publish_subscribe_in_order(opts: None) -> None:

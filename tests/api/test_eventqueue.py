@@ -6,23 +6,11 @@ import asyncio
 
 import pytest
 
+from tests.api.conftest import WAIT, wait_for
 from umcore.api import Context, EventQueue, Message
 from umcore.api import eventqueue as eq
 from umcore.api import message as m
 from umcore.errors import UMError
-
-WAIT = 10.0
-
-
-@pytest.fixture
-def opts(mcast_config: object) -> None:
-    return None
-
-
-async def wait_for(pred, timeout: float = WAIT) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(timeout):
-        while not pred():
-            await asyncio.sleep(0.01)
 
 
 async def test_receiver_callbacks_run_only_from_dispatch(opts: None) -> None:
