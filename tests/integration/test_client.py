@@ -3,55 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from tests.integration.daemon_proc import DaemonProcess
+from tests.integration.helpers import lbmrd_client_lines, load_configuration, until
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.config.attributes import Configuration, reset_global_configuration
+from umcore.config.attributes import Configuration
 from umcore.tools.common import make_verifiable, verify
 
-WAIT = 20.0
+# Sessions on ephemeral ports, on loopback.
+TCP_LINES = (
+    "context transport_tcp_port_low 0\n"
+    "context transport_tcp_port_high 0\n"
+    "source transport_tcp_interface 127.0.0.1\n"
+)
 
 
 @pytest.fixture
-async def lbmrd() -> AsyncIterator[DaemonProcess]:
-    d = await DaemonProcess.start("lbmrd", "-i", "127.0.0.1", "-p", "0")
-    try:
-        yield d
-    finally:
-        await d.stop()
-
-
-@pytest.fixture
-def unicast(lbmrd: DaemonProcess) -> Configuration:
-    """Process configuration: topic resolution through the lbmrd, sessions on ephemeral ports
-    (resolver ports too: other suites may hold 14402-14406)."""
-    ip, port = lbmrd.address
-    cfg = Configuration()
-    cfg.config_text(
-        f"""
-        context resolver_unicast_daemon {ip}:{port}
-        context resolver_unicast_interface 127.0.0.1
-        context resolver_unicast_port_low 0
-        context resolver_unicast_port_high 0
-        context transport_tcp_port_low 0
-        context transport_tcp_port_high 0
-        source transport_tcp_interface 127.0.0.1
-        """,
-        "test",
-    )
-    reset_global_configuration(cfg)
-    yield cfg  # type: ignore[misc]
-    reset_global_configuration(None)
-
-
-async def until(pred: Callable[[], bool], timeout: float = WAIT) -> None:
-    async with asyncio.timeout(timeout):
-        while not pred():
-            await asyncio.sleep(0.01)
+def unicast(lbmrd: DaemonProcess, reset_configuration: None) -> Configuration:
+    """Process configuration: topic resolution through the lbmrd, sessions on ephemeral ports."""
+    return load_configuration(lbmrd_client_lines(lbmrd.address) + TCP_LINES)
 
 
 @pytest.mark.slow
@@ -117,22 +90,7 @@ async def test_late_receiver_bos_and_stopped_source_eos(unicast: Configuration) 
 
 async def test_two_lbmrds_one_dead(unicast: Configuration, lbmrd: DaemonProcess) -> None:
     """With a dead lbmrd listed first, resolution still happens through the live one."""
-    ip, port = lbmrd.address
-    cfg = Configuration()
-    cfg.config_text(
-        f"""
-        context resolver_unicast_daemon 127.0.0.1:9
-        context resolver_unicast_daemon {ip}:{port}
-        context resolver_unicast_interface 127.0.0.1
-        context resolver_unicast_port_low 0
-        context resolver_unicast_port_high 0
-        context transport_tcp_port_low 0
-        context transport_tcp_port_high 0
-        source transport_tcp_interface 127.0.0.1
-        """,
-        "test",
-    )
-    reset_global_configuration(cfg)
+    load_configuration(lbmrd_client_lines(("127.0.0.1", 9), lbmrd.address) + TCP_LINES)
     got: list[bytes] = []
     async with await Context.create() as a, await Context.create() as b:
         await b.create_receiver("two", lambda x: got.append(bytes(x.data)))

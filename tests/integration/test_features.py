@@ -4,22 +4,20 @@ loopback (TCP transport, multicast topic resolution on a test group, ephemeral p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
+from tests.integration.helpers import load_configuration, until
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.config.attributes import Configuration, reset_global_configuration
+from umcore.config.attributes import Configuration
 from umcore.features.properties import PROP_BYTE, PROP_FLOAT, PROP_SHORT, MessageProperties
-
-WAIT = 10.0
 
 
 @pytest.fixture
-def config(unused_udp_port_factory: Callable[[], int]) -> Iterator[Configuration]:
-    cfg = Configuration()
-    cfg.config_text(
+def config(unused_udp_port_factory: Callable[[], int], reset_configuration: None) -> Configuration:
+    return load_configuration(
         f"""
         context resolver_multicast_interface 127.0.0.1
         context resolver_multicast_address 224.9.10.98
@@ -34,19 +32,8 @@ def config(unused_udp_port_factory: Callable[[], int]) -> Iterator[Configuration
         source transport_tcp_interface 127.0.0.1
         source late_join 1
         source retransmit_retention_size_threshold 50000000
-        """,
-        "test",
+        """
     )
-    reset_global_configuration(cfg)
-    yield cfg
-    reset_global_configuration(None)
-
-
-async def _until(pred: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(WAIT):
-        while not pred():
-            await asyncio.sleep(0.01)  # polling a condition, bounded by the timeout
-    assert pred(), what
 
 
 async def test_late_join_then_live_no_gap_no_duplicate(config: Configuration) -> None:
@@ -59,10 +46,10 @@ async def test_late_join_then_live_no_gap_no_duplicate(config: Configuration) ->
         rcv = await rctx.create_receiver(
             "lj.topic", lambda msg: got.append(msg) if msg.type == m.MSG_DATA else None
         )
-        await _until(lambda: src.receivers > 0, "receiver connected")
+        await until(lambda: src.receivers > 0, "receiver connected")
         for i in range(300, 400):
             await src.send(i.to_bytes(4, "big"), flush=True)
-        await _until(lambda: len(got) >= 400, f"400 messages, got {len(got)}")
+        await until(lambda: len(got) >= 400, f"400 messages, got {len(got)}")
         sqns = [msg.sequence_number for msg in got]
         assert sqns == list(range(400))
         assert [int.from_bytes(msg.data, "big") for msg in got] == list(range(400))
@@ -84,7 +71,7 @@ async def test_otr_fills_gap_the_transport_gave_up_on(config: Configuration) -> 
         src = await sctx.create_source("otr.topic")
         got: list[Message] = []
         rcv = await rctx.create_receiver("otr.topic", got.append)
-        await _until(lambda: src.receivers > 0, "receiver connected")
+        await until(lambda: src.receivers > 0, "receiver connected")
         # Inject a gap in the sans-IO layer: the source skips sqn 5 on the wire (as if the
         # transport had lost it for good); it is still in the retention buffer.
         for i in range(10):
@@ -96,7 +83,7 @@ async def test_otr_fills_gap_the_transport_gave_up_on(config: Configuration) -> 
                 continue
             await src.send(f"m{i}".encode(), flush=True)
         data = [x for x in got if x.type == m.MSG_DATA]
-        await _until(lambda: len([x for x in got if x.type == m.MSG_DATA]) >= 10, "10 data")
+        await until(lambda: len([x for x in got if x.type == m.MSG_DATA]) >= 10, "10 data")
         data = [x for x in got if x.type == m.MSG_DATA]
         assert [x.sequence_number for x in data] == list(range(10))
         assert data[5].data == b"five" and data[5].flags & m.MSG_FLAG_OTR
@@ -117,18 +104,18 @@ async def test_request_response_round_trip(config: Configuration) -> None:
 
         rcv = await rctx.create_receiver("req.topic", on_request)
         src = await qctx.create_source("req.topic")
-        await _until(lambda: src.receivers > 0, "responder connected")
+        await until(lambda: src.receivers > 0, "responder connected")
         responses: list[Message] = []
         req = await src.send_request(b"q1", responses.append)
-        await _until(lambda: len(responses) == 3, "three responses")
+        await until(lambda: len(responses) == 3, "three responses")
         assert sorted(r.data for r in responses) == [b"q1/r0", b"q1/r1", b"q1/r2"]
         assert all(r.type == m.MSG_RESPONSE for r in responses)
         req.close()
         # After deletion, responses are dropped.
         req2 = await src.send_request(b"q2", responses.append)
         req2.close()
-        await _until(lambda: len(answered) == 2, "second request answered")
-        await _until(lambda: qctx._features.requests.stats.responses_dropped == 3, "dropped")
+        await until(lambda: len(answered) == 2, "second request answered")
+        await until(lambda: qctx._features.requests.stats.responses_dropped == 3, "dropped")
         assert len(responses) == 3
         await rcv.close()
         await src.close()
@@ -143,19 +130,19 @@ async def test_uim_and_mim_reach_topic_and_callbacks(config: Configuration) -> N
         assert b.request_address is not None
         a.send_uim(b.request_address, b"hello", topic="uim.topic")
         a.send_uim(b.request_address, b"bare")
-        await _until(lambda: got and topicless, "UIMs")
+        await until(lambda: got and topicless, "UIMs")
         assert got[0].data == b"hello" and got[0].topic == "uim.topic"
         assert got[0].flags & m.MSG_FLAG_IMMEDIATE
         assert topicless[0].data == b"bare" and topicless[0].flags & m.MSG_FLAG_TOPICLESS
         a.send_mim("uim.topic", b"multi")
-        await _until(lambda: any(x.data == b"multi" for x in got), "MIM")
+        await until(lambda: any(x.data == b"multi" for x in got), "MIM")
         mim = next(x for x in got if x.data == b"multi")
         assert mim.source.startswith("LBTRM:") and mim.topic == "uim.topic"
         # a UIM request answered by the immediate-message callback
         b.immediate_message_callback = lambda msg: msg.respond(b"pong")
         answers: list[Message] = []
         req = a.send_uim_request(b.request_address, b"ping", answers.append)
-        await _until(lambda: bool(answers), "UIM response")
+        await until(lambda: bool(answers), "UIM response")
         assert answers[0].data == b"pong"
         req.close()
         await rcv.close()
@@ -166,7 +153,7 @@ async def test_properties_every_type_through_the_wire(config: Configuration) -> 
         got: list[Message] = []
         rcv = await rctx.create_receiver("props.topic", got.append)
         src = await sctx.create_source("props.topic")
-        await _until(lambda: src.receivers > 0, "connected")
+        await until(lambda: src.receivers > 0, "connected")
         props = MessageProperties({"bool": True, "int": 7, "long": 1 << 40, "double": 0.5,
                                    "str": "text"})  # fmt: skip
         props.set("byte", -3, PROP_BYTE)
@@ -174,7 +161,7 @@ async def test_properties_every_type_through_the_wire(config: Configuration) -> 
         props.set("float", 2.5, PROP_FLOAT)
         await src.send(b"payload", properties=props, app_headers=[(9, b"hdr")], flush=True)
         await src.send(b"plain", flush=True)
-        await _until(lambda: len([x for x in got if x.type == m.MSG_DATA]) == 2, "two")
+        await until(lambda: len([x for x in got if x.type == m.MSG_DATA]) == 2, "two")
         first, second = [x for x in got if x.type == m.MSG_DATA]
         assert first.data == b"payload" and first.properties == props
         assert first.app_headers == [(9, b"hdr")]

@@ -9,65 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import struct
-from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.helpers import lbt_lines, load_configuration
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.config.attributes import Configuration, reset_global_configuration
 
 N = 100_000
 SIZE = 64
 TIMEOUT_S = 55.0
 
-
-def _free_udp_port() -> int:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return int(port)
+pytestmark = pytest.mark.usefixtures("reset_configuration")
 
 
 def configure(transport: str, loss: float) -> None:
-    tr_port = _free_udp_port()
-    dport = _free_udp_port()
     group = f"224.10.{random.randrange(20, 250)}.{random.randrange(1, 250)}"
-    text = f"""
-        context resolver_multicast_interface 127.0.0.1
-        context resolver_multicast_address 224.9.10.97
-        context resolver_multicast_port {tr_port}
-        context transport_lbtru_port_low 0
-        context transport_lbtru_port_high 0
-        context transport_lbtrm_source_port_low 0
-        context transport_lbtrm_source_port_high 0
-        context transport_lbtrm_multicast_address_low {group}
-        context transport_lbtrm_multicast_address_high {group}
+    rates = f"""
         context transport_lbtrm_data_rate_limit 40000000
         context transport_lbtru_data_rate_limit 40000000
         context transport_lbtrm_retransmit_rate_limit 10000000
         context transport_lbtru_retransmit_rate_limit 10000000
         context pyum_fault_drop_send {loss}
         context pyum_fault_drop_receive {loss}
-        source transport {transport}
-        source transport_lbtrm_destination_port {dport}
-        source transport_lbtru_interface 127.0.0.1
-        receiver transport_lbtru_port_low 0
-        receiver transport_lbtru_port_high 0
-        receiver transport_lbtru_interface 127.0.0.1
         """
-    cfg = Configuration()
-    cfg.config_text(text, "test")
-    reset_global_configuration(cfg)
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    reset_global_configuration(None)
+    load_configuration(lbt_lines(transport, resolver_group="224.9.10.97", data_group=group) + rates)
 
 
 async def _run(

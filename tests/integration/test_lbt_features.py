@@ -12,63 +12,32 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.integration.test_lbt import _free_udp_port
+from tests.integration.helpers import lbt_lines, load_configuration, until
 from umcore.api import Context, Message
 from umcore.api import message as m
 from umcore.config.attributes import (
-    Configuration,
     ContextAttributes,
-    reset_global_configuration,
 )
 
-WAIT = 20.0
+pytestmark = pytest.mark.usefixtures("reset_configuration")
 
 
 def _config(transport: str, extra: str = "") -> None:
-    group = "224.10.77.7"
-    text = f"""
-        context resolver_multicast_interface 127.0.0.1
-        context resolver_multicast_address 224.9.10.96
-        context resolver_multicast_port {_free_udp_port()}
+    text = (
+        lbt_lines(transport, resolver_group="224.9.10.96", data_group="224.10.77.7")
+        + f"""
         context request_tcp_port_low 0
         context request_tcp_port_high 0
         context request_tcp_interface 127.0.0.1
-        context transport_lbtru_port_low 0
-        context transport_lbtru_port_high 0
-        context transport_lbtrm_source_port_low 0
-        context transport_lbtrm_source_port_high 0
-        context transport_lbtrm_multicast_address_low {group}
-        context transport_lbtrm_multicast_address_high {group}
-        source transport {transport}
-        source transport_lbtrm_destination_port {_free_udp_port()}
-        source transport_lbtru_interface 127.0.0.1
         source late_join 1
         source retransmit_retention_size_threshold 50000000
-        receiver transport_lbtru_port_low 0
-        receiver transport_lbtru_port_high 0
-        receiver transport_lbtru_interface 127.0.0.1
         {extra}
         """
-    cfg = Configuration()
-    cfg.config_text(text, "test")
-    reset_global_configuration(cfg)
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    reset_global_configuration(None)
-
-
-async def _until(pred: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(WAIT):
-        while not pred():
-            await asyncio.sleep(0.01)  # polling a condition, bounded by the timeout
-    assert pred(), what
+    )
+    load_configuration(text)
 
 
 @pytest.mark.parametrize("transport", ["lbtrm", "lbtru"])
@@ -83,11 +52,11 @@ async def test_late_join_then_live_no_gap_no_duplicate(transport: str) -> None:
         rcv = await rctx.create_receiver(
             "lj.lbt", lambda msg: got.append(msg) if msg.type == m.MSG_DATA else None
         )
-        await _until(lambda: any(js.conn is not None for js in rctx._joined.values()), "joined")
+        await until(lambda: any(js.conn is not None for js in rctx._joined.values()), "joined")
         for i in range(300, 400):
             await src.send(i.to_bytes(4, "big"), flush=True)
             await asyncio.sleep(0.002)
-        await _until(lambda: len(got) >= 400, f"400 messages, got {len(got)}")
+        await until(lambda: len(got) >= 400, f"400 messages, got {len(got)}")
         await asyncio.sleep(0.1)  # nothing more may come: a duplicate would show here
         assert [msg.sequence_number for msg in got] == list(range(400))
         assert [int.from_bytes(msg.data, "big") for msg in got] == list(range(400))
@@ -121,7 +90,7 @@ async def test_otr_fills_the_gaps_the_transport_gave_up_on(transport: str) -> No
         async with await Context.create(rattr) as rctx:
             rcv = await rctx.create_receiver("otr.lbt", got.append)
             src = await sctx.create_source("otr.lbt")
-            await _until(lambda: any(x.type == m.MSG_BOS for x in got), "BOS")
+            await until(lambda: any(x.type == m.MSG_BOS for x in got), "BOS")
             for i in range(n):
                 await src.send(i.to_bytes(4, "big"), flush=True)
                 await asyncio.sleep(0.001)
@@ -129,7 +98,7 @@ async def test_otr_fills_the_gaps_the_transport_gave_up_on(transport: str) -> No
             def data() -> list[Message]:
                 return [x for x in got if x.type == m.MSG_DATA]
 
-            await _until(lambda: len(data()) >= n, f"{n} messages, got {len(data())}")
+            await until(lambda: len(data()) >= n, f"{n} messages, got {len(data())}")
             assert [x.sequence_number for x in data()] == list(range(n))
             assert [int.from_bytes(x.data, "big") for x in data()] == list(range(n))
             otr = [x for x in data() if x.flags & m.MSG_FLAG_OTR]
@@ -155,7 +124,7 @@ async def test_properties_and_app_headers_travel_over_lbt(transport: str) -> Non
         got: list[Message] = []
         rcv = await rctx.create_receiver("ext.lbt", got.append)
         src = await sctx.create_source("ext.lbt")
-        await _until(lambda: any(x.type == m.MSG_BOS for x in got), "BOS")
+        await until(lambda: any(x.type == m.MSG_BOS for x in got), "BOS")
         props = MessageProperties({"k": 5})
         await src.send(b"plain-0")
         await src.send(b"props-1", properties=props)
@@ -165,7 +134,7 @@ async def test_properties_and_app_headers_travel_over_lbt(transport: str) -> Non
         def data() -> list[Message]:
             return [x for x in got if x.type == m.MSG_DATA]
 
-        await _until(lambda: len(data()) >= 4, f"4 messages, got {len(data())}")
+        await until(lambda: len(data()) >= 4, f"4 messages, got {len(data())}")
         msgs = data()
         assert [x.data for x in msgs] == [b"plain-0", b"props-1", b"apphdr-2", b"plain-3"]
         assert [x.sequence_number for x in msgs] == [0, 1, 2, 3]

@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.test_lbt import configure
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.config.attributes import reset_global_configuration
 from umcore.monitor import automatic, umsstats
 from umcore.monitor.pb import ums_mon_pb2
 
 N = 3000
 
-
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    reset_global_configuration(None)
+pytestmark = pytest.mark.usefixtures("reset_configuration")
 
 
 def _pb_fields(sample: umsstats.TransportSample) -> dict[str, int]:

@@ -8,17 +8,17 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.daemon_proc import ROOT, DaemonProcess, UdpClient, wait_for
+from tests.integration.helpers import load_configuration
 from tests.integration.test_srs import srs_xml
 from umcore.api import Context, Message, Source
 from umcore.api import message as m
-from umcore.config.attributes import Configuration, reset_global_configuration
 
 pytestmark = pytest.mark.slow
 
@@ -37,24 +37,21 @@ source transport_tcp_interface 127.0.0.1
 
 
 @pytest.fixture
-def configure() -> Iterator[Callable[..., None]]:
+def configure(reset_configuration: None) -> Callable[..., None]:
     """``configure(*srs_addresses, udp=False, extra="")`` loads this process's configuration:
     ``resolver_service`` naming the SRSes, UDP TR disabled unless ``udp``."""
 
     def load(*servers: tuple[str, int], udp: bool = False, extra: str = "") -> None:
-        cfg = Configuration()
         service = ",".join(f"{h}:{p}" for h, p in servers)
-        cfg.config_text(
+        load_configuration(
             BASE
             + f"context resolver_service {service}\n"
             + f"context resolver_disable_udp_topic_resolution {0 if udp else 1}\n"
             + extra,
             "srs-client-test",
         )
-        reset_global_configuration(cfg)
 
-    yield load
-    reset_global_configuration(None)
+    return load
 
 
 async def start_srs(tmp: Path, name: str = "srs.xml", **kw: Any) -> DaemonProcess:

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.integration.daemon_proc import DaemonProcess, wait_for
+from tests.integration.helpers import load_configuration
 from tests.integration.test_srs import srs_xml
 from tests.integration.test_srs_client import BASE, Inbox, closing, send_until
 from tests.oracle import Tshark
 from umcore.api import Context
-from umcore.config.attributes import Configuration, reset_global_configuration
+from umcore.config.attributes import Configuration
 from umcore.wire.pcap import TcpFlow
 
 pytestmark = pytest.mark.slow
@@ -79,14 +81,9 @@ class Relay:
 
 
 @pytest.fixture
-def reset_config() -> Iterator[Callable[[str], None]]:
-    def load(text: str) -> None:
-        cfg = Configuration()
-        cfg.config_text(text, "tshark-test")
-        reset_global_configuration(cfg)
-
-    yield load
-    reset_global_configuration(None)
+def reset_config(reset_configuration: None) -> Callable[[str], Configuration]:
+    """``reset_config(text)`` loads this process's configuration (reset after the test)."""
+    return functools.partial(load_configuration, source="tshark-test")
 
 
 @pytest.mark.tshark

@@ -8,24 +8,15 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.daemon_proc import ROOT, DaemonProcess
+from tests.integration.helpers import lbmrd_client_lines
 
 TIMEOUT = 60.0
 SUMMARY = re.compile(r"messages=(\d+) .*unrecoverable=(\d+) .*verify_errors=(\d+)")
-
-
-@pytest.fixture
-async def lbmrd() -> AsyncIterator[DaemonProcess]:
-    d = await DaemonProcess.start("lbmrd", "-i", "127.0.0.1", "-p", "0")
-    try:
-        yield d
-    finally:
-        await d.stop()
 
 
 async def tool(name: str, *args: str) -> asyncio.subprocess.Process:
@@ -53,14 +44,8 @@ async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
 
 
 async def test_lbmsrc_to_lbmrcv_through_lbmrd(lbmrd: DaemonProcess, tmp_path: Path) -> None:
-    ip, port = lbmrd.address
     cfg = tmp_path / "uc.cfg"
-    cfg.write_text(
-        f"context resolver_unicast_daemon {ip}:{port}\n"
-        "context resolver_unicast_interface 127.0.0.1\n"
-        "context resolver_unicast_port_low 0\ncontext resolver_unicast_port_high 0\n"
-        "source transport_tcp_interface 127.0.0.1\n"
-    )
+    cfg.write_text(lbmrd_client_lines(lbmrd.address) + "source transport_tcp_interface 127.0.0.1\n")
     n = 20_000
     rcv = await tool("lbmrcv", "-c", str(cfg), "-E", "-V", "tools.topic")
     assert rcv.stdout is not None
@@ -170,14 +155,8 @@ async def test_topology_ctrl_c_leaves_no_process() -> None:
 
 
 async def test_lbmwrcv_pattern_through_lbmrd(lbmrd: DaemonProcess, tmp_path: Path) -> None:
-    ip, port = lbmrd.address
     cfg = tmp_path / "uc.cfg"
-    cfg.write_text(
-        f"context resolver_unicast_daemon {ip}:{port}\n"
-        "context resolver_unicast_interface 127.0.0.1\n"
-        "context resolver_unicast_port_low 0\ncontext resolver_unicast_port_high 0\n"
-        "source transport_tcp_interface 127.0.0.1\n"
-    )
+    cfg.write_text(lbmrd_client_lines(lbmrd.address) + "source transport_tcp_interface 127.0.0.1\n")
     rcv = await tool("lbmwrcv", "-c", str(cfg), "-r", "500", "-V", r"^wild\.")
     assert rcv.stdout is not None
     async with asyncio.timeout(TIMEOUT):
