@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.daemon_proc import ROOT, DaemonProcess, UdpClient, wait_for
-from tests.integration.helpers import load_configuration
+from tests.integration.helpers import lbmrd_client_lines, load_configuration
 from tests.integration.test_srs import srs_xml
 from umcore.api import Context, Message, Source
 from umcore.api import message as m
@@ -113,11 +113,7 @@ async def test_pubsub_with_udp_tr_disabled_sends_no_resolver_datagram(
     does reach it (the probe works)."""
     srs = await start_srs(tmp_path)
     probe = UdpClient()
-    extra = (
-        f"context resolver_unicast_daemon 127.0.0.1:{probe.address[1]}\n"
-        "context resolver_unicast_interface 127.0.0.1\n"
-        "context resolver_unicast_port_low 0\ncontext resolver_unicast_port_high 0\n"
-    )
+    extra = lbmrd_client_lines(("127.0.0.1", probe.address[1]))
     try:
         configure(srs.address, extra=extra)
         a = await Context.create()
