@@ -101,6 +101,10 @@ class BatchingSource:
         self.max_size = min(datagram_max_size, MAX_LBMC_MESSAGE)
         self.max_payload = self.max_size - HEADER_RESERVATION
         self.batching_minimum_length = batching_minimum_length
+        #: A message that joins a non-empty batch and leaves it shorter than this needs none
+        #: of the batching rules (no fragmentation, no overflow, no hand-on): the API's inline
+        #: fast path (:meth:`umcore.api.context.Source.send`) checks only this bound.
+        self.fast_limit = min(batching_minimum_length, self.max_payload + 1)
         self.batching_interval = batching_interval
         self.tsni_interval = tsni_interval
         self.tsni_active_threshold = tsni_active_threshold
