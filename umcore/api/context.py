@@ -404,7 +404,10 @@ class Source:
             self._wants_wakeup = True
             self.context.send_would_block += 1
             raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
-        self.send(data, flush=flush, properties=properties, app_headers=app_headers)
+        if flush:  # the latency path (a message on its own): straight to the general path
+            self._send_slow(data, flush, properties, app_headers)
+        else:
+            self.send(data, properties=properties, app_headers=app_headers)
 
     async def send_request(
         self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None

@@ -200,7 +200,8 @@ class BatchingSource:
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
-        self._parts.append(lbmc.encode_data(tidx, sqn, payload))
+        # lbmc.encode_data's bytes, inline (n <= max_payload: none of its checks can fail).
+        self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
         self._len = length + _DATA_HEADER + n
         self.stats.messages_sent += 1
         # Only a message that starts a batch gets here without flush (the fast path takes the
