@@ -287,6 +287,8 @@ def prepare_join(ctx: Context, js: _JoinedSession, info: SourceInfo, receivers: 
         "max_burst_loss": int(getattr(first, "max_burst_loss", 1024)),
         "ordered": int(getattr(first, "ordered_delivery", 1)) == 1,
         "loss_check_interval": _ms(o.get("delivery_control_loss_check_interval", 0), 0),
+        # context scope, but it bounds each DC's order map separately (Configuration Guide)
+        "max_map_entries": int(ctx._opts.get("delivery_control_maximum_total_map_entries", 200000)),
     }
     now = ctx._loop.time()
     if isinstance(t, lbmr.LBTRMInfo):

@@ -2153,7 +2153,10 @@ _TABLE: tuple[Option, ...] = (
         "delivery_control_maximum_total_map_entries",
         SIZE,
         "200000",
-        "Max buffered messages across order maps; when exceeded oldest gaps declared lost; 0 = unbounded.",
+        (
+            "Max buffered messages in EACH delivery controller's order map (sized independently);"
+            " when exceeded oldest gaps declared lost; 0 = unbounded."
+        ),
     ),
     _O(
         "context",

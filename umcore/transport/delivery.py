@@ -22,6 +22,23 @@ transport did at T=10.2.  A gap larger than ``delivery_control_maximum_burst_los
 ``LBM_MSG_UNRECOVERABLE_LOSS_BURST`` at once; the order map is cleared (its messages discarded).
 No loss is reported before the first delivered message (leading loss, 6.12+).
 
+**Order map limit.**  ``delivery_control_maximum_total_map_entries`` (context scope, default
+200000, 0 = unbounded) bounds each DC's order map; UM's configuration guide: "although this
+option is context scoped ... there is a separate Order Map for each Delivery Controller.  Those
+Order Maps are sized independently".  When a DC's map holds *more* than the limit,
+"unrecoverable loss is signaled for the oldest gaps and older data is delivered until the Order
+Map size is below" the limit.  So the message that overflows the map is kept, then the oldest
+missing sequence number is declared lost at once (one ``LBM_MSG_UNRECOVERABLE_LOSS`` each,
+exactly as if its loss timer had expired, leading loss still suppressed), the messages it held
+back are delivered, and so on, oldest gap first, until fewer than the limit remain.  A message
+that arrived is therefore never refused: the map drains instead of stalling until the 10 s loss
+timer (a repair arriving afterwards is behind the delivery point: a duplicate, discarded).
+:attr:`LbtDeliveryController.map_limit_lost` counts the numbers the limit declared lost,
+:attr:`~LbtDeliveryController.map_limit_hits` the times it acted.  The guide says nothing about
+a DC still starting *tentatively* (below): our choice is that a tentative DC whose buffer
+overflows starts at once at the lowest number it holds (as :meth:`confirm` would), and the limit
+then applies as above; anything older that the transport still recovers is leading loss.
+
 **Tentative start.**  A DC created while its transport still has older datagrams missing cannot
 know whether the first topic message it sees is really the first: an earlier one may sit in a
 datagram being recovered.  The transport then starts the DC *tentatively*: messages are only
@@ -38,17 +55,26 @@ from collections.abc import Callable
 
 from umcore.errors import TransportError
 
-__all__ = ["LOSS", "LOSS_BURST", "MAX_ORDER_MAP", "MAX_TRACKED_GAP", "LbtDeliveryController"]
+__all__ = [
+    "DEFAULT_MAX_MAP_ENTRIES",
+    "LOSS",
+    "LOSS_BURST",
+    "MAX_ORDER_MAP",
+    "MAX_TRACKED_GAP",
+    "LbtDeliveryController",
+]
 
 LOSS = "unrecoverable_loss"
 LOSS_BURST = "unrecoverable_loss_burst"
 
 _M = 0xFFFFFFFF
 _HALF = 0x80000000
-# Messages one DC keeps in its order map; UM's delivery_control_maximum_total_map_entries
-# (200000) bounds a whole context.  Beyond it, further messages are refused and counted
-# (they are then recovered as loss: the transport has already acknowledged them).
-MAX_ORDER_MAP = 200_000
+# UM's default for delivery_control_maximum_total_map_entries: messages ONE DC's order map may
+# hold (each DC's map is sized independently, Configuration Guide); beyond it the oldest gaps
+# are declared lost and what they held is delivered (theory of operation above).
+DEFAULT_MAX_MAP_ENTRIES = 200_000
+# Partial reassemblies an arrival-order DC keeps (one per fragmented message in progress).
+MAX_ORDER_MAP = DEFAULT_MAX_MAP_ENTRIES
 # Missing topic sequence numbers one DC times individually.  A larger gap is reported as burst
 # loss whatever delivery_control_maximum_burst_loss says (UM recommends 1e9 for that option;
 # timing a billion numbers one by one is not an option).
@@ -83,8 +109,11 @@ class LbtDeliveryController:
         "high",
         "loss",
         "loss_timeout",
+        "map_limit_hits",
+        "map_limit_lost",
         "map_refused",
         "max_burst_loss",
+        "max_map_entries",
         "missing",
         "order_map",
         "ordered",
@@ -105,6 +134,7 @@ class LbtDeliveryController:
         max_burst_loss: int = 1024,
         loss_timeout: float = 10.0,
         ordered: bool = True,
+        max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
     ) -> None:
         self.tidx = tidx
         self.topic = topic
@@ -116,6 +146,9 @@ class LbtDeliveryController:
         self.max_burst_loss = max(2, max_burst_loss)
         self.loss_timeout = loss_timeout
         self.ordered = ordered
+        #: delivery_control_maximum_total_map_entries: most messages this DC's order map
+        #: holds (0 = unbounded, as in UM).
+        self.max_map_entries = max(0, max_map_entries)
         self.started = False
         self.tentative = False
         self.expected = 0  # next sequence number to deliver (ordered) / lowest not yet seen
@@ -131,7 +164,11 @@ class LbtDeliveryController:
         self.delivered = 0
         self.unrecoverable = 0
         self.duplicates = 0
+        #: Arrival-order partial reassemblies refused (MAX_ORDER_MAP in progress at once).
         self.map_refused = 0
+        #: Sequence numbers the order map limit declared lost, and times the limit acted.
+        self.map_limit_lost = 0
+        self.map_limit_hits = 0
         #: Extra LBMC headers (REQUEST, APPHDR_CHAIN, PROPERTIES...) of the message being
         #: delivered, set around each ``deliver`` call (the API's features read them); () else.
         #: A message held in the order map keeps its headers until it is delivered.
@@ -184,23 +221,23 @@ class LbtDeliveryController:
             return
         if self.ordered and self.started:
             if (first - high) & _M < _HALF:  # new data at or beyond the highest seen
-                if len(self.order_map) + self._run_msgs + k <= MAX_ORDER_MAP:
-                    if not self._open_gap(high, first, now):
-                        # Burst: everything before ``first`` is gone (reported); deliver.
-                        self.expected = self.high = end
-                        self._deliver_run(records)
-                        return
-                    self.high = end
-                    if first == self.expected:
-                        self.expected = end
-                        self._deliver_run(records)
-                        self._drain()
-                    else:
-                        self._runs[first] = records
-                        self._run_msgs += k
-                    if missing:
-                        self.check(now)
+                if not self._open_gap(high, first, now):
+                    # Burst: everything before ``first`` is gone (reported); deliver.
+                    self.expected = self.high = end
+                    self._deliver_run(records)
                     return
+                self.high = end
+                if first == self.expected:
+                    self.expected = end
+                    self._deliver_run(records)
+                    self._drain()
+                else:
+                    self._runs[first] = records
+                    self._run_msgs += k
+                    self._limit()
+                if missing:
+                    self.check(now)
+                return
             elif (
                 (first - self.expected) & _M < _HALF
                 and (high - end) & _M < _HALF
@@ -217,6 +254,7 @@ class LbtDeliveryController:
                 else:
                     self._runs[first] = records
                     self._run_msgs += k
+                    self._limit()
                 if missing:
                     self.check(now)
                 return
@@ -257,7 +295,12 @@ class LbtDeliveryController:
     ) -> None:
         if not self.started:
             if tentative or self.tentative:
-                self._buffer_tentative(sqn, payload, frag)
+                if not self._buffer_tentative(sqn, payload, frag, now):
+                    return
+                # The buffer overflowed: started now (the message is in the order map).
+                self._limit()
+                if self.missing:
+                    self.check(now)
                 return
             self.started = True
             self.expected = self.high = sqn
@@ -338,7 +381,9 @@ class LbtDeliveryController:
         self._drain()
 
     # ------------------------------------------------------------------ internals
-    def _buffer_tentative(self, sqn: int, payload: bytes, frag: Frag | None) -> None:
+    def _buffer_tentative(self, sqn: int, payload: bytes, frag: Frag | None, now: float) -> bool:
+        """Hold ``sqn`` until :meth:`confirm`; True when that made the buffer exceed the order
+        map limit and the DC started at once (our choice, theory of operation)."""
         if not self.tentative:
             self.tentative = True
             self.expected = sqn
@@ -346,10 +391,13 @@ class LbtDeliveryController:
             self.expected = sqn  # a lower one: the start moves back
         if sqn in self.order_map:
             self.duplicates += 1
-        elif len(self.order_map) >= MAX_ORDER_MAP:
-            self.map_refused += 1
-        else:
-            self.order_map[sqn] = (payload, frag)
+            return False
+        self.order_map[sqn] = (payload, frag)
+        limit = self.max_map_entries
+        if limit and len(self.order_map) > limit:
+            self.confirm(now)
+            return True
+        return False
 
     def _open_gap(self, start: int, end: int, now: float) -> bool:
         """Numbers start..end-1 are newly missing; False when that was a burst (handled)."""
@@ -399,11 +447,28 @@ class LbtDeliveryController:
             self._consume(sqn, payload, frag)
             self._drain()
             return
-        if len(self.order_map) + self._run_msgs >= MAX_ORDER_MAP:
-            self.map_refused += 1
-            self.missing[sqn] = now + self.loss_timeout
-            return
         self.order_map[sqn] = (payload, frag)
+        self._limit()
+
+    def _limit(self) -> None:
+        """Enforce the order map limit (theory of operation): while the map holds more than
+        ``max_map_entries``, declare the oldest gap lost and deliver what it held back, until
+        fewer than the limit remain."""
+        limit = self.max_map_entries
+        if not limit or len(self.order_map) + self._run_msgs <= limit:
+            return
+        self.map_limit_hits += 1
+        missing = self.missing
+        while self.order_map or self._runs:
+            if len(self.order_map) + self._run_msgs < limit:
+                return
+            exp = self.expected
+            # ``expected`` is never held here (it would have been drained): it is a gap.
+            missing.pop(exp, None)
+            self.map_limit_lost += 1
+            self._lost(exp)
+            self.expected = (exp + 1) & _M
+            self._drain()
 
     def _drain(self) -> None:
         order_map = self.order_map

@@ -48,7 +48,7 @@ from collections.abc import Callable
 
 from umcore.errors import TransportError
 from umcore.transport.batching import BatchingSource
-from umcore.transport.delivery import LbtDeliveryController
+from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
 from umcore.transport.runs import RUN_MIN, run_records, uniform_prefix
 from umcore.wire import lbmc
@@ -483,6 +483,7 @@ class ReceiverConfig:
         "activity_timeout",
         "loss_check_interval",
         "max_burst_loss",
+        "max_map_entries",
         "nak_backoff_interval",
         "nak_generation_interval",
         "nak_initial_backoff_interval",
@@ -503,6 +504,7 @@ class ReceiverConfig:
         max_burst_loss: int = 1024,
         ordered: bool = True,
         loss_check_interval: float = 0.0,
+        max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
     ) -> None:
         self.activity_timeout = activity_timeout
         self.nak_initial_backoff_interval = nak_initial_backoff_interval
@@ -513,6 +515,8 @@ class ReceiverConfig:
         self.max_burst_loss = max_burst_loss
         self.ordered = ordered
         self.loss_check_interval = loss_check_interval
+        #: delivery_control_maximum_total_map_entries (context): each DC's order map bound.
+        self.max_map_entries = max_map_entries
 
 
 class LbtReceiverStats:
@@ -666,6 +670,7 @@ class LbtReceiver:
             max_burst_loss=cfg.max_burst_loss if max_burst_loss is None else max_burst_loss,
             loss_timeout=cfg.nak_generation_interval,
             ordered=cfg.ordered,
+            max_map_entries=cfg.max_map_entries,
         )
 
     # ------------------------------------------------------------------ input
