@@ -35,14 +35,12 @@ no netem).  Topic resolution traffic is never dropped.  Drops are counted in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-import socket
-import struct
 from collections.abc import Callable
 from typing import Any
 
+from umcore.aio.multicast import open_group_socket
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.errors import RemoteProtocolError, UMError
@@ -360,7 +358,7 @@ class LbtReceiverSession:
         key = (info.mc_group, info.dport)
         group = lctx.groups.get(key)
         if group is None:
-            sock = _open_group_socket(info.mc_group, info.dport, interface, rcvbuf)
+            sock = open_group_socket(info.mc_group, info.dport, interface, rcvbuf)
             ep = DatagramEndpoint(lctx.loop, sock, lambda d, a: None)
             group = lctx.groups[key] = _GroupSocket(lctx, ep, key)
         self.group = group
@@ -431,34 +429,3 @@ class LbtReceiverSession:
                 self.group.endpoint.close()
         elif self.endpoint is not None:
             self.endpoint.close()
-
-
-def _open_group_socket(group: str, port: int, interface: str, rcvbuf: int | None) -> socket.socket:
-    """A non-blocking UDP socket bound to ``group:port`` and joined on ``interface``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if hasattr(socket, "SO_REUSEPORT"):
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        if rcvbuf:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        try:
-            sock.bind((group, port))
-        except OSError:
-            sock.bind(("0.0.0.0", port))
-        mreq = socket.inet_aton(group) + socket.inet_aton(interface)
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
-        sock.setblocking(False)
-        return sock
-    except BaseException:
-        sock.close()
-        raise
-
-
-def set_multicast_sender(sock: socket.socket, interface: str, ttl: int) -> None:
-    """Send multicast from ``sock`` on ``interface`` with loop on (same-host receivers)."""
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, struct.pack("b", ttl))
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)

@@ -20,13 +20,15 @@ import contextlib
 import socket
 import struct
 
-__all__ = ["open_multicast_socket", "route_address"]
+__all__ = ["open_group_socket", "open_multicast_socket", "route_address", "set_multicast_sender"]
 
 
-def open_multicast_socket(
-    group: str, port: int, interface: str, *, ttl: int = 16, rcvbuf: int | None = None
+def open_group_socket(
+    group: str, port: int, interface: str, rcvbuf: int | None = None
 ) -> socket.socket:
-    """A non-blocking UDP socket joined to ``group`` on ``interface``, sending there too."""
+    """A non-blocking UDP socket bound to ``group:port`` and joined to ``group`` on ``interface``.
+
+    Address reuse is on, so several sockets of this host (several contexts) receive the group."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -40,17 +42,33 @@ def open_multicast_socket(
             sock.bind((group, port))
         except OSError:
             sock.bind(("0.0.0.0", port))
-        iface = socket.inet_aton(interface)
-        mreq = socket.inet_aton(group) + iface
+        mreq = socket.inet_aton(group) + socket.inet_aton(interface)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, iface)
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, struct.pack("b", ttl))
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
         sock.setblocking(False)
         return sock
     except BaseException:
         sock.close()
         raise
+
+
+def set_multicast_sender(sock: socket.socket, interface: str, ttl: int) -> None:
+    """Send multicast from ``sock`` on ``interface`` with loop on (same-host receivers)."""
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, struct.pack("b", ttl))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+
+
+def open_multicast_socket(
+    group: str, port: int, interface: str, *, ttl: int = 16, rcvbuf: int | None = None
+) -> socket.socket:
+    """A non-blocking UDP socket joined to ``group`` on ``interface``, sending there too."""
+    sock = open_group_socket(group, port, interface, rcvbuf)
+    try:
+        set_multicast_sender(sock, interface, ttl)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def route_address(dest: str, port: int = 9) -> str:

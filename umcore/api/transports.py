@@ -44,8 +44,8 @@ from umcore.aio.lbt import (
     LbtReceiverSession,
     LbtSourceEndpoint,
     bind_in_range,
-    set_multicast_sender,
 )
+from umcore.aio.multicast import set_multicast_sender
 from umcore.aio.timer import CoreTimer
 from umcore.errors import UMError
 from umcore.transport.lbt import ReceiverConfig, SourceConfig
