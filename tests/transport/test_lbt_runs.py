@@ -14,15 +14,18 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.transport.lbtsim import Net
 from tests.transport.test_lbtrm import sends_for
-from umcore.transport.delivery import LbtDeliveryController
+from umcore.transport.delivery import LbtDeliveryController, PackedRun
+from umcore.transport.lbt import run_length
 from umcore.transport.lbtrm import LbtrmReceiver, LbtrmSource
 
 SID = 0x5EED0001
+_HEAD = struct.Struct("!BBHII")
 
 
 def _dc(ordered: bool, many: bool) -> tuple[LbtDeliveryController, list[object]]:
@@ -43,7 +46,8 @@ def _dc(ordered: bool, many: bool) -> tuple[LbtDeliveryController, list[object]]
 
 def _state(dc: LbtDeliveryController) -> tuple[object, ...]:
     held = dict(dc.order_map)
-    for first, recs in dc._runs.items():
+    for first, run in dc._runs.items():
+        recs = run.records() if isinstance(run, PackedRun) else run
         assert recs[0][0] == first
         for s, p in recs:
             held[s] = (p, None)
@@ -59,9 +63,18 @@ def _feed(
         if mode == "single" or not dc.started or first + k > 0xFFFFFFFF:
             for s, p in recs:
                 dc.on_message(s, p, None, now)
+        elif mode == "packed":
+            # On the wire, behind a message of another topic half the time (pos > 0).
+            lead = _wire(7, first, b"zz") if first % 2 else b""
+            buf = lead + b"".join(_wire(1, sqn, p) for sqn, p in recs)
+            dc.on_packed(first, buf, len(lead), 16, k, now)
         else:
             dc.on_run(first, recs, now)
     return events, _state(dc)
+
+
+def _wire(tidx: int, sqn: int, payload: bytes) -> bytes:
+    return _HEAD.pack(0, 0, 12 + len(payload), tidx, sqn) + payload
 
 
 # A datagram: (offset from the stream start, message count, time step).
@@ -90,7 +103,7 @@ def test_runs_equal_messages_one_by_one(
         now += step
         feed.append(((base + off) & 0xFFFFFFFF, k, now))
     ref_events, ref_state = _feed(feed, ordered, "single")
-    for mode in ("many", "each"):
+    for mode in ("many", "each", "packed"):
         events, state = _feed(feed, ordered, mode)
         assert events == ref_events, mode
         assert state == ref_state, mode
@@ -164,7 +177,112 @@ def test_datagram_partition_in_any_order(order: list[tuple[int, float]], ordered
         now += step
         feed.append((6 * j, 6, now))
     ref_events, ref_state = _feed(feed, ordered, "single")
-    for mode in ("many", "each"):
+    for mode in ("many", "each", "packed"):
         events, state = _feed(feed, ordered, mode)
         assert events == ref_events, mode
         assert state == ref_state, mode
+
+
+# --------------------------------------------------------------------- run_length (the transport)
+def _stream(items: list[tuple[int, int, bytes]]) -> bytes:
+    return b"".join(_wire(tidx, sqn, p) for tidx, sqn, p in items)
+
+
+@pytest.mark.parametrize("first", [0, 1000, 0x12345678, 0xFFFFFF00])
+def test_run_length_takes_a_whole_run(first: int) -> None:
+    buf = _stream([(3, first + i, bytes([i]) * 8) for i in range(40)])
+    k = run_length(buf, 0, len(buf), 20)
+    # A run stops where the low byte of the sequence number wraps; the next one starts there.
+    assert k == min(40, 256 - (first & 0xFF))
+    if k < 40:
+        assert run_length(buf, 20 * k, len(buf), 20) == 40 - k
+
+
+def test_run_length_stops_at_a_change_of_topic_length_or_type() -> None:
+    base = [(3, 100 + i, b"abcd") for i in range(10)]
+    for change in (
+        (4, 110, b"abcd"),  # another topic
+        (3, 110, b"abcdef"),  # another length
+    ):
+        buf = _stream([*base, change, (3, 111, b"abcd")])
+        assert run_length(buf, 0, len(buf), 16) == 10
+    # A chained header (byte 1) or another type (byte 0) ends the run too.
+    for offset, value in ((0, 0x01), (1, 0x05)):
+        raw = bytearray(_stream([*base, (3, 110, b"abcd")]))
+        raw[16 * 5 + offset] = value
+        assert run_length(bytes(raw), 0, len(raw), 16) == 5
+
+
+@pytest.mark.parametrize(
+    "sqns",
+    [
+        [0, 1, 2, 3, 5, 6, 7, 8, 9],  # a hole
+        [0, 1, 2, 3, 3, 4, 5, 6, 7],  # a repeat
+        [0, 1, 3, 2, 4, 5, 6, 7, 8],  # reordered
+    ],
+)
+def test_run_length_refuses_sequence_numbers_that_do_not_count_up(sqns: list[int]) -> None:
+    buf = _stream([(3, 0x500 + s, b"abcd") for s in sqns])
+    k = run_length(buf, 0, len(buf), 16)
+    assert k == -len(sqns)  # the caller takes them one by one (the DC sorts them out)
+
+
+def test_run_length_refuses_a_low_byte_wrap_without_a_carry() -> None:
+    """Sequence numbers ...FE, ...FF, ...00 with the same high bytes: not consecutive."""
+    buf = _stream([(3, 0x7700 | (0xFE + i) & 0xFF, b"abcd") for i in range(10)])
+    assert run_length(buf, 0, len(buf), 16) == -10
+
+
+def test_packed_runs_through_a_receiver_core_deliver_in_order_under_gaps() -> None:
+    """The receiver core with runs packed on the wire: one datagram lost and repaired later,
+    one duplicated: every message once, in order, the held datagram kept packed meanwhile."""
+    src = LbtrmSource(SID, 14390, None, None, 0.0)
+    rcv = LbtrmReceiver(SID, 14390, None, 0.0, random.Random(1))
+    tidx = src.add_topic("t")
+    src.next_sqn = 5
+    got: list[int] = []
+    dc = rcv.new_dc(tidx, "t", lambda sqn, p: got.append(sqn), lambda *a: None)
+    rcv.subscribe(dc)
+    dgrams: list[bytes] = []
+    for i in range(400):
+        src.send(tidx, struct.pack("!I", i) * 4, 0.0)
+        dgrams.extend(src.ready)
+        src.ready.clear()
+    src.flush()
+    dgrams.extend(src.ready)
+    assert len(dgrams) >= 4
+    rcv.datagram_received(dgrams[0], 0.0)
+    rcv.datagram_received(dgrams[2], 0.01)  # dgrams[1] missing: [2] is held, packed
+    held = list(dc._runs.values())
+    assert len(held) == 1 and isinstance(held[0], PackedRun)
+    rcv.datagram_received(dgrams[2], 0.02)  # a duplicate datagram
+    rcv.datagram_received(dgrams[1], 0.03)  # the repair
+    for d in dgrams[3:]:
+        rcv.datagram_received(d, 0.04)
+    assert got == list(range(400)) and dc._runs == {} and dc.missing == {}
+    assert rcv.stats.duplicate_data == 1
+
+
+def test_packed_runs_behind_a_gap_count_against_the_map_limit() -> None:
+    events: list[object] = []
+    dc = LbtDeliveryController(
+        1,
+        "t",
+        lambda sqn, p: events.append(sqn),
+        lambda kind, sqn, n: events.append((kind, sqn, n)),
+        max_map_entries=20,
+    )
+
+    def packed(first: int, k: int, now: float) -> None:
+        buf = _stream([(1, first + i, b"abcd") for i in range(k)])
+        dc.on_packed(first, buf, 0, 16, k, now)
+
+    packed(0, 10, 0.0)
+    packed(11, 10, 0.1)  # 10 missing: 10 held
+    packed(21, 10, 0.2)  # 20 held: at the limit, still waiting
+    assert events == list(range(10)) and dc._run_msgs == 20
+    packed(31, 10, 0.3)  # 30 held: 10 declared lost, the held runs delivered
+    assert events == [*range(10), ("unrecoverable_loss", 10, 1), *range(11, 41)]
+    assert dc._run_msgs == 0 and dc.map_limit_lost == 1 and dc.missing == {}
+    packed(10, 1, 0.4)  # the repair, too late: behind the delivery point
+    assert dc.duplicates == 1 and len(events) == 41

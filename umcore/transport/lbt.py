@@ -35,13 +35,16 @@ once (``unrecovered_txw``).  ``nak_generation_interval`` after detection the tra
 (``unrecovered_tmo``) -- with **no** application event: that comes from the DC's own timer
 (:mod:`umcore.transport.delivery`).  Datagrams are handed up in arrival order; each LBMC message
 goes to the DC of its topic index (unsubscribed indexes are counted, UM's
-``lbm_msgs_no_topic_rcved``).  ``activity_timeout`` (60 s) without any datagram from the source
+``lbm_msgs_no_topic_rcved``); a run of same-length plain data messages of one topic with
+consecutive sequence numbers (a busy source's whole batch) is validated in C
+(:func:`run_length`) and goes to its DC in one piece, still packed.  ``activity_timeout`` (60 s) without any datagram from the source
 ends the session (EOS).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -50,7 +53,7 @@ from umcore.errors import TransportError
 from umcore.transport.batching import BatchingSource
 from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
-from umcore.transport.runs import RUN_MIN, run_records, uniform_prefix
+from umcore.transport.runs import RUN_MIN
 from umcore.wire import lbmc
 
 __all__ = [
@@ -570,6 +573,52 @@ class LbtReceiverStats:
         self.unrecovered_txw = 0
 
 
+# Run validation patterns, one per message length (bounded: a peer choosing lengths cannot grow
+# the cache; a real source uses few lengths).
+_MAX_RUN_PATTERNS = 64
+_RUN_PATTERNS: dict[int, re.Pattern[bytes]] = {}
+_RAMP = bytes(range(256))
+
+
+def run_length(buf: bytes, pos: int, end: int, msglen: int) -> int:
+    """How many records of ``msglen`` bytes at ``buf[pos:end]`` form a run: plain LBMC data
+    messages (type 0, no chained header) of this length, the first one's topic index, and
+    consecutive sequence numbers.  The caller checked the first record's bytes 0-3.
+
+    Everything runs in C: one regular expression per message length matches records whose bytes
+    0-3 are ``00 00 msglen`` and whose bytes 4-10 (topic index, the sequence number's high three
+    bytes) repeat the first record's (a back-reference); the low bytes of the sequence numbers,
+    one strided slice, must then count up from the first's.  A carry into the high bytes ends
+    the match, so a run stops where the low byte wraps (the next one starts there).
+
+    Returns ``k`` >= 1 for a run of ``k``, else minus the number of records the caller should
+    take one by one before trying again (at least 1: the work a peer can cause is linear in the
+    datagram).  The caller tries only where :data:`RUN_MIN` records could follow; a shorter run
+    found there (it ends at a carry) is still cheaper in one piece."""
+    pat = _RUN_PATTERNS.get(msglen)
+    if pat is None:
+        if len(_RUN_PATTERNS) >= _MAX_RUN_PATTERNS:
+            _RUN_PATTERNS.clear()
+        head = re.escape(b"\x00\x00" + msglen.to_bytes(2, "big"))
+        rest = b".{%d}" % (msglen - 11)
+        pat = _RUN_PATTERNS[msglen] = re.compile(
+            head + b"(.{7})" + rest + b"(?:" + head + rb"\1" + rest + b")*", re.DOTALL
+        )
+    m = pat.match(buf, pos, end)
+    if m is None:
+        return -1
+    matched = (m.end() - pos) // msglen
+    lo = buf[pos + 11]
+    if (
+        matched > 256 - lo
+        or buf[pos + 11 : pos + matched * msglen : msglen] != _RAMP[lo : lo + matched]
+    ):
+        # Not consecutive, or the low byte wraps while the high bytes stay (no source sends
+        # that): message by message.
+        return -matched
+    return matched
+
+
 class _Gap:
     """NAK state of one missing transport sequence number."""
 
@@ -700,7 +749,9 @@ class LbtReceiver:
             self.expected = nxt
         self._flush_naks(now)
 
-    def _data(self, sqn: int, trail: int, rx: bool, payload: memoryview, now: float) -> None:
+    def _data(
+        self, sqn: int, trail: int, rx: bool, payload: bytes | memoryview, now: float
+    ) -> None:
         st = self.stats
         st.msgs_rcved += 1
         st.bytes_rcved += len(payload)
@@ -734,10 +785,10 @@ class LbtReceiver:
         if self._nak_due is not None and self._nak_due <= now:
             self._flush_naks(now)
 
-    def _payload(self, payload: memoryview, now: float, datagram: int) -> None:
+    def _payload(self, payload: bytes | memoryview, now: float, datagram: int) -> None:
         """Hand each LBMC message of a DATA datagram to its DC (arrival order); a run of
-        same-length plain data messages of one topic goes to its DC in one piece
-        (:mod:`umcore.transport.runs`, :meth:`LbtDeliveryController.on_run`)."""
+        same-length plain data messages of one topic goes to its DC in one piece, still packed
+        (:func:`run_length`, :meth:`LbtDeliveryController.on_packed`)."""
         buf = bytes(payload)
         end = len(buf)
         pos = 0
@@ -752,14 +803,14 @@ class LbtReceiver:
                 return
             nxt = pos + msglen
             if msglen >= 12 and buf[pos] == 0 and buf[pos + 1] == 0:
-                if pos >= norun and end - nxt >= msglen * RUN_MIN:
-                    done = self._run(buf, pos, msglen, end, now)
-                    if done > 0:
-                        pos += done * msglen
+                if pos >= norun and end - pos >= msglen * RUN_MIN:
+                    k = run_length(buf, pos, end, msglen)
+                    if k > 0 and self._run(buf, pos, msglen, k, now):
+                        pos += k * msglen
                         continue
-                    # Not a run: no new attempt inside it (bounds the work a peer mixing
-                    # lengths can cause).
-                    norun = pos - done * msglen
+                    # Not a run (or a DC not started): no new attempt inside it (bounds the
+                    # work a peer mixing lengths can cause).
+                    norun = pos + (k if k > 0 else -k) * msglen
                 _, _, _, tidx, sqn = unpack(buf, pos)
                 st.lbm_msgs_rcved += 1
                 dc = dcs.get(tidx)
@@ -773,31 +824,21 @@ class LbtReceiver:
                 self._slow(buf[pos:nxt], now, datagram)
             pos = nxt
 
-    def _run(self, buf: bytes, pos: int, msglen: int, end: int, now: float) -> int:
-        """A run of plain data messages of one length and topic with consecutive sequence
-        numbers at ``pos``, handed to a started DC in one piece; returns how many messages it
-        took, or minus how many the caller should take one by one (no run, a DC not started:
-        the per-message path handles every case)."""
-        k = uniform_prefix(
-            buf, pos, pos + (end - pos) // msglen * msglen, msglen, (end - pos) // msglen
-        )
-        if k < RUN_MIN:
-            return -k
+    def _run(self, buf: bytes, pos: int, msglen: int, k: int, now: float) -> bool:
+        """Hand the run of ``k`` messages at ``pos`` (:func:`run_length`) to its started DC in
+        one piece; False when its DC is not started (the per-message path handles that)."""
         tidx, sqn = _TIDX_SQN.unpack_from(buf, pos + 4)
         dc = self.dcs.get(tidx)
         st = self.stats
         if dc is None:
             st.lbm_msgs_rcved += k
             st.lbm_msgs_no_topic_rcved += k
-            return k
+            return True
         if not dc.started:
-            return -k
-        records = run_records(buf, pos, msglen, k, sqn)
-        if records is None:
-            return -k
+            return False
         st.lbm_msgs_rcved += k
-        dc.on_run(sqn, records, now)
-        return k
+        dc.on_packed(sqn, buf, pos, msglen, k, now)
+        return True
 
     def _to_new_dc(
         self,

@@ -25,6 +25,7 @@ Random NAK back-off uses ``random.Random`` (not a secret: it only spreads receiv
 from __future__ import annotations
 
 import random
+import struct
 
 from umcore.transport.lbt import (
     LbtReceiver,
@@ -38,6 +39,10 @@ from umcore.wire import lbtrm as w
 __all__ = ["LbtrmReceiver", "LbtrmSource", "ReceiverConfig", "SourceConfig", "source_string"]
 
 _RX_FLAGS = w.DATA_FLAG_RX
+# The receiver's hot path: a version 0 DATA header without option headers, in one unpack (type,
+# next header, NAK port, session id, sqn, trail sqn, flags/FEC type, TGS, symbol).
+_DATA_PREFIX = struct.Struct("!BBHIIIBBH")
+_DATA_PREFIX_SIZE = _DATA_PREFIX.size  # 20
 
 
 def source_string(src_ip: str, nak_port: int, session_id: int, group: str, dport: int) -> str:
@@ -107,6 +112,13 @@ class LbtrmReceiver(LbtReceiver):
 
     def datagram_received(self, data: bytes | memoryview, now: float) -> None:
         """A datagram from the group for this session.  Raises LBTRMError on garbage."""
+        if len(data) >= _DATA_PREFIX_SIZE and data[0] == w.TYPE_DATA and data[1] == 0:
+            _t, _n, port, sid, sqn, trail, flags, _g, _s = _DATA_PREFIX.unpack_from(data)
+            if sid != self.session_id or port != self.ucast_port:
+                self.stats.dgrams_dropped_sid += 1
+                return
+            self._data(sqn, trail, flags & _RX_FLAGS != 0, data[_DATA_PREFIX_SIZE:], now)
+            return
         ptype, port, sid, sqn, trail, flags, payload = w.decode_header(data)
         if sid != self.session_id or port != self.ucast_port:
             self.stats.dgrams_dropped_sid += 1
