@@ -37,8 +37,8 @@ once (``unrecovered_txw``).  ``nak_generation_interval`` after detection the tra
 goes to the DC of its topic index (unsubscribed indexes are counted, UM's
 ``lbm_msgs_no_topic_rcved``); a run of same-length plain data messages of one topic with
 consecutive sequence numbers (a busy source's whole batch) is validated in C
-(:func:`run_length`) and goes to its DC in one piece, still packed.  ``activity_timeout`` (60 s) without any datagram from the source
-ends the session (EOS).
+(:func:`run_length`) and goes to its DC in one piece, still packed.  ``activity_timeout`` (60 s)
+without any datagram from the source ends the session (EOS).
 """
 
 from __future__ import annotations
