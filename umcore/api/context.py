@@ -54,7 +54,6 @@ import contextlib
 import logging
 import random
 import re
-import struct
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -92,9 +91,6 @@ __all__ = ["MAX_RECEIVER_QUEUE", "Context", "Receiver", "Source"]
 
 log = logging.getLogger("umcore.api")
 
-# The LBMC data message header (umcore.wire.lbmc.encode_data's layout) for Source.send.
-_pack_data = struct.Struct("!BBHII").pack
-
 # Messages a receiver without callback may hold for its async iterator before the context stops
 # reading the sessions feeding it (they resume at half).  Events (BOS/EOS/loss) are always
 # queued: at most a few per session, they cannot grow without bound.
@@ -107,6 +103,8 @@ OnMessage = Callable[[Message], object]
 # message against ``Message(...)``); every other field keeps its class-level default.
 _new_message = Message.__new__
 OnSourceEvent = Callable[[int, object], object]
+# Source._rec of a source that may not use the inline fast path: never a core's open run.
+_NOT_FAST = object()
 
 
 # ------------------------------------------------------------------------------ options
@@ -234,14 +232,14 @@ class Source:
         self._listener = session.listener
         self._loop = ctx._loop
         self.tidx = self._core.add_topic(topic, self._loop.time())
-        #: The core's per-topic record (next sqn, last data time) for the inline fast path of
-        #: :meth:`send`; None for cores without one.
+        #: The core's per-topic record while :meth:`send`'s inline fast path may run (open, no
+        #: retention: :attr:`_ext`), else a marker that is never the core's open run.
         self._rec: Any = self._core._topics[self.tidx]
-        #: The batch's ``append`` (the core never replaces its list), bound once.
-        self._append = self._core._parts.append
+        #: The open run's ``append`` (the core never replaces that list), bound once.
+        self._push = self._core._run_pl.append
         #: Late-join retention and transport index (umcore.api.features), set by the context.
         self._ext_: Any = None
-        #: True while :meth:`send`'s fast path may run: open, no retention (:attr:`_ext`).
+        #: True while the plain paths may run: open, no retention (:attr:`_ext`).
         self._fast = True
         self.on_event = on_event
         self._time = self._loop.time
@@ -303,7 +301,15 @@ class Source:
     @_ext.setter
     def _ext(self, ext: Any) -> None:
         self._ext_ = ext
-        self._fast = not self.closed and (ext is None or ext.retention is None)
+        self._set_fast(not self.closed and (ext is None or ext.retention is None))
+
+    def _set_fast(self, fast: bool) -> None:
+        self._fast = fast
+        core = self._core
+        rec = core._topics[self.tidx]
+        if not fast and rec is not None and core._run is rec:
+            core.end_run()  # its messages are framed; the next ones take the general path
+        self._rec = rec if fast else _NOT_FAST
 
     def _plain(self) -> bool:
         ext = self._ext
@@ -324,30 +330,27 @@ class Source:
         awaitable is an already completed future: no coroutine is created per message.  Only a
         blocked session returns a coroutine, which waits for the session to drain and then sends.
         """
-        # Fast path (the data path): a plain message joining the current batch without
-        # completing it.  Everything it needs is one bound (core.fast_limit) and one flag
-        # (self._fast: open, no retention); its time stamp is the batch's (core.now, set when
-        # the batch was started: at most implicit_batching_interval old, and only used for
-        # TSNI idleness), so no clock read per message.  Anything else goes to _send_slow.
+        # Fast path (the data path): one more message of the core's open run (this topic,
+        # this payload length, ``bytes``) that leaves the batch below core.fast_limit: a list
+        # append; the core frames the run at once later (umcore.transport.batching, "Runs").
+        # The run is this source's only while it may use this path (self._rec: open, no
+        # retention) and the session is not blocked (a run ends at every hand-on, which is
+        # when a transport can become blocked, and _send_slow ends it if the write blocked).
+        # Anything else goes to _send_slow.
         core = self._core
-        length = core._len
-        size = length + 12 + len(data)
+        n = len(data)
+        size = core._len + 12 + n
         if (
-            length
+            n == core._run_n
             and size < core.fast_limit
-            and self._fast
+            and core._run is self._rec
+            and type(data) is bytes
             and not flush
             and properties is None
             and not app_headers
-            and not self._listener._paused
         ):
-            rec = self._rec
-            sqn = rec.sqn
-            rec.sqn = (sqn + 1) & 0xFFFFFFFF
-            rec.last_data = core.now
-            self._append(_pack_data(0, 0, size - length, self.tidx, sqn) + data)
             core._len = size
-            core.stats.messages_sent += 1
+            self._push(data)
             return self._done
         return self._send_slow(data, flush, properties, app_headers)
 
@@ -369,6 +372,8 @@ class Source:
             out = self._extended(data, flush, properties, app_headers)
         if out is not None:
             listener.write(out)
+            if listener._paused and core._run is not None:
+                core.end_run()  # that write blocked the session: no fast path until it drains
         if core.timer_dirty:
             core.timer_dirty = False
             self._session.timer.arm(core.next_timer())
@@ -399,6 +404,15 @@ class Source:
     ) -> None:
         """Send one message or raise :class:`WouldBlock` (UM's ``LBM_SRC_NONBLOCK``); a WAKEUP
         source event follows when sending may go on."""
+        if (
+            flush
+            and self._fast
+            and properties is None
+            and not app_headers
+            and not self._listener._paused
+        ):
+            self._send_one(data)  # the latency path: a message on its own
+            return
         self._check()
         if self._listener._paused:
             self._wants_wakeup = True
@@ -408,6 +422,20 @@ class Source:
             self._send_slow(data, flush, properties, app_headers)
         else:
             self.send(data, properties=properties, app_headers=app_headers)
+
+    def _send_one(self, data: bytes | memoryview) -> None:
+        """``send_nowait(data, flush=True)`` of a plain message on an open, unblocked, plain
+        source: the core's single-message path (framed and handed on at once)."""
+        core = self._core
+        out = core.send_one(self.tidx, data, self._time())
+        listener = self._listener
+        if out is not None:
+            listener.write(out)
+            if listener._paused and core._run is not None:
+                core.end_run()
+        if core.timer_dirty:
+            core.timer_dirty = False
+            self._session.timer.arm(core.next_timer())
 
     async def send_request(
         self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None
@@ -440,7 +468,7 @@ class Source:
             return
         self.flush()
         self.closed = True
-        self._fast = False
+        self._set_fast(False)
         ctx = self.context
         ctx._sources.discard(self)
         ctx._features.source_closed(self)

@@ -20,11 +20,26 @@ An idle topic gets a TSNI (topic sequence number information: the last sqn sent)
 "Handing on" is :meth:`BatchingSource._take`: the base class returns the joined LBMC bytes,
 which is what TCP writes to its connections; the datagram transports (LBT-RU, LBT-RM) override
 it to wrap the batch in one transport datagram with its own transport sequence number.
+
+**Runs.**  The batch's tail may be an open *run*: consecutive plain messages of one topic and
+one payload length (``bytes`` only: they are kept by reference) whose LBMC headers are not
+built yet.  Appending to the run is a list append (the API's inline fast path,
+:meth:`umcore.api.context.Source.send`, does exactly that when :attr:`BatchingSource.fast_limit`,
+the run's owner and length allow); :meth:`BatchingSource._settle` frames the whole run at once
+when anything else happens (another topic or length, a flush, a timer, a hand-on): one
+``join`` with the header as separator, then the four sequence-number columns written by strided
+slice assignment (all C-level), and it advances the topic's sequence number, last-data time and
+the message counter by the run's length.  The run's messages keep the sequence numbers they
+would have had framed one by one: the topic's ``sqn`` is the run's first until it settles
+(:meth:`BatchingSource.next_sequence_number` counts the run in), and everything that reads or
+adds to the batch settles first, so the bytes on the wire are the same.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 
 from umcore.wire import lbmc
 
@@ -49,6 +64,26 @@ MAX_TSNI_RECORDS = 31
 
 # The LBMC data message header (lbmc.encode_data's layout), packed inline on the fast path.
 _pack_data = struct.Struct("!BBHII").pack
+# A run's sequence numbers are packed as one array of u32 (big-endian on the wire).
+assert array("I").itemsize == 4
+_SWAP = sys.byteorder == "little"
+
+
+# Sequence number bytes of a run, sliced instead of computed: the low byte of ``sqn + i`` for
+# i < 256 is ``_LOW[sqn & 0xFF + i]``; ``_REPEAT[b]`` is 256 bytes of value ``b``.
+_LOW = bytes(range(256)) * 2
+_REPEAT = [bytes((b,)) * 256 for b in range(256)]
+
+
+def _sqn_column_bytes(first: int, k: int) -> bytes:
+    """``k`` consecutive 32-bit sequence numbers from ``first`` (wrapping), big-endian."""
+    if first + k <= 0x1_0000_0000:
+        a = array("I", range(first, first + k))
+    else:
+        a = array("I", [(first + i) & 0xFFFFFFFF for i in range(k)])
+    if _SWAP:
+        a.byteswap()
+    return a.tobytes()
 
 
 def _encode_fragment(
@@ -114,6 +149,16 @@ class BatchingSource:
         # than encoding into one preallocated bytearray).
         self._parts: list[bytes] = []
         self._len = 0
+        # The open run (module docstring): its topic record (None: no run), topic index,
+        # payload length (-1: no run, so no payload length matches), first sequence number,
+        # time stamp (for TSNI idleness) and payloads.  ``_run_pl`` is never replaced (the API
+        # binds its ``append``).
+        self._run: _Topic | None = None
+        self._run_tidx = 0
+        self._run_n = -1
+        self._run_sqn = 0
+        self._run_time = 0.0
+        self._run_pl: list[bytes] = []
         self._batch_deadline: float | None = None
         self._tsni_check: float | None = None
         #: Set when :meth:`next_timer` moved earlier or appeared; the adapter re-arms its timer
@@ -133,6 +178,8 @@ class BatchingSource:
         return len(self._topics) - 1
 
     def remove_topic(self, tidx: int) -> None:
+        if self._run is not None and self._run is self._topics[tidx]:
+            self._settle()
         self._topics[tidx] = None
 
     def topic_count(self) -> int:
@@ -142,7 +189,58 @@ class BatchingSource:
         t = self._topics[tidx]
         if t is None:
             raise KeyError(tidx)
+        if t is self._run:
+            return (t.sqn + len(self._run_pl)) & 0xFFFFFFFF
         return t.sqn
+
+    # ------------------------------------------------------------------ runs
+    def _settle(self) -> None:
+        """Frame the open run (if any) into the batch (see the module docstring)."""
+        t = self._run
+        if t is None:
+            return
+        self._run = None
+        self._run_n = -1
+        pl = self._run_pl
+        k = len(pl)
+        sqn = self._run_sqn
+        step = _DATA_HEADER + len(pl[0])
+        head = _pack_data(0, 0, step, self._run_tidx, sqn)
+        if k == 1:
+            self._parts.append(head + pl[0])
+        else:
+            pl.insert(0, b"")  # the separator then goes before every payload
+            # Every header is the first one so far; now its sequence number column.
+            buf = bytearray(head).join(pl)
+            low = sqn & 0xFF
+            if low + k <= 256:  # only the low byte changes along the run
+                buf[11::step] = _LOW[low : low + k]
+            elif k <= 256 and sqn & 0xFF00 != 0xFF00:  # ... and the next byte once
+                buf[11::step] = _LOW[low : low + k]
+                byte = sqn >> 8 & 0xFF
+                buf[10::step] = _REPEAT[byte][: 256 - low] + _REPEAT[byte + 1][: low + k - 256]
+            else:
+                cols = _sqn_column_bytes(sqn, k)
+                buf[8::step] = cols[0::4]
+                buf[9::step] = cols[1::4]
+                buf[10::step] = cols[2::4]
+                buf[11::step] = cols[3::4]
+            self._parts.append(bytes(buf))
+        pl.clear()
+        t.sqn = (sqn + k) & 0xFFFFFFFF
+        t.last_data = self._run_time
+        self.stats.messages_sent += k
+
+    def end_run(self) -> None:
+        """Close the open run, so the API's inline fast path stops until the next send through
+        :meth:`send` (the adapter calls this when its transport becomes blocked)."""
+        self._settle()
+
+    def _hand_on(self) -> bytes:
+        """The batch as the transport's unit (:meth:`_take`), the open run framed first."""
+        if self._run is not None:
+            self._settle()
+        return self._take()
 
     # ------------------------------------------------------------------ sending
     def _take(self) -> bytes:
@@ -160,27 +258,42 @@ class BatchingSource:
         self, tidx: int, payload: bytes | memoryview, now: float, flush: bool = False
     ) -> bytes | None:
         """Frame one message; returns bytes to write to every receiver now, or None (batched)."""
-        # Fast path (the data path: one message that joins the current batch, no flush); the
-        # general rules are in _send_general.  Kept short: every attribute access here is paid
-        # per message.
+        # Fast path (the data path: one more message of the open run that leaves the batch
+        # below fast_limit, no flush); the general rules are in _send_general.
         n = len(payload)
-        length = self._len
-        size = length + _DATA_HEADER + n
-        if flush or size > self.max_size or n > self.max_payload or length == 0:
-            return self._send_general(tidx, payload, now, flush)
+        size = self._len + _DATA_HEADER + n
+        if (
+            n == self._run_n
+            and size < self.fast_limit
+            and not flush
+            and self._run is self._topics[tidx]
+            and type(payload) is bytes
+        ):
+            self._run_pl.append(payload)
+            self._run_time = now
+            self._len = size
+            return None
+        return self._send_general(tidx, payload, now, flush)
+
+    def send_one(self, tidx: int, payload: bytes | memoryview, now: float) -> bytes | None:
+        """``send(tidx, payload, now, flush=True)`` for the latency case: when the batch is
+        empty and the message needs no fragmentation it is framed and handed on at once,
+        without the batching rules (which would hand it on at once too)."""
         t = self._topics[tidx]
-        if t is None:
-            raise KeyError(f"topic index {tidx} is not a source on this session")
+        n = len(payload)
+        if self._len or t is None or n > self.max_payload:
+            return self._send_general(tidx, payload, now, True)
+        self.now = now
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
-        self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
-        self._len = size
         self.stats.messages_sent += 1
-        if size >= self.batching_minimum_length:
-            self.now = now
-            return self._take()
-        return None
+        if self._tsni_check is None and self.tsni_interval > 0:
+            self._tsni_check = now + self.tsni_interval
+            self.timer_dirty = True
+        self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+        self._len = _DATA_HEADER + n
+        return self._take()
 
     def _send_general(
         self, tidx: int, payload: bytes | memoryview, now: float, flush: bool
@@ -195,23 +308,40 @@ class BatchingSource:
         out: bytes | None = None
         length = self._len
         if length + _DATA_HEADER + n > self.max_size:
-            out = self._take()
+            out = self._hand_on()
             length = 0
-        sqn = t.sqn
-        t.sqn = (sqn + 1) & 0xFFFFFFFF
-        t.last_data = now
-        # lbmc.encode_data's bytes, inline (n <= max_payload: none of its checks can fail).
-        self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+        if self._run is t and n == self._run_n and type(payload) is bytes:
+            self._run_pl.append(payload)  # the run goes on (the batch is due, or a flush)
+            self._run_time = now
+        elif flush or type(payload) is not bytes:
+            # Framed at once: a flushed message is handed on now, and a buffer that is not
+            # ``bytes`` may change after we return.
+            if self._run is not None:
+                self._settle()
+            sqn = t.sqn
+            t.sqn = (sqn + 1) & 0xFFFFFFFF
+            t.last_data = now
+            # lbmc.encode_data's bytes, inline (n <= max_payload: none of its checks can fail).
+            self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+            self.stats.messages_sent += 1
+        else:
+            if self._run is not None:
+                self._settle()
+            self._run = t
+            self._run_tidx = tidx
+            self._run_n = n
+            self._run_sqn = t.sqn
+            self._run_time = now
+            self._run_pl.append(payload)
         self._len = length + _DATA_HEADER + n
-        self.stats.messages_sent += 1
-        # Only a message that starts a batch gets here without flush (the fast path takes the
-        # others), so the TSNI check is (re)armed at least once per batch: enough, since a
-        # batch never outlives the TSNI interval's first check.
+        # A message that joins an open run without completing the batch takes the fast path,
+        # so this runs at least once per batch: the TSNI check is (re)armed often enough, since
+        # a batch never outlives the TSNI interval's first check.
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
         if flush or self._len >= self.batching_minimum_length:
-            chunk = self._take()
+            chunk = self._hand_on()
             return chunk if out is None else out + chunk
         if length == 0:
             self._batch_deadline = now + self.batching_interval
@@ -225,7 +355,7 @@ class BatchingSource:
         total = len(view)
         chunks: list[bytes] = []
         if self._len:
-            chunks.append(self._take())
+            chunks.append(self._hand_on())
         first = t.sqn
         step = self.max_payload
         for offset in range(0, total, step):
@@ -252,7 +382,7 @@ class BatchingSource:
 
     def flush(self) -> bytes | None:
         """``lbm_src_flush``: whatever is batched, now."""
-        return self._take() if self._len else None
+        return self._hand_on() if self._len else None
 
     # ------------------------------------------------------------------ timers
     def next_timer(self) -> float | None:
@@ -268,12 +398,13 @@ class BatchingSource:
         self.now = now
         parts: list[bytes] = []
         if self._batch_deadline is not None and now >= self._batch_deadline and self._len:
-            parts.append(self._take())
+            parts.append(self._hand_on())
         if self._tsni_check is not None and now >= self._tsni_check:
             parts.extend(self._tsnis(now))
         return b"".join(parts) if parts else None
 
     def _tsnis(self, now: float) -> list[bytes]:
+        self._settle()  # the open run's topic gets its sequence number and last-data time
         interval, threshold = self.tsni_interval, self.tsni_active_threshold
         records: list[tuple[int, int]] = []
         next_check: float | None = None
@@ -297,5 +428,5 @@ class BatchingSource:
             self.stats.tsnis_sent += 1
         if out and self._len:
             # Anything batched goes first: a TSNI must not overtake the data it describes.
-            out.insert(0, self._take())
+            out.insert(0, self._hand_on())
         return out
