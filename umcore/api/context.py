@@ -411,7 +411,17 @@ class Source:
             and not app_headers
             and not self._listener._paused
         ):
-            self._send_one(data)  # the latency path: a message on its own
+            # The latency path, a message on its own: the core's single-message send.
+            core = self._core
+            out = core.send_one(self.tidx, data, self._time())
+            if out is not None:
+                listener = self._listener
+                listener.write(out)
+                if listener._paused and core._run is not None:
+                    core.end_run()
+            if core.timer_dirty:
+                core.timer_dirty = False
+                self._session.timer.arm(core.next_timer())
             return
         self._check()
         if self._listener._paused:
@@ -422,20 +432,6 @@ class Source:
             self._send_slow(data, flush, properties, app_headers)
         else:
             self.send(data, properties=properties, app_headers=app_headers)
-
-    def _send_one(self, data: bytes | memoryview) -> None:
-        """``send_nowait(data, flush=True)`` of a plain message on an open, unblocked, plain
-        source: the core's single-message path (framed and handed on at once)."""
-        core = self._core
-        out = core.send_one(self.tidx, data, self._time())
-        listener = self._listener
-        if out is not None:
-            listener.write(out)
-            if listener._paused and core._run is not None:
-                core.end_run()
-        if core.timer_dirty:
-            core.timer_dirty = False
-            self._session.timer.arm(core.next_timer())
 
     async def send_request(
         self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None
@@ -610,7 +606,7 @@ class Receiver:
 class _Fanout:
     """Delivery of one topic index of one joined session to the context's receivers of it."""
 
-    __slots__ = ("dc", "receivers", "recovery", "request_dest", "session", "topic")
+    __slots__ = ("dc", "fragments", "receivers", "recovery", "request_dest", "session", "topic")
 
     def __init__(self, session: _JoinedSession, topic: str, tidx: int, max_burst: int) -> None:
         self.session = session
@@ -623,11 +619,37 @@ class _Fanout:
             else new_dc(tidx, topic, self._data, self._loss, max_burst_loss=max_burst)
         )
         self.dc.deliver_many = self._data_many
+        #: The DC may deliver fragments on their own (``ordered_delivery`` 0: TCP's DC has
+        #: ``fragment``, the fragment info during such a delivery).
+        self.fragments = hasattr(self.dc, "fragment")
         #: Late join / OTR state (umcore.features.recovery.TopicRecovery) or None.
         self.recovery: Any = None
         self.request_dest: tuple[str, int] = ("", 0)
 
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
+        if type(payload) is bytes and self.recovery is None and not self.dc.headers:
+            # Fast path (plain data, the latency case): one Message, each receiver called.
+            msg = _new_message(Message)  # Message(MSG_DATA, ...) without the __init__ frame
+            msg.type = 0
+            msg.topic = self.topic
+            msg.source = self.session.source_string
+            msg.sequence_number = sqn
+            msg.data = payload
+            if self.fragments:
+                frag = self.dc.fragment
+                if frag is not None:
+                    msg.fragment_info = frag
+            for r in self.receivers:
+                r.messages += 1
+                cb = r.on_message
+                if cb is None:
+                    r._deliver(msg)
+                    continue
+                try:
+                    cb(msg)
+                except Exception:
+                    r._callback_failed()
+            return
         if type(payload) is not bytes:
             payload = bytes(payload)
         headers = self.dc.headers
