@@ -51,7 +51,13 @@ from umcore.transport.ratelimit import RateLimiter
 from umcore.wire import lbmr
 from umcore.wire import lbtrm as wrm
 
-__all__ = ["LbtContext", "LbtReceiverSession", "LbtSourceEndpoint", "bind_in_range"]
+__all__ = [
+    "LbtContext",
+    "LbtReceiverSession",
+    "LbtSourceEndpoint",
+    "SourceTimer",
+    "bind_in_range",
+]
 
 log = logging.getLogger("umcore.aio.lbt")
 
@@ -123,6 +129,32 @@ async def bind_in_range(
 
 
 # ============================================================================ source
+class SourceTimer(CoreTimer):
+    """The source session's timer: a :class:`CoreTimer` that tells its callback which deadline
+    fired (:attr:`fired`).
+
+    uvloop rounds a timer's delay to the millisecond, so a timer may run up to half a
+    millisecond before ``loop.time()`` reaches its deadline.  A core told that earlier time
+    finds nothing due and asks for the same deadline again, and the loop spins through it (a
+    session message deadline measured ~130 wake-ups in a busy run).  The adapter hands the core
+    ``max(loop.time(), fired)`` instead: what is due at the deadline happens at most half a
+    millisecond early, once."""
+
+    __slots__ = ("fired",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+        super().__init__(loop, callback)
+        #: The deadline of the current callback (None outside one).
+        self.fired: float | None = None
+
+    def _fire(self) -> None:
+        self.fired = self._deadline
+        try:
+            super()._fire()
+        finally:
+            self.fired = None
+
+
 class LbtSourceEndpoint:
     """The socket of one LBT-RU / LBT-RM source session (see the module docstring)."""
 
@@ -139,6 +171,14 @@ class LbtSourceEndpoint:
         self._waiters: list[asyncio.Future[None]] = []
         self.receive_errors = 0
         self.closed = False
+        #: LBT-RU's connect/disconnect events (an empty tuple for LBT-RM): pending ones send
+        #: :meth:`write` down the general path, which reports them.
+        self._events: list[tuple[str, object]] | tuple[()] = (
+            core.events if isinstance(core, LbtruSource) else ()
+        )
+        #: The one address DATA goes to, for :meth:`write`'s fast path (None: general path);
+        #: recomputed after every general write.
+        self._dest: Address | None = None
         endpoint._on_datagram = self._on_datagram
 
     # -- the TCP listener's shape, as the API's source session uses it
@@ -178,10 +218,64 @@ class LbtSourceEndpoint:
         """Send what the core queued.  ``out`` is what the API got back from the core: empty
         (a marker) from the core's own send paths, or LBMC messages the API framed itself
         (messages with properties, application headers, requests), which go out now in their
-        own DATA datagrams."""
+        own DATA datagrams.
+
+        The data path calls this once per batch with one DATA datagram on ``core.ready`` and
+        nothing else queued: with one destination (LBT-RM's group, LBT-RU's only client) and
+        no fault injection that is one ``sendto`` per datagram on the socket, the endpoint's
+        counters kept.  Everything else (fan-out to several LBT-RU clients, fault injection,
+        retransmissions, SMs, NCFs, connect events) goes through :meth:`_write_general`."""
         core = self.core
         if out:
             core.emit_lbmc(out)
+        dest = self._dest
+        if dest is not None and not core.outbox and not self._events:
+            ready = core.ready
+            if ready:
+                ep = self.endpoint
+                sendto = ep._sock.sendto
+                for d in ready:
+                    try:
+                        nbytes = sendto(d, dest)
+                    except OSError:
+                        ep.sendto(d, dest)  # the endpoint's error handling and counters
+                        continue
+                    ep.datagrams_sent += 1
+                    ep.bytes_sent += nbytes
+                ready.clear()
+        else:
+            self._write_general(core)
+        self._after_write(core)
+
+    def _after_write(self, core: LbtSource) -> None:
+        self._paused = core.blocked
+        if core.unblocked:
+            core.unblocked = False
+            waiters, self._waiters = self._waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            if self.on_unblock is not None:
+                self.on_unblock()
+        timer = self.timer
+        if timer is not None and (core.timer_dirty or timer.deadline is None):
+            core.timer_dirty = False
+            timer.arm(core.next_timer())
+
+    def _single_destination(self) -> Address | None:
+        """Where every DATA datagram goes when that is one address and no fault injection
+        needs to see each datagram: LBT-RM's group, or LBT-RU's only client."""
+        if self.lctx.drop_send > 0:
+            return None
+        if self.group is not None:
+            return self.group
+        core = self.core
+        if isinstance(core, LbtruSource) and len(core.clients) == 1:
+            (addr,) = core.clients
+            return addr  # type: ignore[return-value]
+        return None
+
+    def _write_general(self, core: LbtSource) -> None:
         send = self.endpoint.sendto
         lctx = self.lctx
         faults = lctx.drop_send > 0
@@ -211,16 +305,9 @@ class LbtSourceEndpoint:
                     send(d, group)
         core.ready.clear()
         core.outbox.clear()
-        self._paused = core.blocked
-        if core.unblocked:
-            core.unblocked = False
-            waiters, self._waiters = self._waiters, []
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-            if self.on_unblock is not None:
-                self.on_unblock()
-        self._arm()
+        # LBT-RU clients come and go only in datagram_received and handle_timer, whose output
+        # always takes this path: the fast path's destination is brought up to date here.
+        self._dest = self._single_destination()
 
     def _arm(self) -> None:
         core = self.core
@@ -231,11 +318,17 @@ class LbtSourceEndpoint:
     def on_timer(self) -> None:
         if self.closed:
             return
-        self.core.handle_timer(self.lctx.loop.time())
-        self.write()
+        core = self.core
+        now = self.lctx.loop.time()
+        timer = self.timer
+        if isinstance(timer, SourceTimer) and timer.fired is not None and timer.fired > now:
+            now = timer.fired  # fired early by the loop's rounding (see SourceTimer)
+        core.handle_timer(now)
+        self._write_general(core)
+        self._after_write(core)
         if self.timer is not None:
-            self.core.timer_dirty = False
-            self.timer.arm(self.core.next_timer())
+            core.timer_dirty = False
+            self.timer.arm(core.next_timer())
 
     def _on_datagram(self, data: memoryview, addr: Address) -> None:
         lctx = self.lctx
@@ -246,8 +339,10 @@ class LbtSourceEndpoint:
         except RemoteProtocolError:
             self.receive_errors += 1
             return
-        if self.core.ready or self.core.outbox or self.core.timer_dirty:
-            self.write()
+        core = self.core
+        if core.ready or core.outbox or core.timer_dirty or self._events:
+            self._write_general(core)
+            self._after_write(core)
 
     async def close(self) -> None:
         if self.closed:

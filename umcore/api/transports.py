@@ -43,10 +43,10 @@ from umcore.aio.lbt import (
     LbtContext,
     LbtReceiverSession,
     LbtSourceEndpoint,
+    SourceTimer,
     bind_in_range,
 )
 from umcore.aio.multicast import set_multicast_sender
-from umcore.aio.timer import CoreTimer
 from umcore.errors import UMError
 from umcore.transport.lbt import ReceiverConfig, SourceConfig
 from umcore.transport.lbtrm import LbtrmReceiver, LbtrmSource
@@ -213,7 +213,7 @@ async def lbt_source_session(ctx: Context, kind: str, o: Any) -> _SourceSession:
         endpoint = LbtSourceEndpoint(lctx, core_rm, ep)
         endpoint.group = (group, dport)
     s: _SourceSession = _lbt_session_class()(ctx, endpoint.core, endpoint)
-    s.timer = CoreTimer(loop, endpoint.on_timer)
+    s.timer = SourceTimer(loop, endpoint.on_timer)
     endpoint.timer = s.timer
     endpoint._arm()
     sessions[key] = s

@@ -223,8 +223,7 @@ class LbtSource(BatchingSource):
         self.next_sqn = 0  # transport sequence number of the next DATA datagram
         self._window: deque[bytes] = deque()
         self._window_trail = 0  # sqn of _window[0]
-        self._window_bytes = 0
-        self._window_total = 0  # payload + overhead, for transmission_window_limit
+        self._window_bytes = 0  # payload; + DATAGRAM_OVERHEAD each is transmission_window_limit's
         self._held: deque[bytes] = deque()
         #: True while the data rate limit holds datagrams back; cleared at the next refill.
         self.blocked = False
@@ -278,6 +277,9 @@ class LbtSource(BatchingSource):
         the rate controller holds included, as ``rctlr_data_msgs`` counts those), ``txw_*``
         what the transmission window holds now; retransmissions are ``rxs_sent``."""
         ls = self.lstats
+        st = self.stats  # every DATA datagram is counted once, there (per datagram, hot path)
+        ls.msgs_sent = st.datagrams_sent
+        ls.bytes_sent = st.bytes_sent
         ls.txw_msgs = len(self._window)
         ls.txw_bytes = self._window_bytes
         ls.rctlr_data_msgs = ls.datagrams_held
@@ -301,7 +303,13 @@ class LbtSource(BatchingSource):
         return b""
 
     def _emit(self, parts: list[bytes]) -> None:
-        """One DATA datagram: the transport header and the LBMC ``parts`` joined in one copy."""
+        """One DATA datagram: the transport header and the LBMC ``parts`` joined in one copy,
+        kept in the transmission window, counted, and released or held by the rate limiter.
+
+        The data path runs this once per batch (every ~27 messages of 64 bytes): the window
+        check is one comparison while the window is under its size (the rarely set
+        ``transmission_window_limit`` adds a second), and the data bucket's common case (budget
+        left, no refill due) is :meth:`TokenBucket.take`'s arithmetic done inline."""
         sqn = self.next_sqn
         self.next_sqn = (sqn + 1) & _M
         window = self._window
@@ -311,39 +319,62 @@ class LbtSource(BatchingSource):
         dgram = b"".join(parts)
         window.append(dgram)
         n = len(dgram)
-        self._window_bytes += n
-        self._window_total += n + DATAGRAM_OVERHEAD
+        wb = self._window_bytes + n
+        self._window_bytes = wb
         cfg = self.config
-        while len(window) > 1 and (
-            self._window_bytes > cfg.transmission_window_size
-            or (
-                cfg.transmission_window_limit and self._window_total > cfg.transmission_window_limit
-            )
+        limit = cfg.transmission_window_limit
+        if wb > cfg.transmission_window_size or (
+            limit and wb + DATAGRAM_OVERHEAD * len(window) > limit
         ):
-            old = window.popleft()
-            self._window_bytes -= len(old)
-            self._window_total -= len(old) + DATAGRAM_OVERHEAD
-            self._window_trail = (self._window_trail + 1) & _M
+            self._trim_window()
         st = self.stats
         st.datagrams_sent += 1
         st.bytes_sent += n
-        ls = self.lstats
-        ls.msgs_sent += 1
-        ls.bytes_sent += n
         now = self.now
-        self._activity(now)
-        limiter = self.limiter
-        if self.blocked or (limiter is not None and not limiter.take_data(n, now)):
-            if not self.blocked:
-                self.blocked = True
-                self.timer_dirty = True
-            if len(self._held) >= MAX_HELD_DATAGRAMS:
-                self.lstats.datagrams_refused += 1
-                return
-            self._held.append(dgram)
-            self.lstats.datagrams_held += 1
+        self._last_activity = now
+        if self._sm_interval != cfg.sm_minimum_interval:
+            self._activity(now)
+        if self.blocked:
+            self._hold(dgram)
             return
+        limiter = self.limiter
+        if limiter is not None:
+            bucket = limiter.data
+            if bucket.budget:  # 0: unlimited
+                tokens = bucket.tokens
+                if tokens >= n and now < bucket.next_refill:
+                    bucket.tokens = tokens - n
+                elif not bucket.take(n, now):
+                    self.blocked = True
+                    self.timer_dirty = True
+                    self._hold(dgram)
+                    return
         self.ready.append(dgram)
+
+    def _trim_window(self) -> None:
+        """Drop the oldest datagrams until the window is within its size (and limit), keeping
+        at least the newest one."""
+        window = self._window
+        cfg = self.config
+        size = cfg.transmission_window_size
+        limit = cfg.transmission_window_limit
+        wb = self._window_bytes
+        trail = self._window_trail
+        while len(window) > 1 and (
+            wb > size or (limit and wb + DATAGRAM_OVERHEAD * len(window) > limit)
+        ):
+            wb -= len(window.popleft())
+            trail = (trail + 1) & _M
+        self._window_bytes = wb
+        self._window_trail = trail
+
+    def _hold(self, dgram: bytes) -> None:
+        """A datagram the rate limiter does not let go now: queued until the next refill."""
+        if len(self._held) >= MAX_HELD_DATAGRAMS:
+            self.lstats.datagrams_refused += 1
+            return
+        self._held.append(dgram)
+        self.lstats.datagrams_held += 1
 
     def _activity(self, now: float) -> None:
         self._last_activity = now
@@ -372,12 +403,13 @@ class LbtSource(BatchingSource):
     # ------------------------------------------------------------------ timers
     def next_timer(self) -> float | None:
         t = super().next_timer()
-        for other in (
-            self._sm_due,
-            self.limiter.next_refill() if self.blocked and self.limiter else None,
-        ):
-            if other is not None and (t is None or other < t):
-                t = other
+        sm = self._sm_due
+        if sm is not None and (t is None or sm < t):
+            t = sm
+        if self.blocked and self.limiter is not None:
+            r = self.limiter.next_refill()
+            if t is None or r < t:
+                t = r
         return t
 
     def handle_timer(self, now: float) -> bytes | None:

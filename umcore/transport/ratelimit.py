@@ -78,7 +78,11 @@ class TokenBucket:
         return self.tokens > 0
 
     def take(self, nbytes: int, now: float) -> bool:
-        """Spend ``nbytes``; False (nothing spent) when the budget is exhausted."""
+        """Spend ``nbytes``; False (nothing spent) when the budget is exhausted.
+
+        :meth:`umcore.transport.lbt.LbtSource._emit` does this method's common case inline
+        (budget set, no refill due, ``tokens >= nbytes``: ``tokens -= nbytes``) and calls it
+        otherwise; keep the two in step (tests/transport/test_lbt_source_window.py checks)."""
         if self.budget == 0:
             return True
         if now >= self.next_refill:
