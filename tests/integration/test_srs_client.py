@@ -418,8 +418,13 @@ async def test_failed_join_is_retried(tmp_path: Path, configure: Callable[..., N
             port = closed.getsockname()[1]
             rec = SIR(bytes(32), "nobody.home", f"TCP:127.0.0.1:{port}:00000001")
             b.srs._on_events([SourceResolved(rec, 0)])
-            await until(lambda: b.srs.rejoins >= 2, "two re-joins")  # type: ignore[union-attr]
-            assert inbox.messages == [] and not b._joined
+            # A re-join is counted when its connect starts: wait for the second one to have
+            # failed too (a failed connect leaves no joined session behind).
+            await until(
+                lambda: b.srs.rejoins >= 2 and not b._joined,  # type: ignore[union-attr]
+                "two failed re-joins",
+            )
+            assert inbox.messages == []
             b.srs._on_events([SourceWithdrawn(rec, 0)])
             n = b.srs.rejoins
             assert b.srs.known("nobody.home") == [] and b.srs._retryable() == []
