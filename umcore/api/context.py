@@ -54,6 +54,7 @@ import contextlib
 import logging
 import random
 import re
+import struct
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -102,6 +103,13 @@ OnMessage = Callable[[Message], object]
 # ``Message.__new__``: the receive path fills the five slots itself (measured 112 vs 164 ns per
 # message against ``Message(...)``); every other field keeps its class-level default.
 _new_message = Message.__new__
+# An LBMC data message's header (umcore.transport.tcp: ver/type, next header, msglen, tidx,
+# sqn) as three words: the first is the msglen when version/type and next header are 0 (plain
+# data).  The TCP one-message paths (Source.send_nowait, _JoinConnection) pack / check it so.
+_DATA_WORDS = struct.Struct("!III")
+_pack_data = _DATA_WORDS.pack
+_data_head_from = _DATA_WORDS.unpack_from
+_DATA_HEADER = _DATA_WORDS.size
 OnSourceEvent = Callable[[int, object], object]
 # Source._rec of a source that may not use the inline fast path: never a core's open run.
 _NOT_FAST = object()
@@ -237,6 +245,12 @@ class Source:
         self._rec: Any = self._core._topics[self.tidx]
         #: The open run's ``append`` (the core never replaces that list), bound once.
         self._push = self._core._run_pl.append
+        #: A TCP session (its core and listener exactly ours): :meth:`send_nowait`'s
+        #: one-message path frames and writes inline.
+        self._tcp = type(self._core) is TcpSourceSession and type(self._listener) is SourceListener
+        #: The core's per-topic record while that inline one-message path may run (TCP, open,
+        #: no retention), else None.
+        self._one: Any = self._rec if self._tcp else None
         #: Late-join retention and transport index (umcore.api.features), set by the context.
         self._ext_: Any = None
         #: True while the plain paths may run: open, no retention (:attr:`_ext`).
@@ -310,6 +324,7 @@ class Source:
         if not fast and rec is not None and core._run is rec:
             core.end_run()  # its messages are framed; the next ones take the general path
         self._rec = rec if fast else _NOT_FAST
+        self._one = rec if fast and self._tcp else None
 
     def _plain(self) -> bool:
         ext = self._ext
@@ -404,6 +419,38 @@ class Source:
     ) -> None:
         """Send one message or raise :class:`WouldBlock` (UM's ``LBM_SRC_NONBLOCK``); a WAKEUP
         source event follows when sending may go on."""
+        if flush and properties is None and not app_headers:
+            t = self._one
+            if t is not None:
+                # The latency path on a TCP session, a message on its own that needs neither
+                # batching nor fragmentation: TcpSourceSession.send_one's framing and counting
+                # inline, then the listener's write to every confirmed receiver (one Python
+                # frame for the whole send; the same bytes, counters and TSNI arming).
+                core = self._core
+                listener = self._listener
+                n = len(data)
+                if not core._len and not listener._paused and n <= core.max_payload:
+                    now = self._time()
+                    core.now = now
+                    sqn = t.sqn
+                    t.sqn = (sqn + 1) & 0xFFFFFFFF
+                    t.last_data = now
+                    if core._tsni_check is None and core.tsni_interval > 0:
+                        core._tsni_check = now + core.tsni_interval
+                        core.timer_dirty = True
+                    framed = _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
+                    st = core.stats
+                    st.messages_sent += 1
+                    st.datagrams_sent += 1
+                    st.bytes_sent += _DATA_HEADER + n
+                    for w in listener._writers:
+                        w.write(framed)
+                    if listener._paused and core._run is not None:
+                        core.end_run()
+                    if core.timer_dirty:
+                        core.timer_dirty = False
+                        self._session.timer.arm(core.next_timer())
+                    return
         if (
             flush
             and self._fast
@@ -819,6 +866,66 @@ class _JoinedSession:
             self.conn.abort()  # nobody listens any more: leave the session (no EOS to anyone)
             self.closed = True
             self.ctx._joined.pop(self.key, None)
+
+
+class _JoinConnection(ReceiverConnection):
+    """The connection of a joined TCP session, with the latency case fused in.
+
+    A read holding exactly one plain, in-sequence data message for a topic index with one
+    receiver that has a callback is delivered in this one frame: the checks and counters of
+    :meth:`TcpReceiverSession.data_received`'s single-message path and of
+    :meth:`_Fanout._data`'s plain path, the :class:`Message` built and the callback called.
+    Everything else (several messages or part of one, other message types, the first bytes
+    (BOS), a gap, an unknown topic index, late join / OTR, several receivers or one without a
+    callback) goes to :meth:`ReceiverConnection.data_received`, the general path.
+    """
+
+    def __init__(self, js: _JoinedSession) -> None:
+        super().__init__(js.core, on_active=js.bos, on_closed=js.eos)
+        self._fanouts = js.fanouts
+        self._source = js.source_string
+
+    def data_received(self, data: bytes) -> None:
+        # ``data`` is bytes (asyncio's Protocol contract, uvloop's too): the payload slice
+        # below is then bytes, as Message.data must be.
+        n = len(data)
+        core = self.session
+        if n >= _DATA_HEADER and core.active and not core._pending:
+            # The first word is version/type 0, next header 0 and msglen: equal to the read's
+            # length exactly when the read is one plain data message.
+            word, tidx, sqn = _data_head_from(data)
+            f = self._fanouts.get(tidx) if word == n else None
+            if f is not None:
+                dc = f.dc
+                receivers = f.receivers
+                if (
+                    sqn == dc.expected
+                    and dc.started
+                    and dc._frag_buf is None
+                    and f.recovery is None
+                    and len(receivers) == 1
+                ):
+                    r = receivers[0]
+                    cb = r.on_message
+                    if cb is not None:
+                        st = core.stats
+                        st.bytes_received += n
+                        st.messages_received += 1
+                        dc.expected = (sqn + 1) & 0xFFFFFFFF
+                        dc.delivered += 1
+                        r.messages += 1
+                        msg = _new_message(Message)
+                        msg.type = 0
+                        msg.topic = f.topic
+                        msg.source = self._source
+                        msg.sequence_number = sqn
+                        msg.data = data[_DATA_HEADER:]
+                        try:
+                            cb(msg)
+                        except Exception:
+                            r._callback_failed()
+                        return
+        ReceiverConnection.data_received(self, data)
 
 
 # ------------------------------------------------------------------------------ context
@@ -1248,7 +1355,7 @@ class Context(FeatureAPI):
                 js.add(info.topic, info.index, r)
 
     async def _connect(self, js: _JoinedSession) -> None:
-        conn = ReceiverConnection(js.core, on_active=js.bos, on_closed=js.eos)
+        conn = _JoinConnection(js)
         js.conn = conn
         try:
             await asyncio.wait_for(
