@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,10 @@ __all__ = [
 log = logging.getLogger("umcore.aio.lbt")
 
 Address = tuple[str, int]
+
+# An LBT-RM header's NAK port and session id (bytes 2-7): with the sender's IP, the key that
+# demultiplexes a group socket's datagrams to their session.
+_PORT_SID = struct.Struct("!HI")
 
 
 class LbtContext:
@@ -130,8 +135,8 @@ async def bind_in_range(
 
 # ============================================================================ source
 class SourceTimer(CoreTimer):
-    """The source session's timer: a :class:`CoreTimer` that tells its callback which deadline
-    fired (:attr:`fired`).
+    """The timer of a source session and of a joined receiver session: a :class:`CoreTimer`
+    that tells its callback which deadline fired (:attr:`fired`).
 
     uvloop rounds a timer's delay to the millisecond, so a timer may run up to half a
     millisecond before ``loop.time()`` reaches its deadline.  A core told that earlier time
@@ -376,9 +381,7 @@ class _GroupSocket:
         if len(data) < wrm.HEADER_SIZE:
             self.unknown += 1
             return
-        port = data[2] << 8 | data[3]
-        sid = int.from_bytes(data[4:8], "big")
-        s = self.sessions.get((addr[0], port, sid))
+        s = self.sessions.get((addr[0], *_PORT_SID.unpack_from(data, 2)))
         if s is None:
             self.unknown += 1
             return
@@ -402,7 +405,7 @@ class LbtReceiverSession:
         self.endpoint: DatagramEndpoint | None = None
         self.group: _GroupSocket | None = None
         self._group_key: tuple[str, int, int] | None = None
-        self.timer = CoreTimer(lctx.loop, self._on_timer)
+        self.timer = SourceTimer(lctx.loop, self._on_timer)
         self.receive_errors = 0
         self.closed = False
         core.on_active = on_active
@@ -493,7 +496,11 @@ class LbtReceiverSession:
     def _on_timer(self) -> None:
         if self.closed:
             return
-        self.core.handle_timer(self.lctx.loop.time())
+        now = self.lctx.loop.time()
+        fired = self.timer.fired
+        if fired is not None and fired > now:
+            now = fired  # fired early by the loop's rounding (see SourceTimer)
+        self.core.handle_timer(now)
         self._flush()
 
     def _ended(self) -> None:
