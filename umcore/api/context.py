@@ -20,6 +20,8 @@ thread: callbacks run on it and must not block.
   session id, topic index).  :meth:`Source.send` awaits while a receiver's buffer is over
   ``transport_session_maximum_buffer`` (UM's blocking send); :meth:`Source.send_nowait` raises
   :class:`~umcore.errors.WouldBlock` instead and a WAKEUP event follows when it clears.
+  ``send_nowait(data, flush=True)`` of a plain message on a TCP session with nothing batched
+  is framed, counted and written inline (the latency path, one Python frame).
 - **Receivers.**  A TIR for a topic with receivers makes the context connect to that source's
   session once (:class:`~umcore.aio.tcp.ReceiverConnection`) and add a delivery controller for
   the topic index.  The first bytes on the session give every mapped receiver BOS; a receiver
@@ -27,7 +29,10 @@ thread: callbacks run on it and must not block.
   (seed 3.4).  Data reach the receiver's callback (the fast path) or, without one, a bounded
   queue read by ``async for msg in receiver``; when that queue holds ``MAX_RECEIVER_QUEUE``
   messages the context stops reading the sessions feeding it (receiver pacing, counted in
-  :attr:`Receiver.queue_pauses`) instead of growing without bound.
+  :attr:`Receiver.queue_pauses`) instead of growing without bound.  A read holding exactly
+  one plain in-sequence data message for a topic with one callback receiver is delivered by
+  the connection itself (:class:`_JoinConnection`, the latency path); anything else takes the
+  session core, its delivery controllers and :class:`_Fanout`.
 - **Faults.**  A peer's garbage costs that peer its connection or datagram; an exception raised
   by an application callback is logged and counted, never allowed to break a session.
 
