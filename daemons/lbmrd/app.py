@@ -102,7 +102,7 @@ async def serve(
             )
         timer.arm(relay.next_timer())
 
-    def on_datagram(data: memoryview, addr: tuple[str, int]) -> None:
+    def on_datagram(data: bytes | memoryview, addr: tuple[str, int]) -> None:
         malformed = counters.malformed
         registered = counters.clients_registered
         refused = counters.clients_refused

@@ -9,7 +9,9 @@ import os
 import signal
 import socket
 import urllib.request
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,121 +65,318 @@ async def test_core_timer_replace_and_cancel() -> None:
 
 
 # -- DatagramEndpoint -----------------------------------------------------------------------------
+# Every endpoint test runs on both loops: asyncio's (the Python drain loop) and uvloop's (its own
+# datagram transport); see umcore.aio.udp.
+
+LOOPS = ["asyncio", "uvloop"]
 
 
-async def test_endpoint_drains_a_backlog_in_bounded_batches() -> None:
-    loop = asyncio.get_running_loop()
-    got: list[tuple[bytes, tuple[str, int]]] = []
-    wakeups: list[int] = []
-    done = asyncio.Event()
-    total = udp.MAX_DATAGRAMS_PER_WAKEUP * 3 + 7
+@pytest.fixture(params=LOOPS)
+def run(request: pytest.FixtureRequest) -> Callable[[Coroutine[Any, Any, None]], None]:
+    """Run a test body to completion on a fresh loop of the parametrized kind."""
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    else:
+        factory = asyncio.new_event_loop
 
-    def on_datagram(data: memoryview, addr: tuple[str, int]) -> None:
-        assert isinstance(data, memoryview)
-        got.append((bytes(data), addr))
-        if len(got) == total:
-            done.set()
+    def runner(body: Coroutine[Any, Any, None]) -> None:
+        with asyncio.Runner(loop_factory=factory) as r:
+            r.run(asyncio.wait_for(body, 4 * WAIT))
 
-    ep = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram, rcvbuf=4 * 1024 * 1024)
-    original = ep._on_readable
+    runner.kind = request.param  # type: ignore[attr-defined]
+    return runner
 
-    def counting() -> None:
-        before = ep.datagrams_received
-        original()
-        wakeups.append(ep.datagrams_received - before)
 
-    loop.remove_reader(ep._sock.fileno())
-    loop.add_reader(ep._sock.fileno(), counting)
-    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        sender.bind(("127.0.0.1", 0))
-        sender_address = sender.getsockname()
-        # Queue the whole backlog before the loop gets a chance to read any of it.
-        for i in range(total):
-            sender.sendto(i.to_bytes(4, "big") * (1 + i % 50), ep.local_address)
-        await asyncio.wait_for(done.wait(), WAIT)
-    finally:
-        sender.close()
+def on_uvloop() -> bool:
+    return type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+
+
+async def wait_until(cond: Callable[[], bool]) -> None:
+    """Poll ``cond`` once per loop iteration (bounded by WAIT)."""
+    async with asyncio.timeout(WAIT):
+        while not cond():
+            await asyncio.sleep(0.001)
+
+
+def test_endpoint_drains_a_backlog_in_bounded_batches(run: Any) -> None:
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        got: list[tuple[bytes, tuple[str, int]]] = []
+        done = asyncio.Event()
+        total = udp.MAX_DATAGRAMS_PER_WAKEUP * 3 + 7
+        kind = bytes if on_uvloop() else memoryview
+        bound = udp.UVLOOP_DATAGRAMS_PER_WAKEUP if on_uvloop() else udp.MAX_DATAGRAMS_PER_WAKEUP
+
+        def on_datagram(data: bytes | memoryview, addr: tuple[str, int]) -> None:
+            assert type(data) is kind
+            got.append((bytes(data), addr))
+            if len(got) == total:
+                done.set()
+
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram, rcvbuf=4 * 1024 * 1024)
+        # Datagrams read per loop iteration: a callback that re-schedules itself runs once per
+        # iteration, and each iteration polls the socket once.
+        per_iteration: list[int] = []
+        last = [0]
+
+        def tick() -> None:
+            per_iteration.append(ep.datagrams_received - last[0])
+            last[0] = ep.datagrams_received
+            if not done.is_set():
+                loop.call_soon(tick)
+
+        sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sender.bind(("127.0.0.1", 0))
+            sender_address = sender.getsockname()
+            # Queue the whole backlog before the loop gets a chance to read any of it.
+            for i in range(total):
+                sender.sendto(i.to_bytes(4, "big") * (1 + i % 50), ep.local_address)
+            loop.call_soon(tick)
+            await asyncio.wait_for(done.wait(), WAIT)
+        finally:
+            sender.close()
+            ep.close()
+        assert [int.from_bytes(d[:4], "big") for d, _ in got] == list(range(total))
+        assert all(len(d) == 4 * (1 + i % 50) for i, (d, _) in enumerate(got))
+        assert {a for _, a in got} == {sender_address}
+        assert max(per_iteration) == bound  # bounded per wake-up...
+        assert len([n for n in per_iteration if n]) >= total // bound  # ...so several were needed
+        assert ep.datagrams_received == total
+        assert ep.bytes_received == sum(len(d) for d, _ in got)
+
+    run(body())
+
+
+def test_endpoint_datagram_lifetime(run: Any) -> None:
+    """The Python path hands out views of one reused buffer (valid during the call); uvloop
+    hands out the transport's own bytes (kept as they are)."""
+
+    async def body() -> None:
+        seen: list[bytes | memoryview] = []
+        done = asyncio.Event()
+
+        def on_datagram(data: bytes | memoryview, addr: tuple[str, int]) -> None:
+            seen.append(data)
+            if len(seen) == 2:
+                done.set()
+
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"first", ep.local_address)
+            s.sendto(b"SECOND", ep.local_address)
+            await asyncio.wait_for(done.wait(), WAIT)
         ep.close()
-    assert [int.from_bytes(d[:4], "big") for d, _ in got] == list(range(total))
-    assert all(len(d) == 4 * (1 + i % 50) for i, (d, _) in enumerate(got))
-    assert {a for _, a in got} == {sender_address}
-    assert max(wakeups) == udp.MAX_DATAGRAMS_PER_WAKEUP  # bounded per callback...
-    assert len([w for w in wakeups if w]) >= 4  # ...so several callbacks were needed
-    assert ep.datagrams_received == total
-    assert ep.bytes_received == sum(len(d) for d, _ in got)
+        if on_uvloop():
+            assert seen == [b"first", b"SECOND"]
+            assert all(type(d) is bytes for d in seen)
+        else:
+            first, second = seen
+            assert isinstance(first, memoryview) and isinstance(second, memoryview)
+            assert first.obj is second.obj  # the same buffer: the first view was overwritten
+            assert bytes(second) == b"SECOND"
+
+    run(body())
 
 
-async def test_endpoint_reuses_one_buffer() -> None:
-    views: list[memoryview] = []
-    done = asyncio.Event()
-
-    def on_datagram(data: memoryview, addr: tuple[str, int]) -> None:
-        views.append(data)
-        if len(views) == 2:
-            done.set()
-
-    ep = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.sendto(b"first", ep.local_address)
-        s.sendto(b"SECOND", ep.local_address)
-        await asyncio.wait_for(done.wait(), WAIT)
-    ep.close()
-    assert views[0].obj is views[1].obj  # the same buffer: the first view was overwritten
-    assert bytes(views[1]) == b"SECOND"
-
-
-async def test_endpoint_sendto_counts_and_callback_errors_do_not_stop_it(
-    caplog: pytest.LogCaptureFixture,
+def test_endpoint_sendto_counts_and_callback_errors_do_not_stop_it(
+    run: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    received = asyncio.Queue[bytes]()
+    async def body() -> None:
+        received = asyncio.Queue[bytes]()
 
-    def on_datagram(data: memoryview, addr: tuple[str, int]) -> None:
-        if bytes(data) == b"boom":
-            raise RuntimeError("handler bug")
-        received.put_nowait(bytes(data))
+        def on_datagram(data: bytes | memoryview, addr: tuple[str, int]) -> None:
+            if bytes(data) == b"boom":
+                raise RuntimeError("handler bug")
+            received.put_nowait(bytes(data))
 
-    a = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram)
-    b = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, addr: None)
-    try:
-        assert b.sendto(b"boom", a.local_address)
-        assert b.sendto(b"fine", a.local_address)
-        assert await asyncio.wait_for(received.get(), WAIT) == b"fine"
-        assert a.callback_errors == 1
-        assert b.datagrams_sent == 2 and b.bytes_sent == 8
-        assert "handler failed" in caplog.text
-    finally:
-        a.close()
-        b.close()
-    a.close()  # idempotent
-    assert a.closed
+        a = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram)
+        b = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, addr: None)
+        try:
+            assert b.sendto(b"boom", a.local_address)
+            assert b.sendto(b"fine", a.local_address)
+            assert await asyncio.wait_for(received.get(), WAIT) == b"fine"
+            assert a.callback_errors == 1
+            assert a.datagrams_received == 2 and a.bytes_received == 8
+            assert b.datagrams_sent == 2 and b.bytes_sent == 8
+            assert b.send_batch([(b"one", a.local_address), (b"two", a.local_address)]) == 2
+            assert await asyncio.wait_for(received.get(), WAIT) == b"one"
+            assert await asyncio.wait_for(received.get(), WAIT) == b"two"
+            assert b.datagrams_sent == 4 and b.bytes_sent == 14
+            assert "handler failed" in caplog.text
+        finally:
+            a.close()
+            b.close()
+        a.close()  # idempotent
+        assert a.closed
 
-
-async def test_endpoint_send_never_blocks_and_counts_drops() -> None:
-    ep = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: None, sndbuf=4096)
-    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sink.bind(("127.0.0.1", 0))
-    try:
-        payload = b"x" * 60000
-        results = [ep.sendto(payload, sink.getsockname()) for _ in range(200)]
-    finally:
-        sink.close()
-        ep.close()
-    # On loopback the receiver's full queue drops silently; what matters is that we never
-    # blocked and every refusal was counted rather than raised.
-    assert results.count(False) == ep.send_dropped + ep.send_errors
-    assert ep.datagrams_sent == results.count(True)
+    run(body())
 
 
-async def test_endpoint_socket_buffers_are_set() -> None:
-    ep = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: None, rcvbuf=65536)
-    try:
-        rcv, snd = ep.socket_buffers()
-        assert rcv >= 65536 and snd > 0
-        assert ep.local_address[1] != 0
-    finally:
-        ep.close()
+def test_endpoint_send_never_blocks_and_counts_drops(run: Any) -> None:
+    async def body() -> None:
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: None, sndbuf=4096)
+        sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sink.bind(("127.0.0.1", 0))
+        try:
+            payload = b"x" * 60000
+            results = [ep.sendto(payload, sink.getsockname()) for _ in range(200)]
+        finally:
+            sink.close()
+            ep.close()
+        # On loopback the receiver's full queue drops silently; what matters is that we never
+        # blocked and every refusal was counted rather than raised.
+        assert results.count(False) == ep.send_dropped + ep.send_errors
+        assert ep.datagrams_sent == results.count(True)
+
+    run(body())
+
+
+def test_endpoint_socket_buffers_are_set(run: Any) -> None:
+    async def body() -> None:
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: None, rcvbuf=65536)
+        try:
+            rcv, snd = ep.socket_buffers()
+            assert rcv >= 65536 and snd > 0
+            assert ep.local_address[1] != 0
+        finally:
+            ep.close()
+
+    run(body())
+
+
+def test_endpoint_pause_and_resume_reading(run: Any) -> None:
+    """Paused, the endpoint reads nothing (datagrams wait in the kernel); resumed, it reads
+    them all, once each, and nothing else."""
+
+    async def body() -> None:
+        got: list[bytes] = []
+        probe = asyncio.Event()
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: got.append(bytes(d)))
+        other = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: probe.set())
+        sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            ep.pause_reading()
+            ep.pause_reading()  # idempotent
+            assert ep.paused
+            for i in range(3):
+                sender.sendto(b"%d" % i, ep.local_address)
+            # Loopback delivery is synchronous: once the loop has read the later probe, it
+            # has polled I/O since the three datagrams were queued.
+            sender.sendto(b"probe", other.local_address)
+            await asyncio.wait_for(probe.wait(), WAIT)
+            assert got == [] and ep.datagrams_received == 0
+            ep.resume_reading()
+            ep.resume_reading()  # idempotent
+            assert not ep.paused
+            await ep.reading()
+            await wait_until(lambda: len(got) == 3)
+            # Pause and resume in quick succession (on uvloop: while a transport is being
+            # opened and closed): still exactly one reader, each datagram read once.
+            for _ in range(3):
+                ep.pause_reading()
+                ep.resume_reading()
+            sender.sendto(b"3", ep.local_address)
+            await wait_until(lambda: len(got) == 4)
+            await ep.reading()
+            if on_uvloop():
+                assert ep._transport is not None and ep._opening is None
+            sender.sendto(b"4", ep.local_address)
+            await wait_until(lambda: len(got) == 5)
+            assert got == [b"0", b"1", b"2", b"3", b"4"]
+            assert ep.datagrams_received == 5
+        finally:
+            sender.close()
+            ep.close()
+            other.close()
+
+    run(body())
+
+
+def test_endpoint_close_stops_reading_at_once_and_releases_the_port(run: Any) -> None:
+    """close() inside the callback stops the batch being read; the port is released (on
+    uvloop once the transport's duplicate socket is closed, an iteration later)."""
+
+    async def body() -> None:
+        got: list[bytes] = []
+        ep: DatagramEndpoint | None = None
+
+        def on_datagram(data: bytes | memoryview, addr: tuple[str, int]) -> None:
+            got.append(bytes(data))
+            assert ep is not None
+            ep.close()
+
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, on_datagram)
+        port = ep.local_address[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for i in range(10):
+                s.sendto(b"%d" % i, ep.local_address)
+            await wait_until(lambda: ep is not None and ep.closed)
+        assert got == [b"0"] and ep.datagrams_received == 1
+        assert ep._sock.fileno() == -1
+
+        def port_free() -> bool:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    return False
+                return True
+
+        await wait_until(port_free)
+        if on_uvloop():
+            assert ep._transport is None
+
+    run(body())
+
+
+def test_endpoint_closed_or_paused_before_it_reads(run: Any) -> None:
+    """Made with the synchronous constructor (on uvloop the transport opens an iteration or two
+    later) and closed or paused at once: nothing is read, nothing leaks."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        got: list[bytes] = []
+        for action in ("close", "pause"):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            sock.bind(("127.0.0.1", 0))
+            ep = DatagramEndpoint(loop, sock, lambda d, a: got.append(bytes(d)))
+            getattr(ep, action if action == "close" else "pause_reading")()
+            await ep.reading()
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                if action == "pause":
+                    s.sendto(b"x", ep.local_address)
+                    ep.close()
+            assert got == [] and ep._opening is None and ep._transport is None
+
+    run(body())
+
+
+def test_endpoint_counts_icmp_errors(run: Any) -> None:
+    """An ICMP port-unreachable reported on the socket (a connected one gets it) is a receive
+    error, counted; the endpoint keeps reading."""
+
+    async def body() -> None:
+        got: list[bytes] = []
+        ep = await DatagramEndpoint.bind("127.0.0.1", 0, lambda d, a: got.append(bytes(d)))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 0))
+            dead = peer.getsockname()
+        try:
+            ep._sock.connect(dead)
+            assert ep.sendto(b"anyone?", dead)
+            await wait_until(lambda: ep.receive_errors >= 1)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+                peer.bind(dead)  # the port is back: datagrams from it are read again
+                peer.sendto(b"back", ep.local_address)
+                await wait_until(lambda: got == [b"back"])
+        finally:
+            ep.close()
+
+    run(body())
 
 
 # -- logging --------------------------------------------------------------------------------------

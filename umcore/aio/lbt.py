@@ -335,7 +335,7 @@ class LbtSourceEndpoint:
             core.timer_dirty = False
             self.timer.arm(core.next_timer())
 
-    def _on_datagram(self, data: memoryview, addr: Address) -> None:
+    def _on_datagram(self, data: bytes | memoryview, addr: Address) -> None:
         lctx = self.lctx
         if lctx.drop_receive and lctx.drop_in():
             return
@@ -377,7 +377,7 @@ class _GroupSocket:
         self.unknown = 0  # lbtrm_unknown_msgs_rcved
         endpoint._on_datagram = self._on_datagram
 
-    def _on_datagram(self, data: memoryview, addr: Address) -> None:
+    def _on_datagram(self, data: bytes | memoryview, addr: Address) -> None:
         if len(data) < wrm.HEADER_SIZE:
             self.unknown += 1
             return
@@ -466,7 +466,7 @@ class LbtReceiverSession:
         self._flush()
         return self
 
-    def _on_datagram(self, data: memoryview, addr: Address) -> None:
+    def _on_datagram(self, data: bytes | memoryview, addr: Address) -> None:
         lctx = self.lctx
         if lctx.drop_receive and lctx.drop_in():
             return

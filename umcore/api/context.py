@@ -1077,7 +1077,7 @@ class Context(FeatureAPI):
                     await self.srs.close()
                 raise
 
-    def _on_datagram(self, data: memoryview, addr: tuple[str, int]) -> None:
+    def _on_datagram(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
         found = self._resolver.receive_datagram(data, addr, self._loop.time())
         for info in found:
             self._join(info)

@@ -552,7 +552,7 @@ class ContextFeatures:
         with contextlib.suppress(BlockingIOError):
             sock.sendto(dgram, self._mim_dest)
 
-    def _on_mim(self, data: memoryview, addr: tuple[str, int]) -> None:
+    def _on_mim(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
         msgs, lost = self._mim_core.receive(data, addr, self._loop.time())
         if lost:
             cb = self.ctx.mim_loss_callback
