@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Iterable
 
 import pytest
 from hypothesis import given, settings
@@ -40,7 +41,13 @@ def _dc(ordered: bool, many: bool) -> tuple[LbtDeliveryController, list[object]]
         ordered=ordered,
     )
     if many:
-        dc.deliver_many = lambda recs: events.extend(("data", s, bytes(p)) for s, p in recs)
+
+        def many(recs: Iterable[tuple[int, bytes]], count: int) -> None:
+            got = [("data", s, bytes(p)) for s, p in recs]
+            assert len(got) == count  # the count handed with the records is theirs
+            events.extend(got)
+
+        dc.deliver_many = many
     return dc, events
 
 
@@ -143,10 +150,13 @@ def test_lossy_rm_cores_deliver_everything_through_runs() -> None:
     (sink,) = net.subscribe(tidx)
     runs_seen: list[int] = []
 
-    def many(records: list[tuple[int, bytes]]) -> None:
-        runs_seen.append(len(records))
+    def many(records: Iterable[tuple[int, bytes]], count: int) -> None:
+        n = 0
         for sqn, p in records:
             sink.deliver(sqn, p)
+            n += 1
+        assert n == count
+        runs_seen.append(count)
 
     rcv.dcs[tidx].deliver_many = many
     n = 6000

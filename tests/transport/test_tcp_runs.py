@@ -10,6 +10,8 @@ loss events that feeding it byte by byte gives (no run can form then), with and 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,9 +45,13 @@ def _run(stream: bytes, pieces: int, many: bool) -> tuple[list[object], TcpRecei
             max_burst_loss=16,
         )
         if many:
-            dc.deliver_many = lambda recs, t=tidx: events.extend(
-                ("data", t, sqn, p) for sqn, p in recs
-            )
+
+            def many(recs: Iterable[tuple[int, bytes]], count: int, t: int = tidx) -> None:
+                got = [("data", t, sqn, p) for sqn, p in recs]
+                assert len(got) == count  # the count handed with the records is theirs
+                events.extend(got)
+
+            dc.deliver_many = many
         rcv.subscribe(dc)
     if pieces == 1:
         rcv.data_received(stream)
@@ -101,7 +107,12 @@ def test_a_long_run_goes_through_deliver_many_in_one_call() -> None:
     calls: list[int] = []
     rcv = TcpReceiverSession(SID)
     dc = DeliveryController(0, "t", lambda s, p: calls.append(1), lambda *a: None)
-    dc.deliver_many = lambda recs: calls.append(len(recs))
+
+    def many(recs: Iterable[tuple[int, bytes]], count: int) -> None:
+        assert len(list(recs)) == count
+        calls.append(count)
+
+    dc.deliver_many = many
     rcv.subscribe(dc)
     rcv.data_received(b"".join(lbmc.encode_data(0, s, b"x" * 64) for s in range(1000)))
     # the first message starts the DC one by one; the other 999 are one run

@@ -61,7 +61,7 @@ import random
 import re
 import struct
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from umcore.aio.interfaces import context_interface
@@ -73,7 +73,7 @@ from umcore.api import message as m
 from umcore.api import srsresolve, transports
 from umcore.api.eventqueue import EventQueue
 from umcore.api.features import ContextFeatures, FeatureAPI, Request
-from umcore.api.message import Message
+from umcore.api.message import DeliveredMessage, Message
 from umcore.config.attributes import global_configuration
 from umcore.errors import ConfigError, UMError, WouldBlock
 from umcore.features.properties import AppHeader, MessageProperties, encode_extras
@@ -105,9 +105,6 @@ MAX_RECEIVER_QUEUE = 65536
 CONNECT_TIMEOUT_S = 5.0
 
 OnMessage = Callable[[Message], object]
-# ``Message.__new__``: the receive path fills the five slots itself (measured 112 vs 164 ns per
-# message against ``Message(...)``); every other field keeps its class-level default.
-_new_message = Message.__new__
 # An LBMC data message's header (umcore.transport.tcp: ver/type, next header, msglen, tidx,
 # sqn) as three words: the first is the msglen when version/type and next header are 0 (plain
 # data).  The TCP one-message paths (Source.send_nowait, _JoinConnection) pack / check it so.
@@ -681,7 +678,7 @@ class _Fanout:
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
         if type(payload) is bytes and self.recovery is None and not self.dc.headers:
             # Fast path (plain data, the latency case): one Message, each receiver called.
-            msg = _new_message(Message)  # Message(MSG_DATA, ...) without the __init__ frame
+            msg = DeliveredMessage()  # allocated in C, the fields stored here
             msg.type = 0
             msg.topic = self.topic
             msg.source = self.session.source_string
@@ -716,7 +713,7 @@ class _Fanout:
                 return
             msg = feat_msg
         else:
-            msg = _new_message(Message)  # Message(MSG_DATA, ...) without the __init__ frame
+            msg = DeliveredMessage()  # allocated in C, the fields stored here
             msg.type = 0
             msg.topic = self.topic
             msg.source = self.session.source_string
@@ -736,8 +733,9 @@ class _Fanout:
             except Exception:
                 r._callback_failed()
 
-    def _data_many(self, records: list[tuple[int, bytes]]) -> None:
-        """A run of in-sequence plain data messages ``(sqn, payload)`` parsed in one pass."""
+    def _data_many(self, records: Iterable[tuple[int, bytes]], count: int) -> None:
+        """A run of ``count`` in-sequence plain data messages ``(sqn, payload)`` parsed in one
+        pass (``records`` iterated once: a list or the unpacking iterator itself)."""
         if self.recovery is not None:
             data = self._data
             for sqn, payload in records:
@@ -746,20 +744,20 @@ class _Fanout:
         topic = self.topic
         source = self.session.source_string
         receivers = self.receivers
-        new = _new_message
+        new = DeliveredMessage
         if len(receivers) == 1:
             r = receivers[0]
             cb = r.on_message
             if r.on_messages is None and cb is not None:
                 # One receiver with a per-message callback (the default API): build each
-                # message as it is delivered (no list), without a Python __init__ frame, and
+                # message as it is delivered (no list), allocated in C (DeliveredMessage),
                 # without a try block per message (an exception resumes the iterator).
-                r.messages += len(records)
+                r.messages += count
                 it = iter(records)
                 while True:
                     try:
                         for sqn, payload in it:
-                            msg = new(Message)
+                            msg = new()
                             msg.type = 0
                             msg.topic = topic
                             msg.source = source
@@ -772,7 +770,7 @@ class _Fanout:
         msgs: list[Message] = []
         append = msgs.append
         for sqn, payload in records:
-            msg = new(Message)
+            msg = new()
             msg.type = 0
             msg.topic = topic
             msg.source = source
@@ -919,7 +917,7 @@ class _JoinConnection(ReceiverConnection):
                         dc.expected = (sqn + 1) & 0xFFFFFFFF
                         dc.delivered += 1
                         r.messages += 1
-                        msg = _new_message(Message)
+                        msg = DeliveredMessage()
                         msg.type = 0
                         msg.topic = f.topic
                         msg.source = self._source

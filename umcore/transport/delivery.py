@@ -62,7 +62,7 @@ same way, and a late retransmission is delivered when it arrives.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from umcore.errors import TransportError
 
@@ -103,6 +103,8 @@ Deliver = Callable[[int, bytes], None]
 Loss = Callable[[str, int, int], None]
 Frag = tuple[int, int, int]  # first_sqn, offset, total_len
 Records = list[tuple[int, bytes]]
+# deliver_many(records, count): ``count`` in-sequence (sqn, payload) pairs, iterated once.
+DeliverMany = Callable[[Iterable[tuple[int, bytes]], int], None]
 
 
 def run_struct(msglen: int) -> struct.Struct:
@@ -191,9 +193,11 @@ class LbtDeliveryController:
         self.tidx = tidx
         self.topic = topic
         self.deliver = deliver  # (sqn, payload bytes)
-        #: Optional bulk form of ``deliver``: a list of in-sequence ``(sqn, payload)`` pairs
-        #: (a run of plain data messages the transport parsed in one pass, :meth:`on_run`).
-        self.deliver_many: Callable[[list[tuple[int, bytes]]], None] | None = None
+        #: Optional bulk form of ``deliver``: ``(records, count)``, an iterable of ``count``
+        #: in-sequence ``(sqn, payload)`` pairs (a run of plain data messages the transport
+        #: parsed in one pass, :meth:`on_run`), iterated once: a list, or straight the
+        #: unpacking iterator over the datagram (:meth:`on_packed`, no list built).
+        self.deliver_many: DeliverMany | None = None
         self.loss = loss  # (kind, first_sqn, count)
         self.max_burst_loss = max(2, max_burst_loss)
         self.loss_timeout = loss_timeout
@@ -268,8 +272,17 @@ class LbtDeliveryController:
         whole = pos == 0 and stop == len(buf)
         if first == self.expected and self.high == first and not self.missing and self.started:
             self.expected = self.high = (first + count) & _M
-            fmt = run_struct(msglen)
-            self._deliver_run(list(fmt.iter_unpack(buf if whole else memoryview(buf)[pos:stop])))
+            # _deliver_run inline; the records go on as the unpacking iterator (no list).
+            self._frag_buf = None
+            self.delivered += count
+            records = run_struct(msglen).iter_unpack(buf if whole else memoryview(buf)[pos:stop])
+            many = self.deliver_many
+            if many is not None:
+                many(records, count)
+                return
+            deliver = self.deliver
+            for sqn, payload in records:
+                deliver(sqn, payload)
             return
         self.on_run(first, PackedRun(buf if whole else buf[pos:stop], msglen, count), now)
 
@@ -333,10 +346,11 @@ class LbtDeliveryController:
 
     def _deliver_run(self, records: Records) -> None:
         self._frag_buf = None
-        self.delivered += len(records)
+        n = len(records)
+        self.delivered += n
         many = self.deliver_many
         if many is not None:
-            many(records)
+            many(records, n)
             return
         deliver = self.deliver
         for sqn, payload in records:

@@ -44,7 +44,7 @@ valid LBMC raise :class:`~umcore.errors.TransportError`: that costs the peer its
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from umcore.errors import TransportError
 from umcore.transport.batching import (  # re-exported: TCP's source side lives there
@@ -243,10 +243,10 @@ class DeliveryController:
         self.tidx = tidx
         self.topic = topic
         self.deliver = deliver  # (sqn, payload): payload valid during the call only
-        #: Optional bulk form of ``deliver``: a list of in-sequence ``(sqn, payload)`` pairs
-        #: (payload bytes), for a run of plain data messages parsed in one pass
-        #: (:meth:`TcpReceiverSession.data_received`).
-        self.deliver_many: Callable[[list[tuple[int, bytes]]], None] | None = None
+        #: Optional bulk form of ``deliver``: ``(records, count)``, ``count`` in-sequence
+        #: ``(sqn, payload)`` pairs (payload bytes, records iterated once), for a run of plain
+        #: data messages parsed in one pass (:meth:`TcpReceiverSession.data_received`).
+        self.deliver_many: Callable[[Iterable[tuple[int, bytes]], int], None] | None = None
         self.loss = loss  # (kind, first_sqn, count)
         self.max_burst_loss = max_burst_loss
         self.expected = 0
@@ -492,7 +492,7 @@ class TcpReceiverSession:
         dc.delivered += k
         many = dc.deliver_many
         if many is not None:
-            many(records)
+            many(records, k)
         else:
             deliver = dc.deliver
             for sqn, payload in records:

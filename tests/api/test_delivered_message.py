@@ -1,0 +1,149 @@
+"""Messages built by the receive path (:class:`DeliveredMessage`) and the fan-out of runs.
+
+The receive path allocates :class:`~umcore.api.message.DeliveredMessage` (``Message`` with
+``object.__init__``) and stores the fields itself; these tests pin what applications see: an
+instance of ``Message`` with every public field, its ``repr`` and ``respond``, one new object per
+delivery (kept messages keep their contents), and the run fan-out (``_Fanout._data_many``)
+taking an iterator of records with their count for one and several receivers, batched
+receivers, queued receivers and raising callbacks.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+
+from umcore.api import Message
+from umcore.api import context as c
+from umcore.api import message as m
+from umcore.api.message import DeliveredMessage
+from umcore.errors import UMError
+from umcore.transport.delivery import LbtDeliveryController, run_struct
+
+
+class _Core:
+    def new_dc(self, tidx: int, topic: str, deliver: Any, loss: Any, max_burst_loss: int) -> Any:
+        return LbtDeliveryController(tidx, topic, deliver, loss, max_burst_loss=max_burst_loss)
+
+
+class _Session:
+    core = _Core()
+    source_string = "LBTRM:10.0.0.1:14400:00000007"
+    ctx: Any = None
+
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.paused: list[str] = []
+
+    def _pause_feeding(self, topic: str) -> None:
+        self.paused.append(topic)
+
+
+def _receiver(on_message: Any = None, on_messages: Any = None) -> c.Receiver:
+    r = c.Receiver(_Ctx(), "t", on_message)  # type: ignore[arg-type]
+    r.on_messages = on_messages
+    return r
+
+
+def _fanout(*receivers: c.Receiver) -> c._Fanout:
+    f = c._Fanout(_Session(), "t", 3, 1024)  # type: ignore[arg-type]
+    f.receivers.extend(receivers)
+    f.dc.started = True
+    return f
+
+
+def _packed(first: int, count: int, size: int = 8) -> tuple[bytes, int]:
+    msglen = 12 + size
+    head = struct.Struct("!BBHII")
+    buf = b"".join(
+        head.pack(0, 0, msglen, 3, s) + s.to_bytes(size, "big") for s in range(first, first + count)
+    )
+    return buf, msglen
+
+
+def test_delivered_message_is_a_message_with_every_field() -> None:
+    msg = DeliveredMessage()
+    msg.type, msg.topic, msg.source, msg.sequence_number, msg.data = 0, "t", "S", 7, b"ab"
+    assert isinstance(msg, Message)
+    assert (msg.type, msg.topic, msg.source, msg.sequence_number, msg.data) == (
+        0,
+        "t",
+        "S",
+        7,
+        b"ab",
+    )
+    assert (msg.flags, msg.count, msg.properties, msg.app_headers, msg.response) == (
+        0,
+        0,
+        None,
+        (),
+        None,
+    )
+    assert msg.fragment_info is None
+    assert repr(msg) == repr(Message(0, "t", "S", 7, b"ab"))
+    msg.fragment_info = (5, 0, 10)  # a rare field lands in the instance only
+    assert msg.fragment_info == (5, 0, 10) and DeliveredMessage().fragment_info is None
+    with pytest.raises(UMError):
+        msg.respond(b"x")
+    with pytest.raises(TypeError):
+        DeliveredMessage(0)  # type: ignore[call-arg]
+
+
+def test_packed_run_reaches_one_callback_as_new_messages() -> None:
+    got: list[Message] = []
+    r = _receiver(got.append)
+    f = _fanout(r)
+    buf, msglen = _packed(0, 20)
+    f.dc.on_packed(0, buf, 0, msglen, 20, 0.0)
+    assert [x.sequence_number for x in got] == list(range(20))
+    assert [x.data for x in got] == [s.to_bytes(8, "big") for s in range(20)]
+    assert {(x.type, x.topic, x.source) for x in got} == {(0, "t", _Session.source_string)}
+    assert len({id(x) for x in got}) == 20  # never reused: kept messages keep their contents
+    assert all(isinstance(x, Message) for x in got)
+    assert (r.messages, f.dc.delivered, f.dc.expected) == (20, 20, 20)
+
+
+def test_run_with_a_raising_callback_counts_and_goes_on() -> None:
+    seen: list[int] = []
+
+    def cb(msg: Message) -> None:
+        seen.append(msg.sequence_number)
+        if msg.sequence_number % 3 == 0:
+            raise ValueError("application bug")
+
+    r = _receiver(cb)
+    f = _fanout(r)
+    f._data_many(iter(run_struct(20).iter_unpack(_packed(0, 10)[0])), 10)
+    assert seen == list(range(10))
+    assert (r.callback_errors, r.messages) == (4, 10)
+
+
+def test_run_fans_out_to_several_kinds_of_receivers() -> None:
+    one: list[Message] = []
+    batches: list[list[Message]] = []
+    r1 = _receiver(one.append)
+    r2 = _receiver(None, batches.append)
+    r3 = _receiver(None)  # async iterator queue
+    f = _fanout(r1, r2, r3)
+    buf, msglen = _packed(0, 12)
+    f.dc.on_packed(0, buf, 0, msglen, 12, 0.0)
+    assert [x.sequence_number for x in one] == list(range(12))
+    assert [[x.sequence_number for x in b] for b in batches] == [list(range(12))]
+    assert [x.sequence_number for x in r3._queue] == list(range(12))
+    assert one[5] is batches[0][5] is r3._queue[5]  # one message object per delivery
+    assert (r1.messages, r2.messages, r3.messages) == (12, 12, 12)
+
+
+def test_queued_run_is_bounded_and_pauses_feeding() -> None:
+    r = _receiver(None)
+    f = _fanout(r)
+    n = c.MAX_RECEIVER_QUEUE
+    recs = [(s, b"x") for s in range(n)]
+    f._data_many(iter(recs), n)
+    assert len(r._queue) == n and r.queue_pauses == 1
+    assert r.context._pause_feeding is not None and r.context.paused == ["t"]  # type: ignore[attr-defined]
+    assert type(r._queue[0]) is DeliveredMessage and r._queue[0].data == b"x"
+    assert r._queue[-1].type == m.MSG_DATA
