@@ -147,3 +147,71 @@ def test_queued_run_is_bounded_and_pauses_feeding() -> None:
     assert r.context._pause_feeding is not None and r.context.paused == ["t"]  # type: ignore[attr-defined]
     assert type(r._queue[0]) is DeliveredMessage and r._queue[0].data == b"x"
     assert r._queue[-1].type == m.MSG_DATA
+
+
+# ---------------------------------------------------------------- fast-path state invalidation
+def _state(f: c._Fanout) -> tuple[Any, Any]:
+    return f.fast_r, f.fast_cb
+
+
+def _js() -> c._JoinedSession:
+    from types import SimpleNamespace
+
+    info = SimpleNamespace(key=("10.0.0.1", 1, 7), ip="10.0.0.1", port=1, session_id=7, options={})
+    return c._JoinedSession(SimpleNamespace(_features=None, _joined={}), info)  # type: ignore[arg-type]
+
+
+def test_fast_path_state_follows_receivers_callbacks_and_recovery() -> None:
+    js = _js()
+    got1: list[Message] = []
+    got2: list[Message] = []
+    r1 = _receiver(got1.append)
+    js.add("t", 3, r1)
+    f = js.fanouts[3]
+    assert _state(f) == (r1, got1.append)  # one receiver with a callback
+    f._data(0, b"a")
+    r2 = _receiver(got2.append)
+    js.add("t", 3, r2)
+    assert _state(f) == (None, None)  # two receivers
+    f._data(1, b"b")
+    js.remove(r2)
+    assert _state(f) == (r1, got1.append) and r2._fanouts == []
+    r1.on_message = got2.append  # callback replaced: the next delivery uses the new one
+    assert _state(f) == (r1, got2.append)
+    f._data(2, b"c")
+    r1.on_message = None  # no callback: deliveries queue
+    assert _state(f) == (None, None)
+    f._data(3, b"d")
+    r1.on_message = got1.append
+    f.recovery = object()  # recovery starting: the general path
+    assert _state(f) == (None, None) and f.recovery is not None
+    f.recovery = None
+    assert _state(f) == (r1, got1.append)
+    f._data(4, b"e")
+    assert [(x.sequence_number, x.data) for x in got1] == [(0, b"a"), (1, b"b"), (4, b"e")]
+    assert [(x.sequence_number, x.data) for x in got2] == [(1, b"b"), (2, b"c")]
+    assert [(x.sequence_number, x.data) for x in r1._queue] == [(3, b"d")]
+    assert (r1.messages, r2.messages) == (5, 1)
+
+
+def test_fast_path_counts_a_raising_callback() -> None:
+    js = _js()
+
+    def cb(msg: Message) -> None:
+        raise RuntimeError("application bug")
+
+    r = _receiver(cb)
+    js.add("t", 3, r)
+    f = js.fanouts[3]
+    f._data(0, b"a")
+    f._data(1, b"b")
+    assert (r.callback_errors, r.messages) == (2, 2)
+
+
+def test_closing_a_receiver_clears_its_fast_path() -> None:
+    js = _js()
+    r = _receiver(lambda msg: None)
+    js.add("t", 3, r)
+    f = js.fanouts[3]
+    r.on_message = None  # what Receiver.close does first
+    assert _state(f) == (None, None)

@@ -546,7 +546,10 @@ class Receiver:
         #: Compiled PCRE-style pattern of a wildcard receiver (Python ``re``: see
         #: :meth:`Context.create_wildcard_receiver`), None for a topic receiver.
         self.pattern = pattern
-        self.on_message = on_message
+        #: The delivery paths read ``_cb``; :attr:`on_message` (a property) keeps the fast-path
+        #: state of the fan-outs this receiver is in (``_fanouts``) in step with it.
+        self._cb: OnMessage | None = on_message
+        self._fanouts: list[_Fanout] = []
         #: Opt-in batched delivery (:meth:`Context.create_receiver` ``on_messages``): called
         #: with a list of messages, in order, wherever the transport parsed several at once;
         #: single deliveries (events, slow-path data) then arrive through :attr:`on_message`,
@@ -573,8 +576,20 @@ class Receiver:
         #: The receiver's effective options (late join / OTR read them when joining).
         self._opts: Any = None
 
+    @property
+    def on_message(self) -> OnMessage | None:
+        """The per-message callback (None: deliveries queue for the async iterator).  May be
+        replaced at any time; the next delivery uses the new one."""
+        return self._cb
+
+    @on_message.setter
+    def on_message(self, cb: OnMessage | None) -> None:
+        self._cb = cb
+        for f in self._fanouts:
+            f._refresh()
+
     def _deliver(self, msg: Message) -> None:
-        cb = self.on_message
+        cb = self._cb
         if cb is not None:
             try:
                 cb(msg)
@@ -655,7 +670,17 @@ class Receiver:
 class _Fanout:
     """Delivery of one topic index of one joined session to the context's receivers of it."""
 
-    __slots__ = ("dc", "fragments", "receivers", "recovery", "request_dest", "session", "topic")
+    __slots__ = (
+        "_recovery",
+        "dc",
+        "fast_cb",
+        "fast_r",
+        "fragments",
+        "receivers",
+        "request_dest",
+        "session",
+        "topic",
+    )
 
     def __init__(self, session: _JoinedSession, topic: str, tidx: int, max_burst: int) -> None:
         self.session = session
@@ -671,12 +696,47 @@ class _Fanout:
         #: The DC may deliver fragments on their own (``ordered_delivery`` 0: TCP's DC has
         #: ``fragment``, the fragment info during such a delivery).
         self.fragments = hasattr(self.dc, "fragment")
-        #: Late join / OTR state (umcore.features.recovery.TopicRecovery) or None.
-        self.recovery: Any = None
+        self._recovery: Any = None
         self.request_dest: tuple[str, int] = ("", 0)
+        #: The one-message fast path's state, checked once here instead of per message: with
+        #: one receiver, that receiver has a callback and no recovery runs, ``fast_r`` is the
+        #: receiver and ``fast_cb`` its callback; else both None.  Kept current by
+        #: :meth:`_refresh`, called whenever one of those changes (receiver added/removed,
+        #: :attr:`Receiver.on_message` set, :attr:`recovery` set).
+        self.fast_r: Receiver | None = None
+        self.fast_cb: OnMessage | None = None
+
+    @property
+    def recovery(self) -> Any:
+        """Late join / OTR state (umcore.features.recovery.TopicRecovery) or None."""
+        return self._recovery
+
+    @recovery.setter
+    def recovery(self, rec: Any) -> None:
+        self._recovery = rec
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`)."""
+        rs = self.receivers
+        if len(rs) == 1 and self._recovery is None and rs[0]._cb is not None:
+            self.fast_r = rs[0]
+            self.fast_cb = rs[0]._cb
+        else:
+            self.fast_r = self.fast_cb = None
+
+    def add_receiver(self, r: Receiver) -> None:
+        self.receivers.append(r)
+        r._fanouts.append(self)
+        self._refresh()
+
+    def remove_receiver(self, r: Receiver) -> None:
+        self.receivers.remove(r)
+        r._fanouts.remove(self)
+        self._refresh()
 
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
-        if type(payload) is bytes and self.recovery is None and not self.dc.headers:
+        if type(payload) is bytes and self._recovery is None and not self.dc.headers:
             # Fast path (plain data, the latency case): one Message, each receiver called.
             msg = DeliveredMessage()  # allocated in C, the fields stored here
             msg.type = 0
@@ -688,9 +748,18 @@ class _Fanout:
                 frag = self.dc.fragment
                 if frag is not None:
                     msg.fragment_info = frag
+            cb = self.fast_cb
+            if cb is not None:  # one receiver with a callback (checked when it changed)
+                r = self.fast_r
+                r.messages += 1  # type: ignore[union-attr]
+                try:
+                    cb(msg)
+                except Exception:
+                    r._callback_failed()  # type: ignore[union-attr]
+                return
             for r in self.receivers:
                 r.messages += 1
-                cb = r.on_message
+                cb = r._cb
                 if cb is None:
                     r._deliver(msg)
                     continue
@@ -702,7 +771,7 @@ class _Fanout:
         if type(payload) is not bytes:
             payload = bytes(payload)
         headers = self.dc.headers
-        if self.recovery is not None:
+        if self._recovery is not None:
             self.session.ctx._features.live(self, sqn, payload, headers)
             return
         if headers:
@@ -724,7 +793,7 @@ class _Fanout:
             msg.fragment_info = frag
         for r in self.receivers:
             r.messages += 1
-            cb = r.on_message
+            cb = r._cb
             if cb is None:
                 r._deliver(msg)
                 continue
@@ -736,7 +805,7 @@ class _Fanout:
     def _data_many(self, records: Iterable[tuple[int, bytes]], count: int) -> None:
         """A run of ``count`` in-sequence plain data messages ``(sqn, payload)`` parsed in one
         pass (``records`` iterated once: a list or the unpacking iterator itself)."""
-        if self.recovery is not None:
+        if self._recovery is not None:
             data = self._data
             for sqn, payload in records:
                 data(sqn, payload)
@@ -747,7 +816,7 @@ class _Fanout:
         new = DeliveredMessage
         if len(receivers) == 1:
             r = receivers[0]
-            cb = r.on_message
+            cb = r._cb
             if r.on_messages is None and cb is not None:
                 # One receiver with a per-message callback (the default API): build each
                 # message as it is delivered (no list), allocated in C (DeliveredMessage),
@@ -787,7 +856,7 @@ class _Fanout:
                 except Exception:
                     r._callback_failed()
                 continue
-            cb = r.on_message
+            cb = r._cb
             if cb is None:
                 r._deliver_many(msgs)
                 continue
@@ -798,7 +867,7 @@ class _Fanout:
                     r._callback_failed()
 
     def _loss(self, kind: str, sqn: int, count: int) -> None:
-        if self.recovery is not None:
+        if self._recovery is not None:
             self.session.ctx._features.transport_loss(self, sqn, count)
             return
         t = m.MSG_UNRECOVERABLE_LOSS_BURST if kind == LOSS_BURST else m.MSG_UNRECOVERABLE_LOSS
@@ -853,14 +922,14 @@ class _JoinedSession:
                 self.ctx._features.fanout_created(f, self.options, receiver)
         if receiver in f.receivers:
             return
-        f.receivers.append(receiver)
+        f.add_receiver(receiver)
         if self.active:
             receiver._deliver(Message(m.MSG_BOS, topic, self.source_string))
 
     def remove(self, receiver: Receiver) -> None:
         for tidx, f in list(self.fanouts.items()):
             if receiver in f.receivers:
-                f.receivers.remove(receiver)
+                f.remove_receiver(receiver)
             if not f.receivers:
                 self.ctx._features.fanout_removed(f)
                 del self.fanouts[tidx]
@@ -899,24 +968,16 @@ class _JoinConnection(ReceiverConnection):
             word, tidx, sqn = _data_head_from(data)
             f = self._fanouts.get(tidx) if word == n else None
             if f is not None:
-                dc = f.dc
-                receivers = f.receivers
-                if (
-                    sqn == dc.expected
-                    and dc.started
-                    and dc._frag_buf is None
-                    and f.recovery is None
-                    and len(receivers) == 1
-                ):
-                    r = receivers[0]
-                    cb = r.on_message
-                    if cb is not None:
+                cb = f.fast_cb  # one receiver, with a callback, no recovery (else None)
+                if cb is not None:
+                    dc = f.dc
+                    if sqn == dc.expected and dc.started and dc._frag_buf is None:
                         st = core.stats
                         st.bytes_received += n
                         st.messages_received += 1
                         dc.expected = (sqn + 1) & 0xFFFFFFFF
                         dc.delivered += 1
-                        r.messages += 1
+                        f.fast_r.messages += 1  # type: ignore[union-attr]
                         msg = DeliveredMessage()
                         msg.type = 0
                         msg.topic = f.topic
@@ -926,7 +987,7 @@ class _JoinConnection(ReceiverConnection):
                         try:
                             cb(msg)
                         except Exception:
-                            r._callback_failed()
+                            f.fast_r._callback_failed()  # type: ignore[union-attr]
                         return
         ReceiverConnection.data_received(self, data)
 
