@@ -47,8 +47,8 @@ number before that datagram was received or given up) starts delivery at the low
 
 **Runs.**  The transport hands a datagram's run of same-length plain data messages of one topic
 with consecutive sequence numbers in one piece (:meth:`LbtDeliveryController.on_packed`, still in
-wire form).  In sequence it is unpacked in one C-level pass and delivered (``deliver_many``);
-behind a gap it waits in the order map as one :class:`PackedRun` -- the datagram's bytes, not a
+wire form).  In sequence it is delivered (``deliver_many``) as the C-level unpacking iterator
+over the datagram (records unpacked as the fan-out takes them, no list); behind a gap it waits in the order map as one :class:`PackedRun` -- the datagram's bytes, not a
 tuple and two objects per message, so a gap held open for a NAK back-off costs the receiver
 little more than in-sequence delivery (no per-message objects for the garbage collector to walk,
 compact memory) -- and is unpacked when the repair drains it.  It counts as its number of
