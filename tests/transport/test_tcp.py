@@ -50,8 +50,12 @@ def test_batching_minimum_length_and_flush() -> None:
     assert out is not None and len(out) == 2 * (12 + 1900)  # one ~3800-byte write
     assert [m.sqn for m in lbmc.iter_messages(out)] == [0, 1]
     assert src.send(t, b"x" * 100, 0.002) is None
-    assert src.next_timer() == pytest.approx(0.202)
+    # The first batch's deadline (0.2) is still pending: the timer is not moved later for the
+    # new batch; at 0.2 it finds nothing due and moves on to this batch's own deadline.
+    assert src.next_timer() == pytest.approx(0.2)
     assert src.handle_timer(0.1) is None
+    assert src.handle_timer(0.2) is None
+    assert src.next_timer() == pytest.approx(0.202)
     out = src.handle_timer(0.202)
     assert out is not None and len(out) == 112
     assert src.send(t, b"y", 0.3, flush=True) is not None  # LBM_MSG_FLUSH: at once

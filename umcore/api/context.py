@@ -65,6 +65,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any
 
 from umcore.aio.interfaces import context_interface
+from umcore.aio.lbt import SourceTimer
 from umcore.aio.multicast import open_multicast_socket, route_address
 from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
@@ -202,13 +203,18 @@ class _SourceSession:
         self.core = core
         self.listener = listener
         self.sources: list[Source] = []
-        self.timer = CoreTimer(ctx._loop, self._on_timer)
+        #: Hands the core the deadline that fired when the loop ran it early (SourceTimer).
+        self.timer: CoreTimer = SourceTimer(ctx._loop, self._on_timer)
         listener.on_connect = self._on_connect
         listener.on_disconnect = self._on_disconnect
         listener.on_unblock = self._on_unblock
 
     def _on_timer(self) -> None:
-        out = self.core.handle_timer(self.ctx._loop.time())
+        now = self.ctx._loop.time()
+        timer = self.timer
+        if isinstance(timer, SourceTimer) and timer.fired is not None and timer.fired > now:
+            now = timer.fired  # fired early by the loop's rounding (see SourceTimer)
+        out = self.core.handle_timer(now)
         if out:
             self.listener.write(out)
         self.core.timer_dirty = False
@@ -335,25 +341,28 @@ class Source:
     def send(
         self,
         data: bytes | memoryview,
-        *,
         flush: bool = False,
         properties: MessageProperties | None = None,
         app_headers: tuple[AppHeader, ...] | list[AppHeader] = (),
     ) -> Awaitable[None]:
         """Send one message; ``await src.send(data)`` waits while a receiver is too slow (UM's
         blocking send).  ``properties`` / ``app_headers``: UM's send-ex PROPERTIES / APPHDR_CHAIN.
+        Pass ``flush``, ``properties`` and ``app_headers`` by keyword (they are not keyword-only
+        because CPython 3.11/3.12 do not specialise calls to functions with keyword-only
+        parameters: ~20 ns per message).
 
         When nothing is blocked the message is framed (or sent) before this returns and the
         awaitable is an already completed future: no coroutine is created per message.  Only a
         blocked session returns a coroutine, which waits for the session to drain and then sends.
         """
         # Fast path (the data path): one more message of the core's open run (this topic,
-        # this payload length, ``bytes``) that leaves the batch below core.fast_limit: a list
-        # append; the core frames the run at once later (umcore.transport.batching, "Runs").
-        # The run is this source's only while it may use this path (self._rec: open, no
-        # retention) and the session is not blocked (a run ends at every hand-on, which is
-        # when a transport can become blocked, and _send_slow ends it if the write blocked).
-        # Anything else goes to _send_slow.
+        # this payload length, ``bytes``) that joins a non-empty batch and leaves it below
+        # core.fast_limit: a list append; the core frames the run at once later
+        # (umcore.transport.batching, "Runs").  The run is this source's only while it may use
+        # this path (self._rec: open, no retention) and the session is not blocked (a run ends
+        # at every hand-on but the data path's, which is when a transport can become blocked,
+        # and the data path's hand-on ends it if the write blocked).  Anything else goes to
+        # _send_slow, which starts and hands on batches of the run inline as well.
         core = self._core
         n = len(data)
         size = core._len + 12 + n
@@ -378,11 +387,55 @@ class Source:
         properties: MessageProperties | None,
         app_headers: tuple[AppHeader, ...] | list[AppHeader],
     ) -> Awaitable[None]:
-        """:meth:`send` for everything but a message joining a batch without completing it."""
+        """:meth:`send` for everything but a message joining a batch without completing it.
+
+        A message of the open run that starts a batch or completes one is handled inline when
+        nothing else is due, leaving the state :meth:`BatchingSource.send` would leave
+        (umcore.transport.batching, "Batch start"): a batch start (the run kept open, empty,
+        by the last hand-on: ``core._run_n`` is ``~n``) is a list append when the batching
+        deadline already pending comes no later than this batch's (so the timer stays) and
+        the TSNI check is armed; a message that brings the batch to
+        ``batching_minimum_length`` without overflowing it hands the batch on
+        (:meth:`BatchingSource.hand_on_run`, the run kept open) and the session writes it."""
+        core = self._core
+        if (
+            core._run is self._rec
+            and type(data) is bytes
+            and not flush
+            and properties is None
+            and not app_headers
+            and (core._tsni_check is not None or core.tsni_interval <= 0)
+        ):
+            n = len(data)
+            run_n = core._run_n
+            if n == ~run_n:
+                size = 12 + n
+                now = self._time()
+                due = now + core.batching_interval
+                bt = core._batch_timer
+                if bt is not None and bt <= due and size < core.fast_limit:
+                    core._run_n = n
+                    core._run_time = now
+                    core._batch_due = due
+                    core._len = size
+                    self._push(data)
+                    return self._done
+            elif n == run_n:
+                size = core._len + 12 + n
+                if core.batching_minimum_length <= size <= core.max_size:
+                    self._push(data)
+                    core._len = size
+                    listener = self._listener
+                    listener.write(core.hand_on_run(self._time()))
+                    if listener._paused:
+                        core.end_run()  # that write blocked the session (see above)
+                    if core.timer_dirty:
+                        core.timer_dirty = False
+                        self._session.timer.arm(core.next_timer())
+                    return self._done
         listener = self._listener
         if listener._paused or self.closed:
             return self._send_blocked(data, flush, properties, app_headers)
-        core = self._core
         if properties is None and not app_headers and self._fast:
             out = core.send(self.tidx, data, self._time(), flush)
         else:

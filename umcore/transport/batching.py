@@ -33,6 +33,31 @@ the message counter by the run's length.  The run's messages keep the sequence n
 would have had framed one by one: the topic's ``sqn`` is the run's first until it settles
 (:meth:`BatchingSource.next_sequence_number` counts the run in), and everything that reads or
 adds to the batch settles first, so the bytes on the wire are the same.
+
+**Batch start.**  A batch that :meth:`BatchingSource.send` hands on because it reached the
+minimum length (or a flush) keeps its open run open, empty, for the next batch: its payload
+length is stored as ``~n`` (negative, so no fast path matches it) and the run's first sequence
+number is always its topic's ``sqn``.  The API (:meth:`umcore.api.context.Source._send_slow`)
+starts the next batch with a message of that topic and length inline -- the run's time, the
+batch deadline, a list append -- when nothing else is due: the TSNI check is armed and the
+batching deadline already pending comes no later (see below); it also hands a batch on inline
+(:meth:`BatchingSource.hand_on_run`) when a message of the run brings it to the minimum length
+without overflowing it.  Anything else on the empty run settles it (nothing to frame) and
+closes it.  Every other hand-on (timer, flush, overflow, fragmentation, TSNIs) closes the run:
+a write there may block the transport, and the API's fast path must then stop.
+
+**Batch timer.**  Each batch is due one ``implicit_batching_interval`` after its oldest message
+(``_batch_due``).  The deadline :meth:`BatchingSource.next_timer` reports for batching
+(``_batch_timer``) is only moved when a batch's deadline is *earlier* than the one pending
+(``timer_dirty`` then tells the adapter to re-arm): a busy stream starts a batch every few
+microseconds, each due later than the one before, and re-arming the adapter's timer for each
+was measurable.  A timer that fires before the current batch is due (it was armed for an
+earlier batch, already handed on) moves on to the current batch's deadline -- the adapter
+re-arms after every :meth:`BatchingSource.handle_timer` -- so a batch still goes out exactly
+one interval after its oldest message, and the loop wakes at most once per interval for it.
+The API's adapters hand :meth:`handle_timer` ``max(loop.time(), deadline)``
+(:class:`umcore.aio.lbt.SourceTimer`): a timer run early by the loop's rounding would find
+nothing due and spin until the deadline.
 """
 
 from __future__ import annotations
@@ -150,16 +175,24 @@ class BatchingSource:
         self._parts: list[bytes] = []
         self._len = 0
         # The open run (module docstring): its topic record (None: no run), topic index,
-        # payload length (-1: no run, so no payload length matches), first sequence number,
-        # time stamp (for TSNI idleness) and payloads.  ``_run_pl`` is never replaced (the API
-        # binds its ``append``).
+        # payload length (-1: no run, so no payload length matches; ``~n`` < 0: a run kept
+        # open, empty, across a hand-on, see "Batch start"), time stamp (for TSNI
+        # idleness) and payloads.  The run's first sequence number is its topic's ``sqn`` (not
+        # advanced until the run is framed).  ``_run_pl`` is never replaced (the API binds its
+        # ``append``).  A run may be open and empty: kept open across a hand-on by :meth:`send`
+        # (module docstring, "Batch start").
         self._run: _Topic | None = None
         self._run_tidx = 0
         self._run_n = -1
-        self._run_sqn = 0
         self._run_time = 0.0
         self._run_pl: list[bytes] = []
-        self._batch_deadline: float | None = None
+        #: When the current batch is due (its oldest message's time + the batching interval);
+        #: meaningful while the batch is not empty.
+        self._batch_due = 0.0
+        #: The batching deadline :meth:`next_timer` reports: the current batch's ``_batch_due``
+        #: or an earlier one left from a batch already handed on (module docstring, "Batch
+        #: timer"); None when no batching deadline is pending.
+        self._batch_timer: float | None = None
         self._tsni_check: float | None = None
         #: Set when :meth:`next_timer` moved earlier or appeared; the adapter re-arms its timer
         #: only then and clears it (a per-message re-arm is measurable on the data path).
@@ -194,53 +227,101 @@ class BatchingSource:
         return t.sqn
 
     # ------------------------------------------------------------------ runs
-    def _settle(self) -> None:
-        """Frame the open run (if any) into the batch (see the module docstring)."""
-        t = self._run
-        if t is None:
-            return
-        self._run = None
-        self._run_n = -1
+    def _frame_run(self, t: _Topic, prefix: bytes) -> bytes | bytearray:
+        """``prefix`` followed by the open run's messages framed (one join; see the module
+        docstring); the run's list is emptied and its topic's sequence number, last-data time
+        and the message counter advance by the run's length.  The run stays open."""
         pl = self._run_pl
         k = len(pl)
-        sqn = self._run_sqn
-        step = _DATA_HEADER + len(pl[0])
+        sqn = t.sqn
+        step = _DATA_HEADER + self._run_n
         head = _pack_data(0, 0, step, self._run_tidx, sqn)
+        buf: bytes | bytearray
         if k == 1:
-            self._parts.append(head + pl[0])
+            buf = prefix + head + pl[0]
         else:
-            pl.insert(0, b"")  # the separator then goes before every payload
+            pl.insert(0, prefix)  # the separator then goes before every payload
             # Every header is the first one so far; now its sequence number column.
             buf = bytearray(head).join(pl)
+            o = len(prefix)
             low = sqn & 0xFF
             if low + k <= 256:  # only the low byte changes along the run
-                buf[11::step] = _LOW[low : low + k]
+                buf[o + 11 :: step] = _LOW[low : low + k]
             elif k <= 256 and sqn & 0xFF00 != 0xFF00:  # ... and the next byte once
-                buf[11::step] = _LOW[low : low + k]
+                buf[o + 11 :: step] = _LOW[low : low + k]
                 byte = sqn >> 8 & 0xFF
-                buf[10::step] = _REPEAT[byte][: 256 - low] + _REPEAT[byte + 1][: low + k - 256]
+                buf[o + 10 :: step] = (
+                    _REPEAT[byte][: 256 - low] + _REPEAT[byte + 1][: low + k - 256]
+                )
             else:
                 cols = _sqn_column_bytes(sqn, k)
-                buf[8::step] = cols[0::4]
-                buf[9::step] = cols[1::4]
-                buf[10::step] = cols[2::4]
-                buf[11::step] = cols[3::4]
-            self._parts.append(bytes(buf))
+                buf[o + 8 :: step] = cols[0::4]
+                buf[o + 9 :: step] = cols[1::4]
+                buf[o + 10 :: step] = cols[2::4]
+                buf[o + 11 :: step] = cols[3::4]
         pl.clear()
         t.sqn = (sqn + k) & 0xFFFFFFFF
         t.last_data = self._run_time
         self.stats.messages_sent += k
+        return buf
+
+    def _settle(self, keep: bool = False) -> None:
+        """Frame the open run (if any) into the batch (see the module docstring); ``keep``: the
+        run stays open (empty) for the next messages of its topic and length."""
+        t = self._run
+        if t is None:
+            return
+        if self._run_pl:
+            self._parts.append(bytes(self._frame_run(t, b"")))
+        if not keep:
+            self._run = None
+            self._run_n = -1
 
     def end_run(self) -> None:
         """Close the open run, so the API's inline fast path stops until the next send through
         :meth:`send` (the adapter calls this when its transport becomes blocked)."""
         self._settle()
 
-    def _hand_on(self) -> bytes:
-        """The batch as the transport's unit (:meth:`_take`), the open run framed first."""
-        if self._run is not None:
-            self._settle()
-        return self._take()
+    def _hand_on(self, keep: bool = False) -> bytes:
+        """The batch as the transport's unit (:meth:`_take`), the open run framed first (a batch
+        that is just the run is framed straight into the unit: :meth:`_take_run`); ``keep``:
+        the run stays open, empty (:meth:`_settle`)."""
+        t = self._run
+        if t is None:
+            return self._take()
+        if self._run_pl and not self._parts:
+            out = self._take_run(t)
+            if not keep:
+                self._run = None
+                self._run_n = -1
+        else:
+            self._settle(keep)
+            out = self._take()
+        if keep:
+            # Open for a batch start only: no message of the run's length matches ``~n`` (the
+            # API's inline batch start restores it, anything else settles the empty run).
+            self._run_n = ~self._run_n
+        return out
+
+    def hand_on_run(self, now: float) -> bytes:
+        """The API's inline hand-on (:meth:`umcore.api.context.Source.send`): the caller has
+        appended a message of the open run that brings the batch to at least
+        ``batching_minimum_length`` bytes, at most :attr:`max_size` (what :meth:`send` would do
+        for it: hand the batch on, the run kept open, empty)."""
+        self.now = now
+        self._run_time = now
+        return self._hand_on(True)
+
+    def _start_batch(self, now: float) -> None:
+        """The batch's first message, at ``now``: the batch is due one batching interval later;
+        the batching deadline only moves when that is earlier than the one pending (module
+        docstring, "Batch timer")."""
+        due = now + self.batching_interval
+        self._batch_due = due
+        bt = self._batch_timer
+        if bt is None or due < bt:
+            self._batch_timer = due
+            self.timer_dirty = True
 
     # ------------------------------------------------------------------ sending
     def _take(self) -> bytes:
@@ -248,7 +329,15 @@ class BatchingSource:
         out = parts[0] if len(parts) == 1 else b"".join(parts)
         parts.clear()
         self._len = 0
-        self._batch_deadline = None
+        st = self.stats
+        st.datagrams_sent += 1
+        st.bytes_sent += len(out)
+        return out
+
+    def _take_run(self, t: _Topic) -> bytes:
+        """:meth:`_take` of a batch that is the open run ``t`` alone (not empty)."""
+        out = bytes(self._frame_run(t, b""))
+        self._len = 0
         st = self.stats
         st.datagrams_sent += 1
         st.bytes_sent += len(out)
@@ -311,7 +400,8 @@ class BatchingSource:
             out = self._hand_on()
             length = 0
         if self._run is t and n == self._run_n and type(payload) is bytes:
-            self._run_pl.append(payload)  # the run goes on (the batch is due, or a flush)
+            # The run goes on (the batch is due, a flush, a batch start, or a run kept open).
+            self._run_pl.append(payload)
             self._run_time = now
         elif flush or type(payload) is not bytes:
             # Framed at once: a flushed message is handed on now, and a buffer that is not
@@ -330,7 +420,6 @@ class BatchingSource:
             self._run = t
             self._run_tidx = tidx
             self._run_n = n
-            self._run_sqn = t.sqn
             self._run_time = now
             self._run_pl.append(payload)
         self._len = length + _DATA_HEADER + n
@@ -341,11 +430,12 @@ class BatchingSource:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
         if flush or self._len >= self.batching_minimum_length:
-            chunk = self._hand_on()
+            # The run stays open: the topic's next message starts the next batch on the
+            # API's fast path (module docstring, "Batch start").
+            chunk = self._hand_on(True)
             return chunk if out is None else out + chunk
         if length == 0:
-            self._batch_deadline = now + self.batching_interval
-            self.timer_dirty = True
+            self._start_batch(now)
         return out
 
     def _send_fragmented(
@@ -372,9 +462,8 @@ class BatchingSource:
         self.stats.messages_sent += 1
         if flush or self._len >= self.batching_minimum_length:
             chunks.append(self._take())
-        elif self._len and self._batch_deadline is None:
-            self._batch_deadline = now + self.batching_interval
-            self.timer_dirty = True
+        elif self._len:
+            self._start_batch(now)  # the last fragment starts a batch
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
@@ -386,7 +475,7 @@ class BatchingSource:
 
     # ------------------------------------------------------------------ timers
     def next_timer(self) -> float | None:
-        a, b = self._batch_deadline, self._tsni_check
+        a, b = self._batch_timer, self._tsni_check
         if a is None:
             return b
         if b is None:
@@ -397,8 +486,15 @@ class BatchingSource:
         """Send a batch whose interval ran out, and due TSNIs; returns bytes for all receivers."""
         self.now = now
         parts: list[bytes] = []
-        if self._batch_deadline is not None and now >= self._batch_deadline and self._len:
-            parts.append(self._hand_on())
+        bt = self._batch_timer
+        if bt is not None and now >= bt:
+            if not self._len:
+                self._batch_timer = None  # left from a batch already handed on
+            elif now >= self._batch_due:
+                parts.append(self._hand_on())
+                self._batch_timer = None
+            else:  # a later batch: its own deadline (the adapter re-arms after every call)
+                self._batch_timer = self._batch_due
         if self._tsni_check is not None and now >= self._tsni_check:
             parts.extend(self._tsnis(now))
         return b"".join(parts) if parts else None

@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Callable
 
 from umcore.errors import TransportError
-from umcore.transport.batching import BatchingSource
+from umcore.transport.batching import BatchingSource, _Topic
 from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
 from umcore.transport.runs import RUN_MIN
@@ -297,26 +297,42 @@ class LbtSource(BatchingSource):
     def _take(self) -> bytes:
         parts = self._parts
         self._len = 0
-        self._batch_deadline = None
         self._emit(parts)
         parts.clear()
         return b""
 
+    def _take_run(self, t: _Topic) -> bytes:
+        """The data path's hand-on (the batch is one run of plain messages): the transport
+        header and the run's messages framed in one join (:meth:`BatchingSource._frame_run`),
+        then :meth:`_queue`."""
+        self._len = 0
+        self._queue(bytes(self._frame_run(t, self._next_header())))
+        return b""
+
+    def _next_header(self) -> bytes:
+        """The DATA header of the next datagram (its transport sequence number taken; the
+        caller queues the datagram at once)."""
+        sqn = self.next_sqn
+        self.next_sqn = (sqn + 1) & _M
+        if not self._window:
+            self._window_trail = sqn
+        return self._data_header(sqn, self._window_trail)
+
     def _emit(self, parts: list[bytes]) -> None:
         """One DATA datagram: the transport header and the LBMC ``parts`` joined in one copy,
-        kept in the transmission window, counted, and released or held by the rate limiter.
+        then :meth:`_queue`."""
+        parts.insert(0, self._next_header())
+        self._queue(b"".join(parts))
+
+    def _queue(self, dgram: bytes) -> None:
+        """A new DATA datagram kept in the transmission window, counted, and released or held
+        by the rate limiter.
 
         The data path runs this once per batch (every ~27 messages of 64 bytes): the window
         check is one comparison while the window is under its size (the rarely set
         ``transmission_window_limit`` adds a second), and the data bucket's common case (budget
         left, no refill due) is :meth:`TokenBucket.take`'s arithmetic done inline."""
-        sqn = self.next_sqn
-        self.next_sqn = (sqn + 1) & _M
         window = self._window
-        if not window:
-            self._window_trail = sqn
-        parts.insert(0, self._data_header(sqn, self._window_trail))
-        dgram = b"".join(parts)
         window.append(dgram)
         n = len(dgram)
         wb = self._window_bytes + n
