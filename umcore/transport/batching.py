@@ -96,8 +96,10 @@ _SWAP = sys.byteorder == "little"
 
 # Sequence number bytes of a run, sliced instead of computed: the low byte of ``sqn + i`` for
 # i < 256 is ``_LOW[sqn & 0xFF + i]``; ``_REPEAT[b]`` is 256 bytes of value ``b``.
-_LOW = bytes(range(256)) * 2
-_REPEAT = [bytes((b,)) * 256 for b in range(256)]
+# Both are bytearrays: assigning a bytearray to a strided bytearray slice is ~3x faster than
+# assigning bytes (measured: 48 vs 144 ns for a 27-message column).
+_LOW = bytearray(range(256)) * 2
+_REPEAT = [bytearray((b,)) * 256 for b in range(256)]
 
 
 def _sqn_column_bytes(first: int, k: int) -> bytes:
@@ -310,7 +312,12 @@ class BatchingSource:
         for it: hand the batch on, the run kept open, empty)."""
         self.now = now
         self._run_time = now
-        return self._hand_on(True)
+        t = self._run
+        if self._parts or t is None:
+            return self._hand_on(True)
+        out = self._take_run(t)  # the data path: the batch is the run alone
+        self._run_n = ~self._run_n
+        return out
 
     def _start_batch(self, now: float) -> None:
         """The batch's first message, at ``now``: the batch is due one batching interval later;

@@ -306,7 +306,11 @@ class LbtSource(BatchingSource):
         header and the run's messages framed in one join (:meth:`BatchingSource._frame_run`),
         then :meth:`_queue`."""
         self._len = 0
-        self._queue(bytes(self._frame_run(t, self._next_header())))
+        sqn = self.next_sqn
+        self.next_sqn = (sqn + 1) & _M
+        if not self._window:
+            self._window_trail = sqn
+        self._queue(bytes(self._frame_run(t, self._data_header(sqn, self._window_trail))))
         return b""
 
     def _next_header(self) -> bytes:
