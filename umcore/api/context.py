@@ -21,7 +21,11 @@ thread: callbacks run on it and must not block.
   ``transport_session_maximum_buffer`` (UM's blocking send); :meth:`Source.send_nowait` raises
   :class:`~umcore.errors.WouldBlock` instead and a WAKEUP event follows when it clears.
   ``send_nowait(data, flush=True)`` of a plain message on a TCP session with nothing batched
-  is framed, counted and written inline (the latency path, one Python frame).
+  is framed, counted and written inline (the latency path, one Python frame).  The throughput
+  path is inline too: a message of the core's open run is a list append, and the message that
+  starts a batch or completes one (``implicit_batching_minimum_length``) is handled in
+  ``Source._send_slow`` without the core's general rules when nothing else is due
+  (:mod:`umcore.transport.batching`, "Batch start" and "Batch timer").
 - **Receivers.**  A TIR for a topic with receivers makes the context connect to that source's
   session once (:class:`~umcore.aio.tcp.ReceiverConnection`) and add a delivery controller for
   the topic index.  The first bytes on the session give every mapped receiver BOS; a receiver
