@@ -288,3 +288,41 @@ async def test_fused_read_falls_back_under_recovery(opts: None) -> None:
             del feat.live
         await rcv.close()
         await src.close()
+
+
+async def test_inline_send_length_cache_and_positional_flush(opts: None) -> None:
+    """The inline send's per-length struct: repeated, changed and memoryview/bytearray payloads
+    of a cached length give the same bytes as one-by-one framing; ``flush`` positionally."""
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        rcv = await b.create_receiver("len", lambda msg: None)
+        src = await a.create_source("len")
+        await wait_for(lambda: src.receivers == 1)
+        cap = _Capture()
+        listener = src._listener
+        saved = listener._writers
+        listener._writers = [cap]
+        try:
+            payloads: list[Any] = [
+                b"abcd",
+                b"efgh",  # cached length
+                memoryview(b"ijkl"),  # cached length, not packable by 's': general framing
+                bytearray(b"mnop"),  # cached length, packable
+                b"longer payload",  # new length: cache replaced
+                b"x" * 14,
+                b"",
+                b"",
+            ]
+            base = src._core.next_sequence_number(src.tidx)
+            for i, p in enumerate(payloads):
+                if i % 2:
+                    src.send_nowait(p, True)  # positional flush: same path
+                else:
+                    src.send_nowait(p, flush=True)
+            assert cap.writes == [
+                frame(src.tidx, base + i, bytes(p)) for i, p in enumerate(payloads)
+            ]
+            assert src._core.next_sequence_number(src.tidx) == base + len(payloads)
+        finally:
+            listener._writers = saved
+        await rcv.close()
+        await src.close()
