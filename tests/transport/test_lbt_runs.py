@@ -139,7 +139,7 @@ def test_lossy_rm_cores_deliver_everything_through_runs() -> None:
     def drop(direction: str, data: bytes, now: float) -> bool:
         if direction != "down" or data[0] & 0x0F != 0 or data[16] & 0x20:  # RX: keep
             return False
-        sqn = data[8:12]
+        sqn = bytes(data[8:12])  # the source may hand on a bytearray
         if int.from_bytes(sqn, "big") % 7 == 3 and sqn not in seen:
             seen.add(sqn)
             return True

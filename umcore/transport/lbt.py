@@ -237,9 +237,17 @@ class LbtSource(BatchingSource):
         self._sm_due: float | None = now + config.sm_minimum_interval
 
     # ------------------------------------------------------------------ protocol hooks
+    def _set_data_header(self, pre: bytes, post: bytes) -> None:
+        """A DATA datagram's header is ``pre``, the sequence number, the trail sequence number
+        (u32 each, network order), then ``post``: the subclass gives its constant parts once,
+        and the data path packs each header with one precompiled struct (no Python call)."""
+        self._hdr_pre = pre
+        self._hdr_post = post
+        self._hdr_pack = struct.Struct(f"!{len(pre)}sII{len(post)}s").pack
+
     def _data_header(self, sqn: int, trail: int) -> bytes:
         """The transport header of a DATA datagram (the LBMC batch follows it)."""
-        raise NotImplementedError
+        return self._hdr_pack(self._hdr_pre, sqn, trail, self._hdr_post)
 
     def _rx_datagram(self, original: bytes, trail: int) -> bytes:
         raise NotImplementedError
@@ -310,7 +318,10 @@ class LbtSource(BatchingSource):
         self.next_sqn = (sqn + 1) & _M
         if not self._window:
             self._window_trail = sqn
-        self._queue(bytes(self._frame_run(t, self._data_header(sqn, self._window_trail))))
+        head = self._hdr_pack(self._hdr_pre, sqn, self._window_trail, self._hdr_post)
+        # The framed datagram (a bytearray for a run of two or more, made for it and never
+        # changed after) goes to the window and the ready list as it is: no bytes() copy.
+        self._queue(self._frame_run(t, head))  # type: ignore[arg-type]
         return b""
 
     def _next_header(self) -> bytes:
@@ -320,7 +331,7 @@ class LbtSource(BatchingSource):
         self.next_sqn = (sqn + 1) & _M
         if not self._window:
             self._window_trail = sqn
-        return self._data_header(sqn, self._window_trail)
+        return self._hdr_pack(self._hdr_pre, sqn, self._window_trail, self._hdr_post)
 
     def _emit(self, parts: list[bytes]) -> None:
         """One DATA datagram: the transport header and the LBMC ``parts`` joined in one copy,
@@ -804,11 +815,13 @@ class LbtReceiver:
         self._flush_naks(now)
 
     def _data(
-        self, sqn: int, trail: int, rx: bool, payload: bytes | memoryview, now: float
+        self, sqn: int, trail: int, rx: bool, data: bytes | memoryview, off: int, now: float
     ) -> None:
+        """A DATA datagram ``data`` whose LBMC messages start at ``off`` (the whole datagram is
+        passed, not a slice of it: no copy on the common ``bytes`` input)."""
         st = self.stats
         st.msgs_rcved += 1
-        st.bytes_rcved += len(payload)
+        st.bytes_rcved += len(data) - off
         if self.active:
             self._last_activity = now  # _touch's common case, inline
         else:
@@ -836,19 +849,24 @@ class LbtReceiver:
                 if rx:
                     st.rxs_rcved += 1
                 tentative_from = sqn
-        self._payload(payload, now, tentative_from)
+        self._payload(data, off, now, tentative_from)
         if self._pending_starts:
             self._confirm_starts(now)
         if self._nak_due is not None and self._nak_due <= now:
             self._flush_naks(now)
 
-    def _payload(self, payload: bytes | memoryview, now: float, datagram: int) -> None:
-        """Hand each LBMC message of a DATA datagram to its DC (arrival order); a run of
-        same-length plain data messages of one topic goes to its DC in one piece, still packed
-        (:func:`run_length`, :meth:`LbtDeliveryController.on_packed`)."""
-        buf = bytes(payload)
+    def _payload(self, data: bytes | memoryview, off: int, now: float, datagram: int) -> None:
+        """Hand each LBMC message of a DATA datagram (``data[off:]``) to its DC (arrival order);
+        a run of same-length plain data messages of one topic goes to its DC in one piece,
+        still packed (:func:`run_length`, :meth:`LbtDeliveryController.on_packed`).
+
+        ``data`` is the whole datagram: ``bytes`` (uvloop) is used as it is; anything else (the
+        plain asyncio loop's memoryview of a reused receive buffer, valid only during this
+        call) is copied once, so what a DC keeps (a :class:`PackedRun` behind a gap, a
+        fragment) owns its bytes."""
+        buf = data if type(data) is bytes else bytes(data)
         end = len(buf)
-        pos = 0
+        pos = off
         dcs = self.dcs
         st = self.stats
         unpack = _DATA_HEAD.unpack_from

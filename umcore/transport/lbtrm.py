@@ -43,6 +43,8 @@ _RX_FLAGS = w.DATA_FLAG_RX
 # next header, NAK port, session id, sqn, trail sqn, flags/FEC type, TGS, symbol).
 _DATA_PREFIX = struct.Struct("!BBHIIIBBH")
 _DATA_PREFIX_SIZE = _DATA_PREFIX.size  # 20
+# The source's DATA header before its sequence numbers (type, next header, NAK port, session id).
+_DATA_PRE = struct.Struct("!BBHI")
 
 
 def source_string(src_ip: str, nak_port: int, session_id: int, group: str, dport: int) -> str:
@@ -63,11 +65,22 @@ class LbtrmSource(LbtSource):
         limiter: RateLimiter | None = None,
         now: float = 0.0,
     ) -> None:
-        self.ucast_port = ucast_port
         super().__init__(session_id, config or SourceConfig(), limiter, now)
+        self.ucast_port = ucast_port
 
-    def _data_header(self, sqn: int, trail: int) -> bytes:
-        return w.encode_data(self.session_id, self.ucast_port, sqn, trail, b"")
+    @property
+    def ucast_port(self) -> int:
+        """The NAK port (the adapter sets it once its socket is bound); setting it sets the
+        DATA header's constant parts: type/version, next header 0, NAK port, session id |
+        sqn, trail | flags, TGS and FEC symbol 0 (w.encode_data's bytes)."""
+        return self._ucast_port
+
+    @ucast_port.setter
+    def ucast_port(self, port: int) -> None:
+        if not 0 <= port <= 0xFFFF:
+            raise ValueError("a NAK port is a 16-bit number")
+        self._ucast_port = port
+        self._set_data_header(_DATA_PRE.pack(w.TYPE_DATA, 0, port, self.session_id), bytes(4))
 
     def _rx_datagram(self, original: bytes, trail: int) -> bytes:
         # Same sequence number and payload; the current trail; the RX flag.
@@ -117,14 +130,14 @@ class LbtrmReceiver(LbtReceiver):
             if sid != self.session_id or port != self.ucast_port:
                 self.stats.dgrams_dropped_sid += 1
                 return
-            self._data(sqn, trail, flags & _RX_FLAGS != 0, data[_DATA_PREFIX_SIZE:], now)
+            self._data(sqn, trail, flags & _RX_FLAGS != 0, data, _DATA_PREFIX_SIZE, now)
             return
         ptype, port, sid, sqn, trail, flags, payload = w.decode_header(data)
         if sid != self.session_id or port != self.ucast_port:
             self.stats.dgrams_dropped_sid += 1
             return
         if ptype == w.TYPE_DATA:
-            self._data(sqn, trail, bool(flags & _RX_FLAGS), payload, now)
+            self._data(sqn, trail, bool(flags & _RX_FLAGS), data, len(data) - len(payload), now)
             return
         rec = w.decode(data)
         if isinstance(rec, w.LBTRMSessionMessage):

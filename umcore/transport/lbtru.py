@@ -29,6 +29,7 @@ delivery controllers) is :mod:`umcore.transport.lbt`.
 from __future__ import annotations
 
 import random
+import struct
 
 from umcore.transport.lbt import (
     LbtReceiver,
@@ -38,6 +39,16 @@ from umcore.transport.lbt import (
 )
 from umcore.transport.ratelimit import RateLimiter
 from umcore.wire import lbtru as w
+
+# The receiver's hot path: a DATA datagram whose only option is the SID option (what a source
+# sends by default), in one unpack (type, first option, flags, sqn, trail sqn; the option's
+# next header, length, flags, session id).
+_DATA_SID = struct.Struct("!BBHIIBBHI")
+_DATA_SID_SIZE = _DATA_SID.size  # 20
+_OPT_SID_LEN = 8  # the SID option's hdr_len (its 4-byte head + the u32)
+# The source's DATA header around its sequence numbers: type, first option, flags; SID option.
+_DATA_PRE = struct.Struct("!BBH")
+_OPT_SID = struct.Struct("!BBHI")
 
 __all__ = [
     "LbtruReceiver",
@@ -115,6 +126,14 @@ class LbtruSource(LbtSource):
         self.use_session_id = cfg.use_session_id
         self.header_size = _HDR_SID if cfg.use_session_id else 12
         super().__init__(session_id, cfg, limiter, now)
+        # DATA header (w.encode_data's bytes): type/version, first option (SID or none), flags 0
+        # | sqn, trail | the SID option (next header 0, length 8, flags 0, session id).
+        if cfg.use_session_id:
+            pre = _DATA_PRE.pack(w.TYPE_DATA, w.OPT_SID, 0)
+            post = _OPT_SID.pack(0, _OPT_SID_LEN, 0, session_id)
+        else:
+            pre, post = _DATA_PRE.pack(w.TYPE_DATA, 0, 0), b""
+        self._set_data_header(pre, post)
         self.ru_config = cfg
         #: Connected receivers: (ip, port) -> client state.
         self.clients: dict[object, _Client] = {}
@@ -142,9 +161,6 @@ class LbtruSource(LbtSource):
     @property
     def _sid(self) -> int | None:
         return self.session_id if self.use_session_id else None
-
-    def _data_header(self, sqn: int, trail: int) -> bytes:
-        return w.encode_data(sqn, trail, b"", self._sid)
 
     def _rx_datagram(self, original: bytes, trail: int) -> bytes:
         sqn = int.from_bytes(original[4:8], "big")
@@ -263,6 +279,16 @@ class LbtruReceiver(LbtReceiver):
 
     def datagram_received(self, data: bytes | memoryview, now: float) -> None:
         """A datagram from the source.  Raises LBTRUError on garbage."""
+        if len(data) >= _DATA_SID_SIZE and data[0] == w.TYPE_DATA and data[1] == w.OPT_SID:
+            _t, _o, flags, sqn, trail, nxt, hlen, _f, sid = _DATA_SID.unpack_from(data)
+            if nxt == 0 and hlen == _OPT_SID_LEN:
+                if self.session_id is not None and sid != self.session_id:
+                    self.stats.dgrams_dropped_sid += 1
+                    return
+                if not self.connected:
+                    self._connected(now)
+                self._data(sqn, trail, flags & w.FLAG_RX != 0, data, _DATA_SID_SIZE, now)
+                return
         ptype, flags, sqn, trail, sid, payload = w.decode_header(data)
         if ptype == w.TYPE_DATA:
             if self.session_id is not None and sid != self.session_id:
@@ -270,7 +296,8 @@ class LbtruReceiver(LbtReceiver):
                 return
             if not self.connected:
                 self._connected(now)
-            self._data(sqn, trail, bool(flags & w.FLAG_RX), payload, now)
+            rx = bool(flags & w.FLAG_RX)
+            self._data(sqn, trail, rx, data, len(data) - len(payload), now)
             return
         rec = w.decode(data)
         if (
