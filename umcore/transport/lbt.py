@@ -96,6 +96,9 @@ DATAGRAM_OVERHEAD = 28
 NO_SAMPLE_MIN = 0xFFFFFFFFFFFFFFFF
 
 _DATA_HEAD = struct.Struct("!BBHII")
+#: A DATA datagram as the source keeps it (transmission window, held and ready lists): the
+#: framed run is handed on as the bytearray it was joined into (no copy per datagram).
+Datagram = bytes | bytearray
 _TIDX_SQN = struct.Struct("!II")
 
 
@@ -217,14 +220,14 @@ class LbtSource(BatchingSource):
         self.now = now
         self.lstats = LbtSourceStats()
         #: DATA datagrams to send to every receiver now.
-        self.ready: list[bytes] = []
+        self.ready: list[Datagram] = []
         #: Other datagrams: (bytes, address or None for every receiver).
         self.outbox: list[tuple[bytes, object]] = []
         self.next_sqn = 0  # transport sequence number of the next DATA datagram
-        self._window: deque[bytes] = deque()
+        self._window: deque[Datagram] = deque()
         self._window_trail = 0  # sqn of _window[0]
         self._window_bytes = 0  # payload; + DATAGRAM_OVERHEAD each is transmission_window_limit's
-        self._held: deque[bytes] = deque()
+        self._held: deque[Datagram] = deque()
         #: True while the data rate limit holds datagrams back; cleared at the next refill.
         self.blocked = False
         #: Set when the session just stopped being blocked (the adapter sends WAKEUP, clears).
@@ -249,7 +252,7 @@ class LbtSource(BatchingSource):
         """The transport header of a DATA datagram (the LBMC batch follows it)."""
         return self._hdr_pack(self._hdr_pre, sqn, trail, self._hdr_post)
 
-    def _rx_datagram(self, original: bytes, trail: int) -> bytes:
+    def _rx_datagram(self, original: Datagram, trail: int) -> bytes:
         raise NotImplementedError
 
     def _session_message(self, lead: int, trail: int) -> None:
@@ -321,7 +324,7 @@ class LbtSource(BatchingSource):
         head = self._hdr_pack(self._hdr_pre, sqn, self._window_trail, self._hdr_post)
         # The framed datagram (a bytearray for a run of two or more, made for it and never
         # changed after) goes to the window and the ready list as it is: no bytes() copy.
-        self._queue(self._frame_run(t, head))  # type: ignore[arg-type]
+        self._queue(self._frame_run(t, head))
         return b""
 
     def _next_header(self) -> bytes:
@@ -339,7 +342,7 @@ class LbtSource(BatchingSource):
         parts.insert(0, self._next_header())
         self._queue(b"".join(parts))
 
-    def _queue(self, dgram: bytes) -> None:
+    def _queue(self, dgram: Datagram) -> None:
         """A new DATA datagram kept in the transmission window, counted, and released or held
         by the rate limiter.
 
@@ -399,7 +402,7 @@ class LbtSource(BatchingSource):
         self._window_bytes = wb
         self._window_trail = trail
 
-    def _hold(self, dgram: bytes) -> None:
+    def _hold(self, dgram: Datagram) -> None:
         """A datagram the rate limiter does not let go now: queued until the next refill."""
         if len(self._held) >= MAX_HELD_DATAGRAMS:
             self.lstats.datagrams_refused += 1

@@ -28,6 +28,7 @@ import random
 import struct
 
 from umcore.transport.lbt import (
+    Datagram,
     LbtReceiver,
     LbtSource,
     ReceiverConfig,
@@ -82,7 +83,7 @@ class LbtrmSource(LbtSource):
         self._ucast_port = port
         self._set_data_header(_DATA_PRE.pack(w.TYPE_DATA, 0, port, self.session_id), bytes(4))
 
-    def _rx_datagram(self, original: bytes, trail: int) -> bytes:
+    def _rx_datagram(self, original: Datagram, trail: int) -> bytes:
         # Same sequence number and payload; the current trail; the RX flag.
         sqn = int.from_bytes(original[8:12], "big")
         return w.encode_data(

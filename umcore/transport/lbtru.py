@@ -32,6 +32,7 @@ import random
 import struct
 
 from umcore.transport.lbt import (
+    Datagram,
     LbtReceiver,
     LbtSource,
     ReceiverConfig,
@@ -162,7 +163,7 @@ class LbtruSource(LbtSource):
     def _sid(self) -> int | None:
         return self.session_id if self.use_session_id else None
 
-    def _rx_datagram(self, original: bytes, trail: int) -> bytes:
+    def _rx_datagram(self, original: Datagram, trail: int) -> bytes:
         sqn = int.from_bytes(original[4:8], "big")
         return w.encode_data(sqn, trail, original[self.header_size :], self._sid, w.FLAG_RX)
 

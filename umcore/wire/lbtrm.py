@@ -358,7 +358,7 @@ def encode_data(
     ucast_port: int,
     sqn: int,
     trail_sqn: int,
-    payload: bytes,
+    payload: bytes | bytearray,
     flags_fec_type: int = 0,
 ) -> bytes:
     """Hot path: a DATA datagram without options (what a source sends for every message)."""

@@ -353,7 +353,7 @@ def encode(record: LBTRURecord) -> bytes:
 def encode_data(
     sqn: int,
     trail_sqn: int,
-    payload: bytes,
+    payload: bytes | bytearray,
     session_id: int | None = None,
     flags: int = 0,
 ) -> bytes:
