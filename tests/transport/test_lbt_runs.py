@@ -273,6 +273,33 @@ def test_packed_runs_through_a_receiver_core_deliver_in_order_under_gaps() -> No
     assert rcv.stats.duplicate_data == 1
 
 
+def test_held_packed_run_drains_as_its_unpacking_iterator() -> None:
+    """A run held behind a gap reaches ``deliver_many`` as the unpacking iterator over its
+    bytes (as in-sequence runs do: no list of tuples built), with its own count, in order."""
+    calls: list[tuple[str, list[tuple[int, bytes]], int]] = []
+    dc = LbtDeliveryController(1, "t", lambda sqn, p: None, lambda kind, sqn, n: None)
+
+    def many(recs: Iterable[tuple[int, bytes]], count: int) -> None:
+        calls.append((type(recs).__name__, [(s, bytes(p)) for s, p in recs], count))
+
+    dc.deliver_many = many
+
+    def packed(first: int, k: int, now: float) -> None:
+        buf = _stream([(1, first + i, bytes([i]) * 4) for i in range(k)])
+        dc.on_packed(first, buf, 0, 16, k, now)
+
+    dc.on_message(0, b"\0" * 4, None, 0.0)  # started (the transport hands runs on after)
+    packed(1, 2, 0.0)  # in sequence
+    packed(5, 4, 0.1)  # 3 and 4 missing: held as a PackedRun
+    packed(9, 2, 0.2)  # held too
+    assert [c[2] for c in calls] == [2] and dc._run_msgs == 6
+    packed(3, 2, 0.3)  # the repair: delivered, then both held runs drain
+    assert [c[2] for c in calls] == [2, 2, 4, 2]
+    assert all(kind != "list" for kind, _, _ in calls[2:])
+    assert [s for _, recs, _ in calls for s, _ in recs] == list(range(1, 11))
+    assert calls[2][1][1] == (6, bytes([1]) * 4) and dc.delivered == 11
+
+
 def test_packed_runs_behind_a_gap_count_against_the_map_limit() -> None:
     events: list[object] = []
     dc = LbtDeliveryController(

@@ -299,19 +299,19 @@ class LbtDeliveryController:
         missing = self.missing
         if first == self.expected and high == first and not missing and self.started:
             self.expected = self.high = end
-            self._deliver_run(_records(records))
+            self._deliver_run(records)
             return
         if self.ordered and self.started:
             if (first - high) & _M < _HALF:  # new data at or beyond the highest seen
                 if not self._open_gap(high, first, now):
                     # Burst: everything before ``first`` is gone (reported); deliver.
                     self.expected = self.high = end
-                    self._deliver_run(_records(records))
+                    self._deliver_run(records)
                     return
                 self.high = end
                 if first == self.expected:
                     self.expected = end
-                    self._deliver_run(_records(records))
+                    self._deliver_run(records)
                     self._drain()
                 else:
                     self._runs[first] = records
@@ -331,7 +331,7 @@ class LbtDeliveryController:
                     del missing[s]
                 if first == self.expected:
                     self.expected = end
-                    self._deliver_run(_records(records))
+                    self._deliver_run(records)
                     self._drain()
                 else:
                     self._runs[first] = records
@@ -344,9 +344,18 @@ class LbtDeliveryController:
         for sqn, payload in _records(records):
             on_message(sqn, payload, None, now)
 
-    def _deliver_run(self, records: Records) -> None:
+    def _deliver_run(self, run: Records | PackedRun) -> None:
+        """Deliver a run in sequence; a :class:`PackedRun` goes on as its unpacking iterator
+        (as :meth:`on_packed`'s in-sequence path does: no list of tuples kept alive, ~55 ns
+        per message less than listing it first)."""
         self._frag_buf = None
-        n = len(records)
+        records: Iterable[tuple[int, bytes]]
+        if isinstance(run, PackedRun):
+            n = run.count
+            records = run.fmt.iter_unpack(run.data)
+        else:
+            n = len(run)
+            records = run
         self.delivered += n
         many = self.deliver_many
         if many is not None:
@@ -564,7 +573,7 @@ class LbtDeliveryController:
                     k = run.count if isinstance(run, PackedRun) else len(run)
                     self._run_msgs -= k
                     self.expected = (sqn + k) & _M
-                    self._deliver_run(_records(run))
+                    self._deliver_run(run)
                     continue
             if not order_map:
                 return
