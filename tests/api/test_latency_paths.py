@@ -326,3 +326,35 @@ async def test_inline_send_length_cache_and_positional_flush(opts: None) -> None
             listener._writers = saved
         await rcv.close()
         await src.close()
+
+
+async def test_fused_paths_wrap_sequence_numbers_at_2_32(opts: None) -> None:
+    """Both one-frame paths step the topic sequence number past 2**32 - 1 to 0."""
+    got: list[Message] = []
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        rcv = await b.create_receiver("wrap", got.append)
+        src = await a.create_source("wrap")
+        js, conn, spy = await _joined(b, src)
+        t = src.tidx
+        conn.data_received(frame(t, 0xFFFFFFFE, b"a"))  # first bytes: general path
+        conn.data_received(frame(t, 0xFFFFFFFF, b"b"))
+        conn.data_received(frame(t, 0, b"c"))
+        conn.data_received(frame(t, 1, b"d"))
+        assert spy.calls == 1  # the last three on the fused path
+        data = [(x.sequence_number, x.data) for x in got if x.type == m.MSG_DATA]
+        assert data == [(0xFFFFFFFE, b"a"), (0xFFFFFFFF, b"b"), (0, b"c"), (1, b"d")]
+        assert js.fanouts[t].dc.expected == 2
+        cap = _Capture()
+        listener = src._listener
+        saved = listener._writers
+        listener._writers = [cap]
+        try:
+            src._core._topics[t].sqn = 0xFFFFFFFF
+            src.send_nowait(b"x", flush=True)
+            src.send_nowait(b"y", flush=True)
+            assert cap.writes == [frame(t, 0xFFFFFFFF, b"x"), frame(t, 0, b"y")]
+            assert src._core.next_sequence_number(t) == 1
+        finally:
+            listener._writers = saved
+        await rcv.close()
+        await src.close()

@@ -513,7 +513,7 @@ class Source:
                         framed = _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
                     now = self._time()
                     core.now = now
-                    t.sqn = (sqn + 1) & 0xFFFFFFFF
+                    t.sqn = sqn + 1 if sqn != 0xFFFFFFFF else 0  # no & (one int less)
                     t.last_data = now
                     if core._tsni_check is None and core.tsni_interval > 0:
                         core._tsni_check = now + core.tsni_interval
@@ -1052,7 +1052,7 @@ class _JoinConnection(ReceiverConnection):
                         st = core.stats
                         st.bytes_received += n
                         st.messages_received += 1
-                        dc.expected = (sqn + 1) & 0xFFFFFFFF
+                        dc.expected = sqn + 1 if sqn != 0xFFFFFFFF else 0
                         dc.delivered += 1
                         f.fast_r.messages += 1  # type: ignore[union-attr]
                         msg = DeliveredMessage()
