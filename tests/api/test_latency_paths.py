@@ -72,13 +72,20 @@ async def test_one_message_reads_take_the_fused_path(opts: None) -> None:
         assert {(x.topic, x.source, x.fragment_info) for x in data} == {
             ("lat", js.source_string, None)
         }
+        assert rcv.messages - before[3] == 100  # counted by the DC, added when read
+        js.fold()  # what statistics sampling does first (the session's messages_received)
         assert (
             stats.messages_received - before[0],
             stats.bytes_received - before[1],
             f.dc.delivered - before[2],
             rcv.messages - before[3],
         ) == (100, 100 * 24, 100, 100)
-        assert f.dc.expected == 101
+        js.fold()  # folding twice adds nothing
+        conn.data_received(frame(t, 101, b"x") + frame(t, 102, b"y"))  # general path: 2 more
+        assert spy.calls == 2 and rcv.messages - before[3] == 102
+        js.fold()
+        assert stats.messages_received - before[0] == 102 and f.dc.delivered - before[2] == 102
+        assert f.dc.expected == 103
         await rcv.close()
         await src.close()
 
@@ -357,4 +364,34 @@ async def test_fused_paths_wrap_sequence_numbers_at_2_32(opts: None) -> None:
         finally:
             listener._writers = saved
         await rcv.close()
+        await src.close()
+
+
+async def test_one_frame_counts_survive_receiver_changes_and_reach_monitoring(opts: None) -> None:
+    """Deliveries the one-frame path counted in the DC only are the first receiver's when a
+    second receiver joins (the fast path then stops), and the session's sample has them."""
+    from umcore.monitor.automatic import _tcp_receiver_sample
+
+    got1: list[Message] = []
+    got2: list[Message] = []
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        r1 = await b.create_receiver("cnt", got1.append)
+        src = await a.create_source("cnt")
+        js, conn, spy = await _joined(b, src)
+        t = src.tidx
+        for sqn in range(10):
+            conn.data_received(frame(t, sqn, b"m"))
+        assert spy.calls == 1 and r1.messages == 10  # 9 of them on the one-frame path
+        r2 = await b.create_receiver("cnt", got2.append)  # two receivers: general path
+        assert js.fanouts[t].fast_r is None
+        for sqn in range(10, 15):
+            conn.data_received(frame(t, sqn, b"n"))
+        assert (r1.messages, r2.messages) == (15, 5)
+        await r2.close()  # one receiver again: the one-frame path resumes
+        for sqn in range(15, 20):
+            conn.data_received(frame(t, sqn, b"o"))
+        assert spy.calls == 1 + 5 and (r1.messages, r2.messages) == (20, 5)
+        assert _tcp_receiver_sample(js).fields["lbm_msgs_rcved"] == 20
+        assert len([x for x in got1 if x.type == m.MSG_DATA]) == 20
+        await r1.close()
         await src.close()

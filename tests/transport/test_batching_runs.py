@@ -153,3 +153,24 @@ def test_lbt_source_datagrams_from_runs() -> None:
     lbmc_bytes = b"".join(d[src.header_size :] for d in src.ready)
     assert isinstance(src, LbtSource)
     assert lbmc_bytes == _expected([(t, i, bytes([i]) * 64) for i in range(40)])
+
+
+def test_single_sends_count_as_messages_and_datagrams() -> None:
+    """A message sent on its own (send_one) counts once, in ``singles``; messages_sent and
+    datagrams_sent include it, batched sends count as before, and assigning either counter
+    keeps the other's singles."""
+    core = TcpSourceSession(7, batching_minimum_length=60000)
+    tidx = core.add_topic("t")
+    assert core.send_one(tidx, b"a", 0.0) is not None
+    assert core.send_one(tidx, memoryview(b"bc"), 0.0) is not None
+    for _ in range(5):
+        assert core.send(tidx, b"xyz", 0.0) is None  # batched
+    assert core.flush() is not None
+    st = core.stats
+    assert (st.singles, st.messages_sent, st.datagrams_sent) == (2, 7, 3)
+    assert st.bytes_sent == 13 + 14 + 5 * 15
+    st.messages_sent = 100
+    st.datagrams_sent += 1
+    assert (st.singles, st.messages_sent, st.datagrams_sent) == (2, 100, 4)
+    assert core.send_one(tidx, b"d", 0.0) is not None
+    assert (st.messages_sent, st.datagrams_sent) == (101, 5)

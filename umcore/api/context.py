@@ -519,8 +519,7 @@ class Source:
                         core._tsni_check = now + core.tsni_interval
                         core.timer_dirty = True
                     st = core.stats
-                    st.messages_sent += 1
-                    st.datagrams_sent += 1
+                    st.singles += 1  # one message, one datagram (SourceStats)
                     st.bytes_sent += _DATA_HEADER + n
                     for w in listener._writers:
                         w.write(framed)
@@ -640,7 +639,7 @@ class Receiver:
         self.queue_pauses = 0
         #: Exceptions raised by ``on_message`` (logged, counted, never propagated).
         self.callback_errors = 0
-        self.messages = 0
+        self._messages = 0
         self.unrecoverable = 0
         #: ``ordered_delivery``: TCP delivers in order whatever the mode (no retransmission
         #: can reorder it), so 1 and -1 behave alike here; 0 (seed 8.8.3, deprecated in UM)
@@ -652,6 +651,21 @@ class Receiver:
         self.max_burst_loss = 1024
         #: The receiver's effective options (late join / OTR read them when joining).
         self._opts: Any = None
+
+    @property
+    def messages(self) -> int:
+        """Messages delivered to this receiver (data and requests; not events).  Those the TCP
+        one-frame path delivered are counted by their DC only (:class:`_Fanout`, "Counting")
+        and added here when read."""
+        n = self._messages
+        for f in self._fanouts:
+            if f.fast_r is self:
+                n += f.dc.delivered - f.mark
+        return n
+
+    @messages.setter
+    def messages(self, value: int) -> None:
+        self._messages = value
 
     @property
     def on_message(self) -> OnMessage | None:
@@ -753,6 +767,7 @@ class _Fanout:
         "fast_cb",
         "fast_r",
         "fragments",
+        "mark",
         "receivers",
         "request_dest",
         "session",
@@ -782,6 +797,8 @@ class _Fanout:
         #: :attr:`Receiver.on_message` set, :attr:`recovery` set).
         self.fast_r: Receiver | None = None
         self.fast_cb: OnMessage | None = None
+        #: Deliveries counted everywhere but on the TCP one-frame path (see :meth:`fold`).
+        self.mark = 0
 
     @property
     def recovery(self) -> Any:
@@ -793,8 +810,25 @@ class _Fanout:
         self._recovery = rec
         self._refresh()
 
+    def fold(self) -> None:
+        """Counting.  The TCP one-frame path (:class:`_JoinConnection`) counts a delivery in
+        the DC only (``dc.delivered``: two counter updates per message less on the latency
+        path); every other delivery reaches :meth:`_data` / :meth:`_data_many`, which advance
+        :attr:`mark` with it.  ``dc.delivered - mark`` is then what the one-frame path
+        delivered since the last fold: :attr:`Receiver.messages` adds it when read, and this
+        adds it to the session's ``messages_received`` and to the receiver for good (called
+        before :attr:`fast_r` changes and before the statistics are sampled)."""
+        d = self.dc.delivered - self.mark
+        if d:
+            self.mark += d
+            self.session.core.stats.messages_received += d
+            r = self.fast_r
+            if r is not None:
+                r._messages += d
+
     def _refresh(self) -> None:
         """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`)."""
+        self.fold()
         rs = self.receivers
         if len(rs) == 1 and self._recovery is None and rs[0]._cb is not None:
             self.fast_r = rs[0]
@@ -813,6 +847,7 @@ class _Fanout:
         self._refresh()
 
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
+        self.mark += 1
         if type(payload) is bytes and self._recovery is None and not self.dc.headers:
             # Fast path (plain data, the latency case): one Message, each receiver called.
             msg = DeliveredMessage()  # allocated in C, the fields stored here
@@ -828,14 +863,14 @@ class _Fanout:
             cb = self.fast_cb
             if cb is not None:  # one receiver with a callback (checked when it changed)
                 r = self.fast_r
-                r.messages += 1  # type: ignore[union-attr]
+                r._messages += 1  # type: ignore[union-attr]
                 try:
                     cb(msg)
                 except Exception:
                     r._callback_failed()  # type: ignore[union-attr]
                 return
             for r in self.receivers:
-                r.messages += 1
+                r._messages += 1
                 cb = r._cb
                 if cb is None:
                     r._deliver(msg)
@@ -869,7 +904,7 @@ class _Fanout:
         if frag is not None:
             msg.fragment_info = frag
         for r in self.receivers:
-            r.messages += 1
+            r._messages += 1
             cb = r._cb
             if cb is None:
                 r._deliver(msg)
@@ -887,6 +922,7 @@ class _Fanout:
             for sqn, payload in records:
                 data(sqn, payload)
             return
+        self.mark += count
         topic = self.topic
         source = self.session.source_string
         receivers = self.receivers
@@ -898,7 +934,7 @@ class _Fanout:
                 # One receiver with a per-message callback (the default API): build each
                 # message as it is delivered (no list), allocated in C (DeliveredMessage),
                 # without a try block per message (an exception resumes the iterator).
-                r.messages += count
+                r._messages += count
                 it = iter(records)
                 while True:
                     try:
@@ -925,7 +961,7 @@ class _Fanout:
             append(msg)
         n = len(msgs)
         for r in receivers:
-            r.messages += n
+            r._messages += n
             many = r.on_messages
             if many is not None:
                 try:
@@ -988,6 +1024,12 @@ class _JoinedSession:
             for r in f.receivers:
                 r._deliver(Message(m.MSG_EOS, f.topic, self.source_string))
 
+    def fold(self) -> None:
+        """Bring ``core.stats.messages_received`` and the receivers' counts up to date
+        (:meth:`_Fanout.fold`)."""
+        for f in self.fanouts.values():
+            f.fold()
+
     def add(self, topic: str, tidx: int, receiver: Receiver) -> None:
         f = self.fanouts.get(tidx)
         if f is None:
@@ -1049,12 +1091,11 @@ class _JoinConnection(ReceiverConnection):
                 if cb is not None:
                     dc = f.dc
                     if sqn == dc.expected and dc.started and dc._frag_buf is None:
-                        st = core.stats
-                        st.bytes_received += n
-                        st.messages_received += 1
+                        # Counted by the DC alone: the session's messages_received and the
+                        # receiver's messages follow from it (_Fanout.fold).
+                        core.stats.bytes_received += n
                         dc.expected = sqn + 1 if sqn != 0xFFFFFFFF else 0
                         dc.delivered += 1
-                        f.fast_r.messages += 1  # type: ignore[union-attr]
                         msg = DeliveredMessage()
                         msg.type = 0
                         msg.topic = f.topic

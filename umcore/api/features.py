@@ -403,7 +403,7 @@ class ContextFeatures:
                 if msg is None:
                     continue
                 for r in fan.receivers:
-                    r.messages += 1
+                    r._messages += 1
                     r._deliver(msg)
             else:
                 t = (
@@ -511,7 +511,7 @@ class ContextFeatures:
             receivers = ctx._receivers_of(topic)
             if receivers:
                 for r in receivers:
-                    r.messages += 1
+                    r._messages += 1
                     r._deliver(out)
                 return
             cb = ctx.immediate_topic_message_callback

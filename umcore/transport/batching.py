@@ -136,14 +136,35 @@ class _Topic:
 
 
 class SourceStats:
-    __slots__ = ("bytes_sent", "datagrams_sent", "fragments_sent", "messages_sent", "tsnis_sent")
+    """A source transport session's counters.  A message sent on its own as one datagram (TCP's
+    single-message paths: the latency case) counts once, in :attr:`singles`, instead of in
+    both ``messages_sent`` and ``datagrams_sent``; those two add it when read."""
+
+    __slots__ = ("_datagrams", "_messages", "bytes_sent", "fragments_sent", "singles", "tsnis_sent")
 
     def __init__(self) -> None:
-        self.messages_sent = 0
+        self._messages = 0
+        self._datagrams = 0
+        self.singles = 0
         self.fragments_sent = 0
-        self.datagrams_sent = 0
         self.bytes_sent = 0
         self.tsnis_sent = 0
+
+    @property
+    def messages_sent(self) -> int:
+        return self._messages + self.singles
+
+    @messages_sent.setter
+    def messages_sent(self, value: int) -> None:
+        self._messages = value - self.singles
+
+    @property
+    def datagrams_sent(self) -> int:
+        return self._datagrams + self.singles
+
+    @datagrams_sent.setter
+    def datagrams_sent(self, value: int) -> None:
+        self._datagrams = value - self.singles
 
 
 class BatchingSource:
@@ -264,7 +285,7 @@ class BatchingSource:
         pl.clear()
         t.sqn = (sqn + k) & 0xFFFFFFFF
         t.last_data = self._run_time
-        self.stats.messages_sent += k
+        self.stats._messages += k
         return buf
 
     def _settle(self, keep: bool = False) -> None:
@@ -337,7 +358,7 @@ class BatchingSource:
         parts.clear()
         self._len = 0
         st = self.stats
-        st.datagrams_sent += 1
+        st._datagrams += 1
         st.bytes_sent += len(out)
         return out
 
@@ -346,7 +367,7 @@ class BatchingSource:
         out = bytes(self._frame_run(t, b""))
         self._len = 0
         st = self.stats
-        st.datagrams_sent += 1
+        st._datagrams += 1
         st.bytes_sent += len(out)
         return out
 
@@ -383,7 +404,7 @@ class BatchingSource:
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
-        self.stats.messages_sent += 1
+        self.stats._messages += 1
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
@@ -420,7 +441,7 @@ class BatchingSource:
             t.last_data = now
             # lbmc.encode_data's bytes, inline (n <= max_payload: none of its checks can fail).
             self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
-            self.stats.messages_sent += 1
+            self.stats._messages += 1
         else:
             if self._run is not None:
                 self._settle()
@@ -466,7 +487,7 @@ class BatchingSource:
             self._parts.append(msg)
             self._len += len(msg)
         t.last_data = now
-        self.stats.messages_sent += 1
+        self.stats._messages += 1
         if flush or self._len >= self.batching_minimum_length:
             chunks.append(self._take())
         elif self._len:

@@ -362,7 +362,7 @@ class LbtSource(BatchingSource):
         ):
             self._trim_window()
         st = self.stats
-        st.datagrams_sent += 1
+        st._datagrams += 1
         st.bytes_sent += n
         now = self.now
         self._last_activity = now

@@ -150,8 +150,7 @@ class TcpSourceSession(BatchingSource):
             self.timer_dirty = True
         out = _DATA_HEAD.pack(0, 0, _DATA_HEADER + n, tidx, sqn) + payload
         st = self.stats
-        st.messages_sent += 1
-        st.datagrams_sent += 1
+        st.singles += 1  # one message, one datagram (SourceStats)
         st.bytes_sent += _DATA_HEADER + n
         return out
 
