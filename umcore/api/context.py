@@ -511,9 +511,10 @@ class Source:
                         self._one_pre = _pack_pre(_DATA_HEADER + n, self.tidx)
                         self._one_pack = struct.Struct(f"!8sI{n}s").pack
                         framed = _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
-                    now = self._time()
-                    core.now = now
-                    t.sqn = sqn + 1 if sqn != 0xFFFFFFFF else 0  # no & (one int less)
+                    now = self._time()  # (core.now is not set: only the LBT cores read it)
+                    # The next sqn, wrapping at 2**32 without an & (one int object less);
+                    # the first test compares two one-digit ints (CPython's fast path).
+                    t.sqn = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
                     t.last_data = now
                     if core._tsni_check is None and core.tsni_interval > 0:
                         core._tsni_check = now + core.tsni_interval
@@ -1094,7 +1095,9 @@ class _JoinConnection(ReceiverConnection):
                         # Counted by the DC alone: the session's messages_received and the
                         # receiver's messages follow from it (_Fanout.fold).
                         core.stats.bytes_received += n
-                        dc.expected = sqn + 1 if sqn != 0xFFFFFFFF else 0
+                        dc.expected = (
+                            sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
+                        )  # as on the send path
                         dc.delivered += 1
                         msg = DeliveredMessage()
                         msg.type = 0
