@@ -116,7 +116,6 @@ def test_run_with_a_raising_callback_counts_and_goes_on() -> None:
 
     r = _receiver(cb)
     f = _fanout(r)
-    f.dc.delivered += 10  # as the DC does before it hands a run on
     f._data_many(iter(run_struct(20).iter_unpack(_packed(0, 10)[0])), 10)
     assert seen == list(range(10))
     assert (r.callback_errors, r.messages) == (4, 10)
@@ -143,7 +142,6 @@ def test_queued_run_is_bounded_and_pauses_feeding() -> None:
     f = _fanout(r)
     n = c.MAX_RECEIVER_QUEUE
     recs = [(s, b"x") for s in range(n)]
-    f.dc.delivered += n
     f._data_many(iter(recs), n)
     assert len(r._queue) == n and r.queue_pauses == 1
     assert r.context._pause_feeding is not None and r.context.paused == ["t"]  # type: ignore[attr-defined]
@@ -152,12 +150,6 @@ def test_queued_run_is_bounded_and_pauses_feeding() -> None:
 
 
 # ---------------------------------------------------------------- fast-path state invalidation
-def _dc_delivers(f: c._Fanout, sqn: int, payload: bytes) -> None:
-    """What a DC does for one in-sequence message: count it, then call its ``deliver``."""
-    f.dc.delivered += 1
-    f._data(sqn, payload)
-
-
 def _state(f: c._Fanout) -> tuple[Any, Any]:
     return f.fast_r, f.fast_cb
 
@@ -177,25 +169,25 @@ def test_fast_path_state_follows_receivers_callbacks_and_recovery() -> None:
     js.add("t", 3, r1)
     f = js.fanouts[3]
     assert _state(f) == (r1, got1.append)  # one receiver with a callback
-    _dc_delivers(f, 0, b"a")
+    f._data(0, b"a")
     r2 = _receiver(got2.append)
     js.add("t", 3, r2)
     assert _state(f) == (None, None)  # two receivers
-    _dc_delivers(f, 1, b"b")
+    f._data(1, b"b")
     js.remove(r2)
     assert _state(f) == (r1, got1.append) and r2._fanouts == []
     r1.on_message = got2.append  # callback replaced: the next delivery uses the new one
     assert _state(f) == (r1, got2.append)
-    _dc_delivers(f, 2, b"c")
+    f._data(2, b"c")
     r1.on_message = None  # no callback: deliveries queue
     assert _state(f) == (None, None)
-    _dc_delivers(f, 3, b"d")
+    f._data(3, b"d")
     r1.on_message = got1.append
     f.recovery = object()  # recovery starting: the general path
     assert _state(f) == (None, None) and f.recovery is not None
     f.recovery = None
     assert _state(f) == (r1, got1.append)
-    _dc_delivers(f, 4, b"e")
+    f._data(4, b"e")
     assert [(x.sequence_number, x.data) for x in got1] == [(0, b"a"), (1, b"b"), (4, b"e")]
     assert [(x.sequence_number, x.data) for x in got2] == [(1, b"b"), (2, b"c")]
     assert [(x.sequence_number, x.data) for x in r1._queue] == [(3, b"d")]
@@ -211,8 +203,8 @@ def test_fast_path_counts_a_raising_callback() -> None:
     r = _receiver(cb)
     js.add("t", 3, r)
     f = js.fanouts[3]
-    _dc_delivers(f, 0, b"a")
-    _dc_delivers(f, 1, b"b")
+    f._data(0, b"a")
+    f._data(1, b"b")
     assert (r.callback_errors, r.messages) == (2, 2)
 
 

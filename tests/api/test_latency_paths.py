@@ -395,3 +395,28 @@ async def test_one_frame_counts_survive_receiver_changes_and_reach_monitoring(op
         assert len([x for x in got1 if x.type == m.MSG_DATA]) == 20
         await r1.close()
         await src.close()
+
+
+async def test_one_frame_count_folds_itself_every_max_fused(opts: None) -> None:
+    """The one-frame path's small count never passes MAX_FUSED: every MAX_FUSED deliveries it
+    is folded into the DC's, the session's and the receiver's counters by itself."""
+    from umcore.api.context import MAX_FUSED
+
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        rcv = await b.create_receiver("fold", lambda msg: None)
+        src = await a.create_source("fold")
+        js, conn, spy = await _joined(b, src)
+        t = src.tidx
+        f = js.fanouts[t]
+        n = 2 * MAX_FUSED + 37
+        for sqn in range(n):
+            conn.data_received(frame(t, sqn, b"z"))
+            assert 0 <= f.fused < MAX_FUSED
+        assert spy.calls == 1  # the first read (BOS) took the general path
+        assert f.dc.delivered + f.fused == n and f.dc.delivered >= 2 * MAX_FUSED
+        stats = js.core.stats
+        assert stats.messages_received + f.fused == n and rcv.messages == n
+        js.fold()
+        assert (f.fused, f.dc.delivered, stats.messages_received, rcv.messages) == (0, n, n, n)
+        await rcv.close()
+        await src.close()

@@ -108,6 +108,10 @@ log = logging.getLogger("umcore.api")
 MAX_RECEIVER_QUEUE = 65536
 # Bound on one connect attempt to a source's TCP port.
 CONNECT_TIMEOUT_S = 5.0
+# Deliveries the TCP one-frame path counts in a small int before folding them into the three
+# counters they stand for (_Fanout.fold): CPython caches the ints -5..256, so counting up to
+# this allocates nothing.  Receiver.messages adds what is not folded yet; monitoring folds first.
+MAX_FUSED = 256
 
 OnMessage = Callable[[Message], object]
 # An LBMC data message's header (umcore.transport.tcp: ver/type, next header, msglen, tidx,
@@ -655,13 +659,12 @@ class Receiver:
 
     @property
     def messages(self) -> int:
-        """Messages delivered to this receiver (data and requests; not events).  Those the TCP
-        one-frame path delivered are counted by their DC only (:class:`_Fanout`, "Counting")
-        and added here when read."""
+        """Messages delivered to this receiver (data and requests; not events), those the TCP
+        one-frame path delivered since the last :meth:`_Fanout.fold` included."""
         n = self._messages
         for f in self._fanouts:
             if f.fast_r is self:
-                n += f.dc.delivered - f.mark
+                n += f.fused
         return n
 
     @messages.setter
@@ -768,7 +771,7 @@ class _Fanout:
         "fast_cb",
         "fast_r",
         "fragments",
-        "mark",
+        "fused",
         "receivers",
         "request_dest",
         "session",
@@ -798,8 +801,8 @@ class _Fanout:
         #: :attr:`Receiver.on_message` set, :attr:`recovery` set).
         self.fast_r: Receiver | None = None
         self.fast_cb: OnMessage | None = None
-        #: Deliveries counted everywhere but on the TCP one-frame path (see :meth:`fold`).
-        self.mark = 0
+        #: Deliveries of the TCP one-frame path not yet counted elsewhere (see :meth:`fold`).
+        self.fused = 0
 
     @property
     def recovery(self) -> Any:
@@ -812,20 +815,21 @@ class _Fanout:
         self._refresh()
 
     def fold(self) -> None:
-        """Counting.  The TCP one-frame path (:class:`_JoinConnection`) counts a delivery in
-        the DC only (``dc.delivered``: two counter updates per message less on the latency
-        path); every other delivery reaches :meth:`_data` / :meth:`_data_many`, which advance
-        :attr:`mark` with it.  ``dc.delivered - mark`` is then what the one-frame path
-        delivered since the last fold: :attr:`Receiver.messages` adds it when read, and this
-        adds it to the session's ``messages_received`` and to the receiver for good (called
-        before :attr:`fast_r` changes and before the statistics are sampled)."""
-        d = self.dc.delivered - self.mark
-        if d:
-            self.mark += d
-            self.session.core.stats.messages_received += d
+        """Counting.  The TCP one-frame path (:class:`_JoinConnection`) counts a delivery only
+        in :attr:`fused`, a small int (0..:data:`MAX_FUSED`, CPython's cached ints: adding
+        to it allocates nothing, unlike each of the three large counters it stands for);
+        this adds it to the DC's ``delivered``, the session's ``messages_received`` and the
+        receiver's count.  Called when it reaches :data:`MAX_FUSED`, before :attr:`fast_r`
+        changes, and before statistics are sampled (:meth:`_JoinedSession.fold`);
+        :attr:`Receiver.messages` adds what is not folded yet when read."""
+        k = self.fused
+        if k:
+            self.fused = 0
+            self.dc.delivered += k
+            self.session.core.stats.messages_received += k
             r = self.fast_r
             if r is not None:
-                r._messages += d
+                r._messages += k
 
     def _refresh(self) -> None:
         """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`)."""
@@ -848,7 +852,6 @@ class _Fanout:
         self._refresh()
 
     def _data(self, sqn: int, payload: bytes | memoryview) -> None:
-        self.mark += 1
         if type(payload) is bytes and self._recovery is None and not self.dc.headers:
             # Fast path (plain data, the latency case): one Message, each receiver called.
             msg = DeliveredMessage()  # allocated in C, the fields stored here
@@ -923,7 +926,6 @@ class _Fanout:
             for sqn, payload in records:
                 data(sqn, payload)
             return
-        self.mark += count
         topic = self.topic
         source = self.session.source_string
         receivers = self.receivers
@@ -1092,13 +1094,16 @@ class _JoinConnection(ReceiverConnection):
                 if cb is not None:
                     dc = f.dc
                     if sqn == dc.expected and dc.started and dc._frag_buf is None:
-                        # Counted by the DC alone: the session's messages_received and the
-                        # receiver's messages follow from it (_Fanout.fold).
+                        # Counted in f.fused, folded into the DC's, the session's and the
+                        # receiver's counts every MAX_FUSED messages (_Fanout.fold).
                         core.stats.bytes_received += n
                         dc.expected = (
                             sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
                         )  # as on the send path
-                        dc.delivered += 1
+                        k = f.fused + 1
+                        f.fused = k
+                        if k >= MAX_FUSED:
+                            f.fold()
                         msg = DeliveredMessage()
                         msg.type = 0
                         msg.topic = f.topic
