@@ -82,7 +82,7 @@ def _tcp_source_sample(ctx: Any, session: Any) -> TransportSample:
 
 
 def _tcp_receiver_sample(js: Any) -> TransportSample:
-    js.fold()  # messages the one-frame path counted in its DCs only
+    js.fold()  # deliveries the one-frame path has not folded in yet (_Fanout.fold)
     st = js.core.stats
     return TransportSample(
         "receiver",
