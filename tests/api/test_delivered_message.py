@@ -2,8 +2,9 @@
 
 The receive path allocates :class:`~umcore.api.message.DeliveredMessage` (``Message`` with
 ``object.__init__``) and stores the fields itself; these tests pin what applications see: an
-instance of ``Message`` with every public field, its ``repr`` and ``respond``, one new object per
-delivery (kept messages keep their contents), and the run fan-out (``_Fanout._data_many``)
+instance of ``Message`` with every public field, its ``repr`` and ``respond``, kept messages keep
+their contents while a message nobody kept is recycled (its fields all stored anew), and the run
+fan-out (``_Fanout._data_many``)
 taking an iterator of records with their count for one and several receivers, batched
 receivers, queued receivers and raising callbacks.
 """
@@ -101,7 +102,7 @@ def test_packed_run_reaches_one_callback_as_new_messages() -> None:
     assert [x.sequence_number for x in got] == list(range(20))
     assert [x.data for x in got] == [s.to_bytes(8, "big") for s in range(20)]
     assert {(x.type, x.topic, x.source) for x in got} == {(0, "t", _Session.source_string)}
-    assert len({id(x) for x in got}) == 20  # never reused: kept messages keep their contents
+    assert len({id(x) for x in got}) == 20  # kept messages are never recycled
     assert all(isinstance(x, Message) for x in got)
     assert (r.messages, f.dc.delivered, f.dc.expected) == (20, 20, 20)
 
@@ -215,3 +216,110 @@ def test_closing_a_receiver_clears_its_fast_path() -> None:
     f = js.fanouts[3]
     r.on_message = None  # what Receiver.close does first
     assert _state(f) == (None, None)
+
+
+# ---------------------------------------------------------------- recycling
+def _fields(msg: Message) -> tuple[Any, ...]:
+    return (msg.type, msg.topic, msg.source, msg.sequence_number, msg.data)
+
+
+def _expected(sqns: range) -> list[tuple[Any, ...]]:
+    return [(0, "t", _Session.source_string, s, s.to_bytes(8, "big")) for s in sqns]
+
+
+def test_a_run_recycles_the_message_nobody_kept() -> None:
+    seen: list[tuple[Any, ...]] = []
+    ids: set[int] = set()
+
+    def cb(msg: Message) -> None:  # reads, keeps nothing
+        seen.append(_fields(msg))
+        ids.add(id(msg))
+
+    f = _fanout(_receiver(cb))
+    buf, msglen = _packed(0, 20)
+    f.dc.on_packed(0, buf, 0, msglen, 20, 0.0)
+    f._data(20, (20).to_bytes(8, "big"))  # the single-message path takes the same spare
+    assert seen == _expected(range(21))
+    assert ids == {id(f.spare)}  # one object for all 21 deliveries
+
+
+def test_kept_messages_keep_their_contents_among_recycled_ones() -> None:
+    kept: list[Message] = []
+    seen: list[tuple[Any, ...]] = []
+
+    def cb(msg: Message) -> None:
+        seen.append(_fields(msg))
+        if msg.sequence_number % 3 == 0:
+            kept.append(msg)
+
+    f = _fanout(_receiver(cb))
+    buf, msglen = _packed(0, 30)
+    f.dc.on_packed(0, buf, 0, msglen, 30, 0.0)
+    for s in range(30, 36):
+        f._data(s, s.to_bytes(8, "big"))
+    assert seen == _expected(range(36))
+    assert [_fields(x) for x in kept] == _expected(range(0, 36, 3))  # untouched since
+    assert len({id(x) for x in kept}) == 12
+
+
+def test_a_message_kept_only_for_a_while_is_not_touched_while_kept() -> None:
+    held: list[Message] = []
+    snapshots: list[tuple[Any, ...]] = []
+
+    def cb(msg: Message) -> None:
+        if held:  # the message kept by the previous call, checked and then dropped
+            snapshots.append(_fields(held.pop()))
+        held.append(msg)
+
+    f = _fanout(_receiver(cb))
+    buf, msglen = _packed(0, 16)
+    f.dc.on_packed(0, buf, 0, msglen, 16, 0.0)
+    assert snapshots == _expected(range(15))
+
+
+def test_recycling_stores_every_field_anew() -> None:
+    seen: list[tuple[Any, ...]] = []
+
+    def cb(msg: Message) -> None:  # an application scribbling on a message it drops
+        seen.append(_fields(msg))
+        msg.type, msg.topic, msg.source, msg.sequence_number, msg.data = 9, "x", "y", -1, b"z"
+
+    f = _fanout(_receiver(cb))
+    buf, msglen = _packed(0, 10)
+    f.dc.on_packed(0, buf, 0, msglen, 10, 0.0)
+    for s in range(10, 13):
+        f._data(s, s.to_bytes(8, "big"))
+    assert seen == _expected(range(13))
+
+
+def test_a_fragment_delivered_on_its_own_is_never_recycled() -> None:
+    from types import SimpleNamespace
+
+    got: list[Any] = []
+
+    def cb(msg: Message) -> None:
+        if msg.fragment_info is not None:
+            got.append(msg)
+        got.append((*_fields(msg), msg.fragment_info))
+
+    session = SimpleNamespace(core=SimpleNamespace(), source_string="S", ctx=None)
+    f = c._Fanout(session, "t", 3, 1024)  # type: ignore[arg-type]
+    assert f.fragments  # a TCP DC: it may deliver fragments on their own
+    f.add_receiver(_receiver(cb))
+    f.dc.fragment = (5, 0, 10)
+    f._data(5, b"part")
+    f.dc.fragment = None
+    f._data(6, b"whole")
+    frag_msg, frag_fields, plain_fields = got
+    assert frag_fields == (0, "t", "S", 5, b"part", (5, 0, 10))
+    assert plain_fields == (0, "t", "S", 6, b"whole", None)  # no fragment info carried over
+    assert frag_msg is not f.spare and frag_msg.fragment_info == (5, 0, 10)
+
+
+def test_spare_refs_is_what_an_unkept_spare_reads() -> None:
+    f = _fanout(_receiver(lambda msg: None))
+    msg = f.spare
+    assert c.getrefcount(msg) == c.SPARE_REFS  # the shape the delivery paths test
+    extra = [msg]
+    assert c.getrefcount(msg) == c.SPARE_REFS + 1
+    del extra

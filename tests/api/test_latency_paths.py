@@ -90,6 +90,43 @@ async def test_one_message_reads_take_the_fused_path(opts: None) -> None:
         await src.close()
 
 
+async def test_one_frame_path_recycles_only_messages_nobody_kept(opts: None) -> None:
+    """The one-frame path hands the same object out again while the callback keeps nothing, a
+    new one after the callback kept one; kept messages keep their contents."""
+    seen: list[tuple[int, int, bytes, str]] = []
+    kept: list[Message] = []
+
+    def cb(msg: Message) -> None:
+        if msg.type != m.MSG_DATA:
+            return
+        seen.append((id(msg), msg.sequence_number, msg.data, msg.topic))
+        if msg.sequence_number in (5, 6, 9):
+            kept.append(msg)
+        msg.topic = "scribbled"  # on a message it may drop: not carried over
+
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        rcv = await b.create_receiver("lat", cb)
+        src = await a.create_source("lat")
+        _js, conn, spy = await _joined(b, src)
+        t = src.tidx
+        conn.data_received(frame(t, 0, b"first"))  # first bytes: general path
+        for sqn in range(1, 13):
+            conn.data_received(frame(t, sqn, bytes([sqn]) * 4))
+        assert spy.calls == 1  # all 12 on the one-frame path
+        assert [(q, d, tp) for _i, q, d, tp in seen] == [(0, b"first", "lat")] + [
+            (q, bytes([q]) * 4, "lat") for q in range(1, 13)
+        ]
+        ids = [i for i, *_ in seen[1:]]  # sqn 1..12
+        assert len(set(ids[0:5])) == 1  # 1-5: one object, recycled
+        assert ids[5] != ids[4] and ids[6] != ids[5]  # after 5 and 6 were kept: new ones
+        assert len(set(ids[6:9])) == 1 and ids[9] != ids[8]  # 7-9 one object, 10 after 9
+        assert [(x.sequence_number, x.data) for x in kept] == [
+            (q, bytes([q]) * 4) for q in (5, 6, 9)
+        ]
+        await rcv.close()
+        await src.close()
+
+
 async def test_fused_read_falls_back_on_gap_unknown_topic_and_runs(opts: None) -> None:
     got: list[Message] = []
     async with await Context.create(opts) as a, await Context.create(opts) as b:
