@@ -512,51 +512,78 @@ class Source:
         source event follows when sending may go on.  Pass ``flush``, ``properties`` and
         ``app_headers`` by keyword (not keyword-only for the reason :meth:`send` gives: CPython
         3.11/3.12 do not specialise calls to functions with keyword-only parameters)."""
-        if flush and properties is None and not app_headers:
-            t = self._one
-            if t is not None:
-                # The latency path on a TCP session, a message on its own that needs neither
-                # batching nor fragmentation: TcpSourceSession.send_one's framing and counting
-                # inline, then the listener's write to every confirmed receiver (one Python
-                # frame for the whole send; the same bytes, counters and TSNI arming).
-                core = self._core
-                listener = self._listener
-                n = len(data)
-                if not core._len and not listener._paused and n <= core.max_payload:
-                    sqn = t.sqn
-                    if n == self._one_n:
-                        # One precompiled struct for the payload length of the last send:
-                        # header prefix, sqn and payload in one pack (~20 ns less than a
-                        # header pack and a concatenation); a memoryview payload ('s' takes
-                        # bytes-likes but not memoryview) takes the general framing.
-                        try:
-                            framed = self._one_pack(self._one_pre, sqn, data)
-                        except struct.error:
-                            framed = _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
-                    else:
-                        self._one_n = n
-                        self._one_pre = _pack_pre(_DATA_HEADER + n, self.tidx)
-                        self._one_pack = struct.Struct(f"!8sI{n}s").pack
-                        framed = _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
-                    now = self._time()  # (core.now is not set: only the LBT cores read it)
-                    # The next sqn, wrapping at 2**32 without an & (one int object less);
-                    # the first test compares two one-digit ints (CPython's fast path).
-                    t.sqn = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
-                    t.last_data = now
-                    if core._tsni_check is None and core.tsni_interval > 0:
-                        core._tsni_check = now + core.tsni_interval
-                        core.timer_dirty = True
-                    st = core.stats
-                    st.singles += 1  # one message, one datagram (SourceStats)
-                    st.bytes_sent += _DATA_HEADER + n
-                    for w in listener._writers:
-                        w.write(framed)
-                    if listener._paused and core._run is not None:
-                        core.end_run()
-                    if core.timer_dirty:
-                        core.timer_dirty = False
-                        self._session.timer.arm(core.next_timer())
-                    return
+        # The latency path on a TCP session, a message on its own that needs neither batching
+        # nor fragmentation: TcpSourceSession.send_one's framing and counting inline, then the
+        # listener's write to every confirmed receiver (one Python frame for the whole send;
+        # the same bytes, counters and TSNI arming).  Written as guard clauses, each falling
+        # back to _send_nowait_general right after its test, and with the rare cases in helper
+        # methods: CPython 3.11 specialises a comparison only when a short conditional jump
+        # follows it (a jump over a long block needs EXTENDED_ARG and leaves the comparison
+        # generic, ~100 instructions), and calls an attribute holding a bound method (_time,
+        # _one_pack) through a generic LOAD_METHOD unless it is loaded into a local first.
+        t = self._one
+        if t is None or not flush or properties is not None or app_headers:
+            return self._send_nowait_general(data, flush, properties, app_headers)
+        core = self._core
+        listener = self._listener
+        n = len(data)
+        if core._len or listener._paused or n > core.max_payload:
+            return self._send_nowait_general(data, flush, properties, app_headers)
+        sqn = t.sqn
+        if n == self._one_n:
+            # One precompiled struct for the payload length of the last send: header prefix,
+            # sqn and payload in one pack (~20 ns less than a header pack and a concatenation).
+            pack = self._one_pack
+            try:
+                framed = pack(self._one_pre, sqn, data)
+            except struct.error:  # a memoryview ('s' takes bytes-likes but not memoryview)
+                framed = _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
+        else:
+            framed = self._one_length(n, sqn, data)
+        clock = self._time
+        now = clock()  # (core.now is not set: only the LBT cores read it)
+        # The next sqn, wrapping at 2**32 without an & (one int object less); the first test
+        # compares two one-digit ints (CPython's fast path).
+        t.sqn = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
+        t.last_data = now
+        if core._tsni_check is None and core.tsni_interval > 0:
+            core._tsni_check = now + core.tsni_interval
+            core.timer_dirty = True
+        st = core.stats
+        st.singles += 1  # one message, one datagram (SourceStats)
+        st.bytes_sent += _DATA_HEADER + n
+        for w in listener._writers:
+            w.write(framed)
+        if listener._paused or core.timer_dirty:
+            self._after_one()
+        return None
+
+    def _one_length(self, n: int, sqn: int, data: bytes | memoryview) -> bytes:
+        """:meth:`send_nowait`'s inline framing for a payload length other than the last one's:
+        the per-length struct made for the next sends of this length."""
+        self._one_n = n
+        self._one_pre = _pack_pre(_DATA_HEADER + n, self.tidx)
+        self._one_pack = struct.Struct(f"!8sI{n}s").pack
+        return _pack_data(_DATA_HEADER + n, self.tidx, sqn) + data
+
+    def _after_one(self) -> None:
+        """:meth:`send_nowait`'s inline path after a write that blocked the session or left
+        a timer to arm."""
+        core = self._core
+        if self._listener._paused and core._run is not None:
+            core.end_run()
+        if core.timer_dirty:
+            core.timer_dirty = False
+            self._session.timer.arm(core.next_timer())
+
+    def _send_nowait_general(
+        self,
+        data: bytes | memoryview,
+        flush: bool,
+        properties: MessageProperties | None,
+        app_headers: tuple[AppHeader, ...] | list[AppHeader],
+    ) -> None:
+        """:meth:`send_nowait` for everything but its inline TCP path."""
         if (
             flush
             and self._fast
@@ -1116,43 +1143,46 @@ class _JoinConnection(ReceiverConnection):
 
     def data_received(self, data: bytes) -> None:
         # ``data`` is bytes (asyncio's Protocol contract, uvloop's too): the payload slice
-        # below is then bytes, as Message.data must be.
+        # below is then bytes, as Message.data must be.  Guard clauses, each falling back to
+        # the general path right after its test: CPython 3.11 specialises a comparison only
+        # when a short conditional jump follows it (see Source.send_nowait).
         n = len(data)
         core = self.session
-        if n >= _DATA_HEADER and core.active and not core._pending:
-            # The first word is version/type 0, next header 0 and msglen: equal to the read's
-            # length exactly when the read is one plain data message.
-            word, tidx, sqn = _data_head_from(data)
-            f = self._fanouts.get(tidx) if word == n else None
-            if f is not None:
-                cb = f.fast_cb  # one receiver, with a callback, no recovery (else None)
-                if cb is not None:
-                    dc = f.dc
-                    if sqn == dc.expected and dc.started and dc._frag_buf is None:
-                        # Counted in f.fused, folded into the DC's, the session's and the
-                        # receiver's counts every MAX_FUSED messages (_Fanout.fold).
-                        core.stats.bytes_received += n
-                        dc.expected = (
-                            sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
-                        )  # as on the send path
-                        k = f.fused + 1
-                        f.fused = k
-                        if k >= MAX_FUSED:
-                            f.fold()
-                        msg = f.spare  # recycled unless kept (DeliveredMessage)
-                        if getrefcount(msg) != SPARE_REFS:
-                            msg = f.spare = DeliveredMessage()
-                        msg.type = 0
-                        msg.topic = f.topic
-                        msg.source = self._source
-                        msg.sequence_number = sqn
-                        msg.data = data[_DATA_HEADER:]
-                        try:
-                            cb(msg)
-                        except Exception:
-                            f.fast_r._callback_failed()  # type: ignore[union-attr]
-                        return
-        ReceiverConnection.data_received(self, data)
+        if n < _DATA_HEADER or not core.active or core._pending:
+            return ReceiverConnection.data_received(self, data)
+        # The first word is version/type 0, next header 0 and msglen: equal to the read's
+        # length exactly when the read is one plain data message.
+        word, tidx, sqn = _data_head_from(data)
+        if word != n:
+            return ReceiverConnection.data_received(self, data)
+        f = self._fanouts.get(tidx)
+        if f is None:
+            return ReceiverConnection.data_received(self, data)
+        cb = f.fast_cb  # one receiver, with a callback, no recovery (else None)
+        dc = f.dc
+        if cb is None or sqn != dc.expected or not dc.started or dc._frag_buf is not None:
+            return ReceiverConnection.data_received(self, data)
+        # Counted in f.fused, folded into the DC's, the session's and the receiver's counts
+        # every MAX_FUSED messages (_Fanout.fold).
+        core.stats.bytes_received += n
+        dc.expected = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0  # as on send
+        k = f.fused + 1
+        f.fused = k
+        if k >= MAX_FUSED:
+            f.fold()
+        msg = f.spare  # recycled unless kept (DeliveredMessage)
+        if getrefcount(msg) != SPARE_REFS:
+            msg = f.spare = DeliveredMessage()
+        msg.type = 0
+        msg.topic = f.topic
+        msg.source = self._source
+        msg.sequence_number = sqn
+        msg.data = data[_DATA_HEADER:]
+        try:
+            cb(msg)
+        except Exception:
+            f.fast_r._callback_failed()  # type: ignore[union-attr]
+        return None
 
 
 # ------------------------------------------------------------------------------ context
