@@ -291,7 +291,7 @@ async def test_inline_send_refused_while_blocked(opts: None) -> None:
         await wait_for(lambda: src.receivers == 1)
         listener = src._listener
         fake = object()
-        listener._paused.add(fake)  # as a connection over its buffer limit would
+        listener._pause(fake)  # as a connection over its buffer limit would
         try:
             sqn = src._core.next_sequence_number(src.tidx)
             try:
@@ -302,7 +302,7 @@ async def test_inline_send_refused_while_blocked(opts: None) -> None:
             assert src._core.next_sequence_number(src.tidx) == sqn
             assert src._wants_wakeup
         finally:
-            listener._paused.discard(fake)
+            listener._resumed(fake)
         await rcv.close()
         await src.close()
 
@@ -435,8 +435,9 @@ async def test_one_frame_counts_survive_receiver_changes_and_reach_monitoring(op
 
 
 async def test_one_frame_count_folds_itself_every_max_fused(opts: None) -> None:
-    """The one-frame path's small count never passes MAX_FUSED: every MAX_FUSED deliveries it
-    is folded into the DC's, the session's and the receiver's counters by itself."""
+    """The one-frame path's small count never passes MAX_FUSED: every MAX_FUSED deliveries,
+    and when the read length changes, it is folded into the DC's, the session's (messages and
+    bytes) and the receiver's counters by itself."""
     from umcore.api.context import MAX_FUSED
 
     async with await Context.create(opts) as a, await Context.create(opts) as b:
@@ -446,14 +447,18 @@ async def test_one_frame_count_folds_itself_every_max_fused(opts: None) -> None:
         t = src.tidx
         f = js.fanouts[t]
         n = 2 * MAX_FUSED + 37
+        sizes = [1 + (sqn // 100) % 3 for sqn in range(n)]  # the length changes now and then
         for sqn in range(n):
-            conn.data_received(frame(t, sqn, b"z"))
-            assert 0 <= f.fused < MAX_FUSED
+            conn.data_received(frame(t, sqn, b"z" * sizes[sqn]))
+            assert 0 <= f.fused <= MAX_FUSED
         assert spy.calls == 1  # the first read (BOS) took the general path
-        assert f.dc.delivered + f.fused == n and f.dc.delivered >= 2 * MAX_FUSED
+        assert f.dc.delivered + f.fused == n and f.dc.delivered >= n - MAX_FUSED
         stats = js.core.stats
         assert stats.messages_received + f.fused == n and rcv.messages == n
+        nbytes = sum(12 + k for k in sizes)
+        assert stats.bytes_received + f.fused * f.fused_n == nbytes
         js.fold()
         assert (f.fused, f.dc.delivered, stats.messages_received, rcv.messages) == (0, n, n, n)
+        assert stats.bytes_received == nbytes
         await rcv.close()
         await src.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from umcore.transport.batching import MAX_SINGLES
 from umcore.transport.lbt import LbtSource
 from umcore.transport.tcp import TcpSourceSession
 from umcore.wire import lbmc
@@ -156,21 +157,39 @@ def test_lbt_source_datagrams_from_runs() -> None:
 
 
 def test_single_sends_count_as_messages_and_datagrams() -> None:
-    """A message sent on its own (send_one) counts once, in ``singles``; messages_sent and
-    datagrams_sent include it, batched sends count as before, and assigning either counter
-    keeps the other's singles."""
+    """A message sent on its own (send_one) counts once, in the small ``singles`` (with its
+    length in ``single_n``), folded into the large counters when the length changes or
+    MAX_SINGLES is reached; messages_sent, datagrams_sent and bytes_sent include what is not
+    folded, batched sends count as before, and assigning a counter keeps the singles."""
     core = TcpSourceSession(7, batching_minimum_length=60000)
     tidx = core.add_topic("t")
     assert core.send_one(tidx, b"a", 0.0) is not None
-    assert core.send_one(tidx, memoryview(b"bc"), 0.0) is not None
+    assert core.send_one(tidx, memoryview(b"bc"), 0.0) is not None  # another length: a fold
+    assert core.send_one(tidx, b"de", 0.0) is not None
     for _ in range(5):
         assert core.send(tidx, b"xyz", 0.0) is None  # batched
     assert core.flush() is not None
     st = core.stats
-    assert (st.singles, st.messages_sent, st.datagrams_sent) == (2, 7, 3)
-    assert st.bytes_sent == 13 + 14 + 5 * 15
+    assert (st.singles, st.single_n, st._messages, st._datagrams) == (2, 2, 6, 2)
+    assert (st.messages_sent, st.datagrams_sent) == (8, 4)
+    assert st.bytes_sent == 13 + 14 + 14 + 5 * 15
     st.messages_sent = 100
     st.datagrams_sent += 1
-    assert (st.singles, st.messages_sent, st.datagrams_sent) == (2, 100, 4)
-    assert core.send_one(tidx, b"d", 0.0) is not None
-    assert (st.messages_sent, st.datagrams_sent) == (101, 5)
+    st.bytes_sent += 10
+    assert (st.singles, st.messages_sent, st.datagrams_sent) == (2, 100, 5)
+    assert st.bytes_sent == 13 + 14 + 14 + 5 * 15 + 10
+    assert core.send_one(tidx, b"f", 0.0) is not None  # a fold: nothing lost
+    assert (st.singles, st.messages_sent, st.datagrams_sent) == (1, 101, 6)
+    assert st.bytes_sent == 13 + 14 + 14 + 5 * 15 + 10 + 13
+
+
+def test_singles_fold_every_max_singles_messages() -> None:
+    core = TcpSourceSession(7)
+    tidx = core.add_topic("t")
+    st = core.stats
+    n = MAX_SINGLES * 3 + 5
+    for _ in range(n):
+        core.send_one(tidx, b"pq", 0.0)
+        assert 1 <= st.singles <= MAX_SINGLES  # a cached small int, always
+    assert (st.messages_sent, st.datagrams_sent, st.bytes_sent) == (n, n, n * 14)
+    assert st._messages == n - st.singles

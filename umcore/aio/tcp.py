@@ -31,7 +31,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 from umcore.errors import TransportError, UMError
 from umcore.transport.tcp import SourceConnection, TcpReceiverSession, TcpSourceSession
@@ -92,7 +92,10 @@ class SourceListener:
         self.port = 0
         self._writers: list[asyncio.Transport] = []
         self._protocols: set[_SourceConnectionProtocol] = set()
-        self._paused: set[_SourceConnectionProtocol] = set()
+        #: The connections above their buffer limit; :attr:`_paused` says whether there is
+        #: one (a plain bool: the API reads it on every send).
+        self._blocking: set[Any] = set()
+        self._paused = False
         self._unblocked: asyncio.Event | None = None
         #: Connections aborted because the receiver sent garbage or a stale session id.
         self.connections_refused = 0
@@ -109,7 +112,7 @@ class SourceListener:
 
     @property
     def blocked(self) -> bool:
-        return bool(self._paused)
+        return self._paused
 
     async def writable(self) -> None:
         """Wait until no receiver connection is above its buffer limit."""
@@ -149,13 +152,15 @@ class SourceListener:
                 self.on_disconnect(proto.peer)
         self._resumed(proto)
 
-    def _pause(self, proto: _SourceConnectionProtocol) -> None:
-        self._paused.add(proto)
+    def _pause(self, proto: Any) -> None:
+        self._blocking.add(proto)
+        self._paused = True
 
-    def _resumed(self, proto: _SourceConnectionProtocol) -> None:
-        if proto in self._paused:
-            self._paused.discard(proto)
-            if not self._paused:
+    def _resumed(self, proto: Any) -> None:
+        if proto in self._blocking:
+            self._blocking.discard(proto)
+            if not self._blocking:
+                self._paused = False
                 if self._unblocked is not None:
                     self._unblocked.set()
                     self._unblocked = None

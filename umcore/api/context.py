@@ -91,6 +91,7 @@ from umcore.resolver.core import (
 )
 from umcore.resolver.schedule import advertisement_timings, query_timings
 from umcore.resolver.unicast import UnicastTimings
+from umcore.transport.batching import MAX_SINGLES
 from umcore.transport.tcp import (
     LOSS_BURST,
     DeliveryController,
@@ -109,7 +110,7 @@ log = logging.getLogger("umcore.api")
 MAX_RECEIVER_QUEUE = 65536
 # Bound on one connect attempt to a source's TCP port.
 CONNECT_TIMEOUT_S = 5.0
-# Deliveries the TCP one-frame path counts in a small int before folding them into the three
+# Deliveries the TCP one-frame path counts in a small int before folding them into the four
 # counters they stand for (_Fanout.fold): CPython caches the ints -5..256, so counting up to
 # this allocates nothing.  Receiver.messages adds what is not folded yet; monitoring folds first.
 MAX_FUSED = 256
@@ -549,11 +550,18 @@ class Source:
         if core._tsni_check is None and core.tsni_interval > 0:
             core._tsni_check = now + core.tsni_interval
             core.timer_dirty = True
-        st = core.stats
-        st.singles += 1  # one message, one datagram (SourceStats)
-        st.bytes_sent += _DATA_HEADER + n
-        for w in listener._writers:
-            w.write(framed)
+        st = core.stats  # SourceStats.count_single inline: small ints only
+        k = st.singles
+        if k < MAX_SINGLES and n == st.single_n:
+            st.singles = k + 1
+        else:
+            st.restart_singles(n)
+        ws = listener._writers
+        if len(ws) == 1:  # one receiver: no list iterator (an allocation) for the loop
+            ws[0].write(framed)
+        else:
+            for w in ws:
+                w.write(framed)
         if listener._paused or core.timer_dirty:
             self._after_one()
         return None
@@ -822,6 +830,7 @@ class _Fanout:
         "fast_r",
         "fragments",
         "fused",
+        "fused_n",
         "receivers",
         "request_dest",
         "session",
@@ -854,6 +863,7 @@ class _Fanout:
         self.fast_cb: OnMessage | None = None
         #: Deliveries of the TCP one-frame path not yet counted elsewhere (see :meth:`fold`).
         self.fused = 0
+        self.fused_n = 0  #: the length of the reads counted in :attr:`fused`
         #: The last message the one-callback paths delivered, handed out again for the next
         #: delivery when no application kept it (:class:`DeliveredMessage`, "Recycling").
         self.spare = DeliveredMessage()
@@ -871,19 +881,29 @@ class _Fanout:
     def fold(self) -> None:
         """Counting.  The TCP one-frame path (:class:`_JoinConnection`) counts a delivery only
         in :attr:`fused`, a small int (0..:data:`MAX_FUSED`, CPython's cached ints: adding
-        to it allocates nothing, unlike each of the three large counters it stands for);
-        this adds it to the DC's ``delivered``, the session's ``messages_received`` and the
-        receiver's count.  Called when it reaches :data:`MAX_FUSED`, before :attr:`fast_r`
-        changes, and before statistics are sampled (:meth:`_JoinedSession.fold`);
-        :attr:`Receiver.messages` adds what is not folded yet when read."""
+        to it allocates nothing, unlike each of the four large counters it stands for), its
+        reads being all :attr:`fused_n` bytes long; this adds them to the DC's
+        ``delivered``, the session's ``messages_received`` and ``bytes_received`` and the
+        receiver's count.  Called when a read of another length comes or :data:`MAX_FUSED`
+        are counted (:meth:`restart`), before :attr:`fast_r` changes, and before statistics
+        are sampled (:meth:`_JoinedSession.fold`); :attr:`Receiver.messages` adds what is
+        not folded yet when read."""
         k = self.fused
         if k:
             self.fused = 0
             self.dc.delivered += k
-            self.session.core.stats.messages_received += k
+            st = self.session.core.stats
+            st.messages_received += k
+            st.bytes_received += k * self.fused_n
             r = self.fast_r
             if r is not None:
                 r._messages += k
+
+    def restart(self, n: int) -> None:
+        """:meth:`fold`, then count one one-frame delivery of a read of ``n`` bytes."""
+        self.fold()
+        self.fused = 1
+        self.fused_n = n
 
     def _refresh(self) -> None:
         """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`)."""
@@ -1162,14 +1182,15 @@ class _JoinConnection(ReceiverConnection):
         dc = f.dc
         if cb is None or sqn != dc.expected or not dc.started or dc._frag_buf is not None:
             return ReceiverConnection.data_received(self, data)
-        # Counted in f.fused, folded into the DC's, the session's and the receiver's counts
-        # every MAX_FUSED messages (_Fanout.fold).
-        core.stats.bytes_received += n
         dc.expected = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0  # as on send
-        k = f.fused + 1
-        f.fused = k
-        if k >= MAX_FUSED:
-            f.fold()
+        # Counted in small ints, f.fused and f.fused_n (the read's length), folded into the
+        # DC's, the session's and the receiver's counts (_Fanout.fold) every MAX_FUSED
+        # messages and when the length changes.
+        k = f.fused
+        if k < MAX_FUSED and n == f.fused_n:
+            f.fused = k + 1
+        else:
+            f.restart(n)
         msg = f.spare  # recycled unless kept (DeliveredMessage)
         if getrefcount(msg) != SPARE_REFS:
             msg = f.spare = DeliveredMessage()

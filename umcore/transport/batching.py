@@ -71,6 +71,7 @@ from umcore.wire import lbmc
 __all__ = [
     "HEADER_RESERVATION",
     "MAX_LBMC_MESSAGE",
+    "MAX_SINGLES",
     "MAX_TSNI_RECORDS",
     "BatchingSource",
     "SourceStats",
@@ -86,6 +87,9 @@ HEADER_RESERVATION = 64
 MAX_LBMC_MESSAGE = 65535
 # TSNI records per TSNI header (4 + 8 * 31 = 252 fits the u8 hdr_len; notes wire-lbmc 0x20).
 MAX_TSNI_RECORDS = 31
+# Messages sent on their own counted in SourceStats.singles before it is folded into the
+# large counters: CPython caches the ints -5..256, so counting up to this allocates nothing.
+MAX_SINGLES = 256
 
 # The LBMC data message header (lbmc.encode_data's layout), packed inline on the fast path.
 _pack_data = struct.Struct("!BBHII").pack
@@ -136,19 +140,51 @@ class _Topic:
 
 
 class SourceStats:
-    """A source transport session's counters.  A message sent on its own as one datagram (TCP's
-    single-message paths: the latency case) counts once, in :attr:`singles`, instead of in
-    both ``messages_sent`` and ``datagrams_sent``; those two add it when read."""
+    """A source transport session's counters.
 
-    __slots__ = ("_datagrams", "_messages", "bytes_sent", "fragments_sent", "singles", "tsnis_sent")
+    Messages sent on their own as one datagram each (TCP's single-message paths: the latency
+    case) are counted in two small ints, :attr:`singles` (how many, at most
+    :data:`MAX_SINGLES`) and :attr:`single_n` (their payload length), instead of in three
+    large ones (updating a large int allocates one: ~250 instructions): :meth:`count_single`
+    folds them into ``messages_sent``, ``datagrams_sent`` and ``bytes_sent`` when the limit
+    is reached or the length changes, and those three add what is not folded when read.
+    Internal sites add to the ``_``-prefixed fields."""
+
+    __slots__ = (
+        "_bytes",
+        "_datagrams",
+        "_messages",
+        "fragments_sent",
+        "single_n",
+        "singles",
+        "tsnis_sent",
+    )
 
     def __init__(self) -> None:
         self._messages = 0
         self._datagrams = 0
+        self._bytes = 0
         self.singles = 0
+        self.single_n = 0
         self.fragments_sent = 0
-        self.bytes_sent = 0
         self.tsnis_sent = 0
+
+    def count_single(self, n: int) -> None:
+        """One more message of ``n`` payload bytes sent on its own (one datagram)."""
+        k = self.singles
+        if k < MAX_SINGLES and n == self.single_n:
+            self.singles = k + 1
+        else:
+            self.restart_singles(n)
+
+    def restart_singles(self, n: int) -> None:
+        """Fold the singles counted so far; count one of ``n`` payload bytes."""
+        k = self.singles
+        self._messages += k
+        self._datagrams += k
+        self._bytes += k * (_DATA_HEADER + self.single_n)
+        self.singles = 1
+        self.single_n = n
 
     @property
     def messages_sent(self) -> int:
@@ -165,6 +201,14 @@ class SourceStats:
     @datagrams_sent.setter
     def datagrams_sent(self, value: int) -> None:
         self._datagrams = value - self.singles
+
+    @property
+    def bytes_sent(self) -> int:
+        return self._bytes + self.singles * (_DATA_HEADER + self.single_n)
+
+    @bytes_sent.setter
+    def bytes_sent(self, value: int) -> None:
+        self._bytes = value - self.singles * (_DATA_HEADER + self.single_n)
 
 
 class BatchingSource:
@@ -359,7 +403,7 @@ class BatchingSource:
         self._len = 0
         st = self.stats
         st._datagrams += 1
-        st.bytes_sent += len(out)
+        st._bytes += len(out)
         return out
 
     def _take_run(self, t: _Topic) -> bytes:
@@ -368,7 +412,7 @@ class BatchingSource:
         self._len = 0
         st = self.stats
         st._datagrams += 1
-        st.bytes_sent += len(out)
+        st._bytes += len(out)
         return out
 
     def send(

@@ -363,7 +363,7 @@ class LbtSource(BatchingSource):
             self._trim_window()
         st = self.stats
         st._datagrams += 1
-        st.bytes_sent += n
+        st._bytes += n
         now = self.now
         self._last_activity = now
         if self._sm_interval != cfg.sm_minimum_interval:

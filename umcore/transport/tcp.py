@@ -149,9 +149,7 @@ class TcpSourceSession(BatchingSource):
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
         out = _DATA_HEAD.pack(0, 0, _DATA_HEADER + n, tidx, sqn) + payload
-        st = self.stats
-        st.singles += 1  # one message, one datagram (SourceStats)
-        st.bytes_sent += _DATA_HEADER + n
+        self.stats.count_single(n)  # one message, one datagram
         return out
 
 
