@@ -414,7 +414,8 @@ class Source:
             and not app_headers
         ):
             core._len = size
-            self._push(data)
+            push = self._push  # a bound list.append held in an attribute: calling it as
+            push(data)  # self._push(...) would take CPython 3.11's generic LOAD_METHOD
             return self._done
         return self._send_slow(data, flush, properties, app_headers)
 
@@ -456,12 +457,14 @@ class Source:
                     core._run_time = now
                     core._batch_due = due
                     core._len = size
-                    self._push(data)
+                    push = self._push
+                    push(data)
                     return self._done
             elif n == run_n:
                 size = core._len + 12 + n
                 if core.batching_minimum_length <= size <= core.max_size:
-                    self._push(data)
+                    push = self._push
+                    push(data)
                     core._len = size
                     listener = self._listener
                     listener.write(core.hand_on_run(self._time()))

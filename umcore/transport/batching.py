@@ -216,6 +216,34 @@ class BatchingSource:
     end (see the module docstring).  :meth:`_take` turns the batch into the transport's unit;
     here it returns the joined LBMC bytes (TCP writes them as they are)."""
 
+    # Slots: the data path reads and writes these per message or per batch (a slot is CPython's
+    # fastest attribute; with 40-odd attributes in an instance dict its lookups need a hash).
+    # ``__dict__`` stays for anything else set on an instance (tests replace methods).
+    __slots__ = (
+        "__dict__",
+        "_batch_due",
+        "_batch_timer",
+        "_len",
+        "_parts",
+        "_run",
+        "_run_n",
+        "_run_pl",
+        "_run_tidx",
+        "_run_time",
+        "_topics",
+        "_tsni_check",
+        "batching_interval",
+        "batching_minimum_length",
+        "fast_limit",
+        "max_payload",
+        "max_size",
+        "now",
+        "stats",
+        "timer_dirty",
+        "tsni_active_threshold",
+        "tsni_interval",
+    )
+
     def __init__(
         self,
         *,

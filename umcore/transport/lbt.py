@@ -196,6 +196,32 @@ class LbtSource(BatchingSource):
     pairs, or address None = every receiver) after each call, then clears both.
     """
 
+    # Slots as BatchingSource's (see there).
+    __slots__ = (
+        "_hdr_pack",
+        "_hdr_post",
+        "_hdr_pre",
+        "_held",
+        "_last_activity",
+        "_ncf_at",
+        "_rx_at",
+        "_sm_due",
+        "_sm_interval",
+        "_window",
+        "_window_bytes",
+        "_window_trail",
+        "blocked",
+        "config",
+        "limiter",
+        "lstats",
+        "next_sqn",
+        "outbox",
+        "ready",
+        "session_id",
+        "sm_sqn",
+        "unblocked",
+    )
+
     header_size = 20
 
     def __init__(

@@ -56,6 +56,9 @@ def source_string(src_ip: str, nak_port: int, session_id: int, group: str, dport
 class LbtrmSource(LbtSource):
     """The source end of one LBT-RM session (see the module docstring)."""
 
+    # Slots as BatchingSource's (see there).
+    __slots__ = ("_ucast_port",)
+
     header_size = w.HEADER_SIZE + 12  # 20: common header + DATA header, no options
 
     def __init__(

@@ -116,6 +116,16 @@ class LbtruSource(LbtSource):
     :attr:`ready` datagrams go to every address in :attr:`clients`; :attr:`outbox` entries name
     their client's address (None: every client)."""
 
+    # Slots as BatchingSource's (see there).
+    __slots__ = (
+        "_client_check",
+        "clients",
+        "events",
+        "header_size",
+        "ru_config",
+        "use_session_id",
+    )
+
     def __init__(
         self,
         session_id: int,

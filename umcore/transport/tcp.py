@@ -108,6 +108,12 @@ def _decode(msg: bytes) -> lbmc.LBMCMessage:
 class TcpSourceSession(BatchingSource):
     """The sans-IO source end of one TCP transport session (see the module docstring)."""
 
+    # Slots as BatchingSource's (see there).
+    __slots__ = (
+        "session_id",
+        "use_session_id",
+    )
+
     def __init__(
         self,
         session_id: int,
