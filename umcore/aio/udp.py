@@ -369,8 +369,11 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Address) -> None:
         self.datagrams_received += 1
         self.bytes_received += len(data)
+        # The handler (a slot) from a local: called as self._on_datagram(...) it would take
+        # CPython 3.11's generic attribute lookup, once per datagram.
+        on_datagram = self._on_datagram
         try:
-            self._on_datagram(data, addr)
+            on_datagram(data, addr)
         except Exception:
             self._callback_failed(addr)
 

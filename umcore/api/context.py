@@ -449,7 +449,8 @@ class Source:
             run_n = core._run_n
             if n == ~run_n:
                 size = 12 + n
-                now = self._time()
+                clock = self._time  # (a bound method held in an attribute: see send_nowait)
+                now = clock()
                 due = now + core.batching_interval
                 bt = core._batch_timer
                 if bt is not None and bt <= due and size < core.fast_limit:
@@ -467,7 +468,8 @@ class Source:
                     push(data)
                     core._len = size
                     listener = self._listener
-                    listener.write(core.hand_on_run(self._time()))
+                    clock = self._time
+                    listener.write(core.hand_on_run(clock()))
                     if listener._paused:
                         core.end_run()  # that write blocked the session (see above)
                     if core.timer_dirty:

@@ -374,7 +374,8 @@ class LbtDeliveryController:
         if not h and cur is not None and cur[0] == sqn:
             h = cur[1]
         if not h:
-            self.deliver(sqn, data)
+            deliver = self.deliver  # a slot holding a callback: from a local (CPython 3.11
+            deliver(sqn, data)  # does not specialise a method call on it)
             return
         self.headers = h
         try:

@@ -347,7 +347,8 @@ class LbtSource(BatchingSource):
         self.next_sqn = (sqn + 1) & _M
         if not self._window:
             self._window_trail = sqn
-        head = self._hdr_pack(self._hdr_pre, sqn, self._window_trail, self._hdr_post)
+        pack = self._hdr_pack  # (a slot: called from a local, CPython 3.11 specialises that)
+        head = pack(self._hdr_pre, sqn, self._window_trail, self._hdr_post)
         # The framed datagram (a bytearray for a run of two or more, made for it and never
         # changed after) goes to the window and the ready list as it is: no bytes() copy.
         self._queue(self._frame_run(t, head))

@@ -296,7 +296,8 @@ class DeliveryController:
         self._frag_buf = None
         self.started = True
         self.delivered += 1
-        self.deliver(sqn, payload)
+        deliver = self.deliver  # a slot holding a callback: calling self.deliver(...) directly
+        deliver(sqn, payload)  # would take CPython 3.11's generic method lookup
 
     def on_fragment(
         self, sqn: int, first: int, offset: int, total: int, payload: bytes | memoryview
