@@ -323,3 +323,134 @@ def test_packed_runs_behind_a_gap_count_against_the_map_limit() -> None:
     assert dc._run_msgs == 0 and dc.map_limit_lost == 1 and dc.missing == {}
     packed(10, 1, 0.4)  # the repair, too late: behind the delivery point
     assert dc.duplicates == 1 and len(events) == 41
+
+
+# ------------------------------------------------- LbtReceiver._data's inline path (the data path)
+_RM_DATA = struct.Struct("!BBHIIIBBH")  # LBT-RM DATA header: type, next, port, sid, sqn, trail..
+_PORT = 14390
+
+
+def _segment(tidx: int, first: int, k: int, size: int, plain: bool = True) -> bytes:
+    """``k`` messages of topic ``tidx`` from sequence number ``first``, ``size`` payload bytes;
+    ``plain`` False: the first one carries a non-zero next-header byte (not a run)."""
+    out = []
+    for i in range(k):
+        sqn = (first + i) & 0xFFFFFFFF
+        nxt = 0 if plain or i else 1
+        out.append(_HEAD.pack(0, nxt, 12 + size, tidx, sqn) + bytes([sqn & 0xFF]) * size)
+    return b"".join(out)
+
+
+def _receiver(log: list[object]) -> LbtrmReceiver:
+    rcv = LbtrmReceiver(SID, _PORT, None, 0.0, random.Random(1))
+    for tidx in (1, 2):  # topic 3 has no DC (counted as no-topic)
+
+        def deliver(sqn: int, p: bytes, tidx: int = tidx) -> None:
+            log.append(("data", tidx, sqn, bytes(p)))
+
+        def lose(kind: str, sqn: int, n: int, tidx: int = tidx) -> None:
+            log.append((kind, tidx, sqn, n))
+
+        def many(recs: Iterable[tuple[int, bytes]], count: int, tidx: int = tidx) -> None:
+            got = [("data", tidx, s, bytes(p)) for s, p in recs]
+            assert len(got) == count
+            log.extend(got)
+
+        dc = rcv.new_dc(tidx, f"t{tidx}", deliver, lose)
+        dc.deliver_many = many
+        rcv.subscribe(dc)
+    return rcv
+
+
+def _receiver_state(rcv: LbtrmReceiver) -> tuple[object, ...]:
+    dcs = tuple(
+        (t, dc.expected, dc.high, dict(dc.missing), dc.delivered, dc.started)
+        for t, dc in sorted(rcv.dcs.items())
+    )
+    stats = {name: getattr(rcv.stats, name) for name in rcv.stats.__slots__}
+    return (stats, rcv.expected, sorted(rcv.missing), rcv.trail, dcs)
+
+
+# A datagram's messages: segments of (topic index, messages, payload size, sequence gap before
+# it, plain); each topic counts its own sequence numbers from ``base``.
+segments = st.lists(
+    st.tuples(
+        st.sampled_from([1, 1, 1, 2, 3]),
+        st.integers(1, 40),
+        st.sampled_from([4, 5, 64]),
+        st.sampled_from([0, 0, 0, 1, 3]),
+        st.sampled_from([True, True, True, True, False]),
+    ),
+    min_size=0,
+    max_size=3,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(segments, st.sampled_from([1, 1, 1, 1, 2, 0])), min_size=1, max_size=25),
+    st.sampled_from([0, 200, 250, 0xFFFFFFFF - 30]),
+)
+def test_inline_data_path_equals_the_general_one(
+    dgrams: list[tuple[list[tuple[int, int, int, int, bool]], int]], base: int
+) -> None:
+    """Whatever the datagrams hold (whole runs, runs whose low sequence byte wraps, several
+    topics or lengths, a topic without DC, sequence gaps, non-plain messages, empty DATA
+    datagrams) and however the transport sequence advances (in order, skipping one, repeating
+    one), a receiver fed ``bytes`` (the inline path of ``_data`` where it applies) delivers,
+    loses, counts and ends in the state of one fed the same datagrams as memoryviews (the
+    general path: ``_payload``, ``run_length``, ``on_packed``)."""
+    fast_log: list[object] = []
+    slow_log: list[object] = []
+    fast, slow = _receiver(fast_log), _receiver(slow_log)
+    nxt = {1: base, 2: base, 3: base}
+    tsqn = 7
+    now = 0.0
+    for segs, step in dgrams:
+        body = b""
+        for tidx, k, size, gap, plain in segs:
+            nxt[tidx] = (nxt[tidx] + gap) & 0xFFFFFFFF
+            body += _segment(tidx, nxt[tidx], k, size, plain)
+            nxt[tidx] = (nxt[tidx] + k) & 0xFFFFFFFF
+        data = _RM_DATA.pack(0, 0, _PORT, SID, tsqn, 0, 0, 0, 0) + body
+        now += 0.01
+        fast.datagram_received(data, now)
+        slow.datagram_received(memoryview(data), now)
+        tsqn = (tsqn + step) & 0xFFFFFFFF
+    for t in (1.0, 5.0, 30.0):  # NAK and loss timers of the gaps
+        fast.handle_timer(t)
+        slow.handle_timer(t)
+    assert fast_log == slow_log
+    assert _receiver_state(fast) == _receiver_state(slow)
+    assert fast.outbox == slow.outbox
+
+
+def test_inline_data_path_takes_whole_runs_in_one_call() -> None:
+    """The batches a busy source sends (one run each) never reach ``_payload`` once their DC
+    has started; a run whose low sequence byte wraps, a mixed datagram and a gap do."""
+    log: list[object] = []
+    rcv = _receiver(log)
+    general: list[int] = []
+    payload = rcv._payload
+
+    def spy(data: bytes | memoryview, off: int, now: float, datagram: int) -> None:
+        general.append(_RM_DATA.unpack_from(data)[4])
+        payload(data, off, now, datagram)
+
+    rcv._payload = spy  # type: ignore[method-assign]
+
+    def dgram(tsqn: int, body: bytes) -> bytes:
+        return _RM_DATA.pack(0, 0, _PORT, SID, tsqn, 0, 0, 0, 0) + body
+
+    rcv.datagram_received(dgram(0, _segment(1, 0, 27, 64)), 0.0)  # starts the DC: general
+    rcv.datagram_received(dgram(1, _segment(1, 27, 27, 64)), 0.0)
+    rcv.datagram_received(dgram(2, _segment(1, 54, 27, 64)), 0.0)
+    rcv.datagram_received(dgram(3, _segment(1, 81, 200, 4)), 0.0)  # another length: a new run
+    rcv.datagram_received(dgram(4, _segment(1, 281, 27, 4)), 0.0)  # low byte 25..51: inline
+    rcv.datagram_received(dgram(5, _segment(1, 308, 220, 4)), 0.0)  # 52..271 wraps: general
+    rcv.datagram_received(dgram(6, _segment(1, 528, 9, 4) + _segment(2, 0, 9, 4)), 0.0)
+    rcv.datagram_received(dgram(8, _segment(1, 537, 9, 4)), 0.0)  # transport gap: general
+    assert general == [0, 3, 5, 6, 8]
+    sqns = [e[2] for e in log if e[0] == "data" and e[1] == 1]  # type: ignore[index]
+    assert sqns == list(range(546))
+    assert rcv.stats.lbm_msgs_rcved == 546 + 9
