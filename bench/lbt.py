@@ -7,10 +7,12 @@ batch holds 2048 bytes: 27 messages).  Both senders run the same application loo
 :data:`YIELD_EVERY` messages so the receiver drains its socket), and both receivers the same
 per-message callback (unpack the counter, check the order, count), pyum's also looking at the
 message type as every UM receiver callback must; the latency runs use their own loop and
-callback (pacing, delivery times), so the throughput runs carry none of it.  Rounds alternate
-raw / pyum; the raw and lossless figures are the best of :data:`ROUNDS`, the lossy figure the
+callback (pacing, delivery times), so the throughput runs carry none of it.  Each of the
+:data:`ROUNDS` rounds runs, per transport, raw then that transport's four pyum runs; the raw
+and lossless figures are the best runs (the target ratio is best / best), the lossy figure the
 median of the rounds' lossy / lossless ratios (the 2-core machine is shared: only ratios mean
-anything).
+anything, and its speed drifts within seconds).  For information, each round's lossless run
+is also printed against the raw run just before it.
 
 - **raw baseline**: the least a datagram messaging library does per message: ``send`` frames the
   message with the same 12-byte LBMC data header into a batch and returns an already completed
@@ -416,24 +418,33 @@ async def _all() -> None:
         ("loss-rec", LOSS, False, "rec"),
         ("loss", LOSS, False, "um"),
     )
+    paired: dict[str, list[float]] = {}  # per round: the lossless run / the raw run just before
     for _ in range(ROUNDS):
-        raw = max(raw, await _raw(N))
         for transport, _name in _NAMES:
+            before = await _raw(N)
+            raw = max(raw, before)
             for kind, loss, batched, opts in variants:
                 extra = _lossy(transport, opts == "rec") if opts else ""
                 r = await _pyum(transport, N, loss, batched=batched, extra=extra)
                 key = (transport, kind)
                 best[key] = max(best.get(key, 0.0), r.rate)
                 runs.setdefault(key, []).append(r)
+                if kind == "msg":
+                    paired.setdefault(transport, []).append(r.rate / before)
     print(
         f"   raw UDP, same batched datagrams: {raw:10,.0f} msgs/s "
-        f"({N:,} x {SIZE} B, best of {ROUNDS})"
+        f"({N:,} x {SIZE} B, best of {2 * ROUNDS})"
     )
     for transport, name in _NAMES:
         clean, many = best[(transport, "msg")], best[(transport, "batched")]
         print(
             f"   {name} on_message (per message):  {clean:10,.0f} msgs/s  ratio to raw "
             f"{clean / raw:.2f}  (target >= 0.70)"
+        )
+        print(
+            "       each round against the raw run just before it: "
+            + " ".join(f"{q:.2f}" for q in paired[transport])
+            + f" (median {statistics.median(paired[transport]):.2f}; information)"
         )
         print(
             f"   {name} on_messages (batched):     {many:10,.0f} msgs/s  ratio to raw "
