@@ -18,7 +18,8 @@ sender then shows in the figures instead of hiding them, i.e. no coordinated omi
 
 Rounds alternate raw / raw over two connections / pyum (:data:`ROUNDS`); each keeps its round
 with the lowest p99.  Prints p50/p99/p99.9 of each, the ratios to the raw echo (targets: p50
-within 1.3x, p99 within 2x) and, for information, the layout's ratio and pyum's ratio to raw
+within 1.3x, p99 within 2x) and, for information, every round's p50s (the machine's speed
+drifts between rounds: the rounds show how much), the layout's ratio and pyum's ratio to raw
 over the same layout.
 
 Where pyum's extra time goes.  Everything runs on one thread, so a round trip is the sum of its
@@ -236,16 +237,21 @@ async def _raw_two(n: int) -> list[float]:
         pong_server.close()
 
 
-async def _all() -> tuple[list[float], list[float], list[float]]:
-    """Alternating rounds (the machine is shared): each side's round with the lowest p99."""
+async def _all() -> tuple[list[float], list[float], list[float], list[tuple[float, float]]]:
+    """Alternating rounds (the machine is shared): each side's round with the lowest p99, and
+    every round's p50 of raw and pyum (information)."""
     n = int(RATE * DURATION_S) + WARMUP
     best: list[list[float]] = [[], [], []]
+    p50s: list[tuple[float, float]] = []
     for _ in range(ROUNDS):
+        got = []
         for i, run in enumerate((_raw, _raw_two, _pyum)):
             r = await run(n)
+            got.append(_percentiles(r)[0])
             if not best[i] or _percentiles(r)[1] < _percentiles(best[i])[1]:
                 best[i] = r
-    return best[0], best[1], best[2]
+        p50s.append((got[0], got[2]))
+    return best[0], best[1], best[2], p50s
 
 
 def main() -> None:
@@ -256,7 +262,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         runner = asyncio.run
     t0 = time.perf_counter()
-    raw, two, ours = runner(_all())
+    raw, two, ours, p50s = runner(_all())
     r = _percentiles(raw)
     t = _percentiles(two)
     p = _percentiles(ours)
@@ -270,6 +276,11 @@ def main() -> None:
     print(
         f"ratio pyum/raw   : p50 {p[0] / r[0]:.2f} (target <= 1.3)  p99 {p[1] / r[1]:.2f} "
         f"(target <= 2)  p99.9 {p[2] / r[2]:.2f}"
+    )
+    print(
+        "information      : each round's p50, pyum / raw echo: "
+        + " ".join(f"{q:.1f}/{r:.1f}={q / r:.2f}" for r, q in p50s)
+        + " us"
     )
     print(
         f"information      : raw over UM's layout (one connection per direction) / raw echo "
