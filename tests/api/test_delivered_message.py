@@ -21,7 +21,8 @@ from umcore.api import context as c
 from umcore.api import message as m
 from umcore.api.message import DeliveredMessage
 from umcore.errors import UMError
-from umcore.transport.delivery import LbtDeliveryController, run_struct
+from umcore.transport.delivery import LbtDeliveryController
+from umcore.transport.runs import run_struct
 
 
 class _Core:

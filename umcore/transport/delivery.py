@@ -61,10 +61,10 @@ same way, and a late retransmission is delivered when it arrives.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable
 
 from umcore.errors import TransportError
+from umcore.transport.runs import run_struct
 
 __all__ = [
     "DEFAULT_MAX_MAP_ENTRIES",
@@ -94,10 +94,6 @@ MAX_TRACKED_GAP = 65_536
 # Largest message reassembled from fragments (a broken peer must not make us allocate more).
 MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
 
-# Structs that unpack a packed run, cached per message length (bounded: a peer choosing lengths
-# cannot grow the cache).
-_MAX_RUN_STRUCTS = 64
-_RUN_STRUCTS: dict[int, struct.Struct] = {}
 
 Deliver = Callable[[int, bytes], None]
 Loss = Callable[[str, int, int], None]
@@ -105,17 +101,6 @@ Frag = tuple[int, int, int]  # first_sqn, offset, total_len
 Records = list[tuple[int, bytes]]
 # deliver_many(records, count): ``count`` in-sequence (sqn, payload) pairs, iterated once.
 DeliverMany = Callable[[Iterable[tuple[int, bytes]], int], None]
-
-
-def run_struct(msglen: int) -> struct.Struct:
-    """The struct of one record of a run of plain data messages of ``msglen`` bytes: the LBMC
-    data header's first 8 bytes skipped (checked by whoever built the run), ``(sqn, payload)``."""
-    fmt = _RUN_STRUCTS.get(msglen)
-    if fmt is None:
-        if len(_RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
-            _RUN_STRUCTS.clear()
-        fmt = _RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - 12}s")
-    return fmt
 
 
 class PackedRun:

@@ -51,13 +51,9 @@ from collections.abc import Callable
 
 from umcore.errors import TransportError
 from umcore.transport.batching import BatchingSource, _Topic
-from umcore.transport.delivery import (
-    _RUN_STRUCTS,
-    DEFAULT_MAX_MAP_ENTRIES,
-    LbtDeliveryController,
-)
+from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
-from umcore.transport.runs import RUN_MIN
+from umcore.transport.runs import RUN_MIN, RUN_STRUCTS
 from umcore.wire import lbmc
 
 __all__ = [
@@ -890,7 +886,7 @@ class LbtReceiver:
                 and not data[off + 1]
             ):
                 pat = _RUN_PATTERNS.get(msglen)
-                fmt = _RUN_STRUCTS.get(msglen)
+                fmt = RUN_STRUCTS.get(msglen)
                 if pat is not None and fmt is not None:
                     m = pat.match(data, off, end)
                     if (
@@ -914,7 +910,7 @@ class LbtReceiver:
                                 dc._frag_buf = None
                                 dc.delivered += k
                                 many(fmt.iter_unpack(memoryview(data)[off:]), k)
-                                k = -1
+                                k = -1  # delivered: not _payload's
             if k != -1:
                 self._payload(data, off, now, -1)
             if self._pending_starts:

@@ -14,6 +14,8 @@ each; here the receiver checks the whole run at once and unpacks it with one
 - :func:`run_records` unpacks ``k`` such records into ``(sqn, payload bytes)`` pairs and checks
   that the sequence numbers are consecutive from the first (a peer that reorders or repeats gets
   ``None`` and the caller takes the messages one by one, which handles every case).
+- :func:`run_struct` is the record struct of one message length, cached for every receiver
+  (:data:`RUN_STRUCTS`).
 
 The TCP receiver (:mod:`umcore.transport.tcp`) and the LBT-RU/LBT-RM receivers
 (:mod:`umcore.transport.lbt`) use these and hand a run to a delivery controller's
@@ -25,16 +27,19 @@ from __future__ import annotations
 import struct
 from operator import eq, itemgetter
 
-__all__ = ["DATA_HEADER", "RUN_MIN", "run_records", "uniform_prefix"]
+__all__ = ["DATA_HEADER", "RUN_MIN", "RUN_STRUCTS", "run_records", "run_struct", "uniform_prefix"]
 
 # LBMC data message header: ver/type, next header, msglen, tidx, sqn.
 DATA_HEADER = 12
 # Shortest run of same-length plain data messages parsed in one pass (below it, the per-message
 # loop is as cheap).
 RUN_MIN = 8
-# Structs cached per message length (bounded: a peer choosing lengths cannot grow the cache).
+# Structs cached per message length (bounded: a peer choosing lengths cannot grow the cache),
+# shared by every receiver: the TCP one (run_records), the LBT DCs (PackedRun, on_packed) and
+# the LBT receiver's inline data path, which reads this dict directly (a miss takes the path
+# that fills it).
 _MAX_RUN_STRUCTS = 64
-_RUN_STRUCTS: dict[int, struct.Struct] = {}
+RUN_STRUCTS: dict[int, struct.Struct] = {}
 _SQN_OF = itemgetter(0)
 
 
@@ -59,6 +64,17 @@ def uniform_prefix(buf: bytes, pos: int, stop: int, step: int, k: int) -> int:
     return good
 
 
+def run_struct(msglen: int) -> struct.Struct:
+    """The struct of one record of a run of plain data messages of ``msglen`` bytes: the LBMC
+    data header's first 8 bytes skipped (checked by whoever built the run), ``(sqn, payload)``."""
+    fmt = RUN_STRUCTS.get(msglen)
+    if fmt is None:
+        if len(RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
+            RUN_STRUCTS.clear()
+        fmt = RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - DATA_HEADER}s")
+    return fmt
+
+
 def run_records(
     buf: bytes, pos: int, msglen: int, k: int, sqn: int
 ) -> list[tuple[int, bytes]] | None:
@@ -68,13 +84,7 @@ def run_records(
     last = sqn + k
     if last > 0xFFFFFFFF:
         return None  # sequence numbers wrap inside the run: message by message
-    fmt = _RUN_STRUCTS.get(msglen)
-    if fmt is None:
-        if len(_RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
-            _RUN_STRUCTS.clear()
-        # Bytes 0-7 were checked: skip them; a record is (sqn, payload).
-        fmt = _RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - DATA_HEADER}s")
-    records = list(fmt.iter_unpack(memoryview(buf)[pos : pos + k * msglen]))
+    records = list(run_struct(msglen).iter_unpack(memoryview(buf)[pos : pos + k * msglen]))
     if not all(map(eq, map(_SQN_OF, records), range(sqn, last))):
         return None  # not consecutive (a peer that reorders): message by message
     return records
