@@ -325,7 +325,7 @@ def test_packed_runs_behind_a_gap_count_against_the_map_limit() -> None:
     assert dc.duplicates == 1 and len(events) == 41
 
 
-# ------------------------------------------------- LbtReceiver._data's inline path (the data path)
+# ------------------------------------------- the receiver core on bytes and on memoryview datagrams
 _RM_DATA = struct.Struct("!BBHIIIBBH")  # LBT-RM DATA header: type, next, port, sid, sqn, trail..
 _PORT = 14390
 
@@ -391,15 +391,15 @@ segments = st.lists(
     st.lists(st.tuples(segments, st.sampled_from([1, 1, 1, 1, 2, 0])), min_size=1, max_size=25),
     st.sampled_from([0, 200, 250, 0xFFFFFFFF - 30]),
 )
-def test_inline_data_path_equals_the_general_one(
+def test_bytes_and_memoryview_datagrams_give_the_same_outcome(
     dgrams: list[tuple[list[tuple[int, int, int, int, bool]], int]], base: int
 ) -> None:
     """Whatever the datagrams hold (whole runs, runs whose low sequence byte wraps, several
     topics or lengths, a topic without DC, sequence gaps, non-plain messages, empty DATA
     datagrams) and however the transport sequence advances (in order, skipping one, repeating
-    one), a receiver fed ``bytes`` (the inline path of ``_data`` where it applies) delivers,
-    loses, counts and ends in the state of one fed the same datagrams as memoryviews (the
-    general path: ``_payload``, ``run_length``, ``on_packed``)."""
+    one), a receiver fed ``bytes`` (uvloop's datagrams, used in place) delivers, loses, counts
+    and ends in the state of one fed the same datagrams as memoryviews (the plain asyncio
+    loop's reused receive buffer, which ``_payload`` copies once)."""
     fast_log: list[object] = []
     slow_log: list[object] = []
     fast, slow = _receiver(fast_log), _receiver(slow_log)
@@ -423,34 +423,3 @@ def test_inline_data_path_equals_the_general_one(
     assert fast_log == slow_log
     assert _receiver_state(fast) == _receiver_state(slow)
     assert fast.outbox == slow.outbox
-
-
-def test_inline_data_path_takes_whole_runs_in_one_call() -> None:
-    """The batches a busy source sends (one run each) never reach ``_payload`` once their DC
-    has started; a run whose low sequence byte wraps, a mixed datagram and a gap do."""
-    log: list[object] = []
-    rcv = _receiver(log)
-    general: list[int] = []
-    payload = rcv._payload
-
-    def spy(data: bytes | memoryview, off: int, now: float, datagram: int) -> None:
-        general.append(_RM_DATA.unpack_from(data)[4])
-        payload(data, off, now, datagram)
-
-    rcv._payload = spy  # type: ignore[method-assign]
-
-    def dgram(tsqn: int, body: bytes) -> bytes:
-        return _RM_DATA.pack(0, 0, _PORT, SID, tsqn, 0, 0, 0, 0) + body
-
-    rcv.datagram_received(dgram(0, _segment(1, 0, 27, 64)), 0.0)  # starts the DC: general
-    rcv.datagram_received(dgram(1, _segment(1, 27, 27, 64)), 0.0)
-    rcv.datagram_received(dgram(2, _segment(1, 54, 27, 64)), 0.0)
-    rcv.datagram_received(dgram(3, _segment(1, 81, 200, 4)), 0.0)  # another length: a new run
-    rcv.datagram_received(dgram(4, _segment(1, 281, 27, 4)), 0.0)  # low byte 25..51: inline
-    rcv.datagram_received(dgram(5, _segment(1, 308, 220, 4)), 0.0)  # 52..271 wraps: general
-    rcv.datagram_received(dgram(6, _segment(1, 528, 9, 4) + _segment(2, 0, 9, 4)), 0.0)
-    rcv.datagram_received(dgram(8, _segment(1, 537, 9, 4)), 0.0)  # transport gap: general
-    assert general == [0, 3, 5, 6, 8]
-    sqns = [e[2] for e in log if e[0] == "data" and e[1] == 1]  # type: ignore[index]
-    assert sqns == list(range(546))
-    assert rcv.stats.lbm_msgs_rcved == 546 + 9

@@ -53,7 +53,7 @@ from umcore.errors import TransportError
 from umcore.transport.batching import BatchingSource, _Topic
 from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
-from umcore.transport.runs import RUN_MIN, RUN_STRUCTS
+from umcore.transport.runs import RUN_MIN
 from umcore.wire import lbmc
 
 __all__ = [
@@ -848,76 +848,10 @@ class LbtReceiver:
         self, sqn: int, trail: int, rx: bool, data: bytes | memoryview, off: int, now: float
     ) -> None:
         """A DATA datagram ``data`` whose LBMC messages start at ``off`` (the whole datagram is
-        passed, not a slice of it: no copy on the common ``bytes`` input).
-
-        **The data path, in one call.**  An in-sequence datagram (the next expected number, no
-        gap open, the session started and active) whose LBMC messages, ``off`` to the end, are
-        one run -- plain data messages of one length and one topic with consecutive sequence
-        numbers, a busy source's whole batch -- for a started DC with nothing pending (its next
-        expected number, nothing held, a ``deliver_many``) is validated, counted and delivered
-        here: :meth:`_payload`, :func:`run_length` and
-        :meth:`~umcore.transport.delivery.LbtDeliveryController.on_packed` in sequence, inline,
-        with their outcome (tests/transport/test_lbt_runs.py compares the two; keep them in
-        step).  Anything else takes those.  The per-length regular expression and record
-        struct are the ones they fill (both caches bounded): a length not seen yet goes that
-        way once."""
+        passed, not a slice of it: no copy on the common ``bytes`` input)."""
         st = self.stats
         st.msgs_rcved += 1
-        end = len(data)
-        st.bytes_rcved += end - off
-        if (
-            sqn == self.expected
-            and self.started
-            and self.active
-            and not self.missing
-            and type(data) is bytes
-        ):
-            self._last_activity = now
-            self.trail = trail
-            self.expected = (sqn + 1) & _M
-            msglen = data[off + 2] << 8 | data[off + 3] if end - off >= 12 else 0
-            k = (end - off) // msglen if msglen >= 12 else 0
-            lo = data[off + 11] if k else 0
-            if (
-                k >= RUN_MIN
-                and k * msglen == end - off
-                and lo + k <= 256  # the low sequence byte does not wrap inside
-                and not data[off]
-                and not data[off + 1]
-            ):
-                pat = _RUN_PATTERNS.get(msglen)
-                fmt = RUN_STRUCTS.get(msglen)
-                if pat is not None and fmt is not None:
-                    m = pat.match(data, off, end)
-                    if (
-                        m is not None
-                        and m.end() == end
-                        and data[off + 11 : end : msglen] == _RAMP[lo : lo + k]
-                    ):
-                        tidx, first = _TIDX_SQN.unpack_from(data, off + 4)
-                        dc = self.dcs.get(tidx)
-                        if (
-                            dc is not None
-                            and dc.started
-                            and first == dc.expected
-                            and dc.high == first
-                            and not dc.missing
-                        ):
-                            many = dc.deliver_many  # (a slot: called from a local)
-                            if many is not None:
-                                st.lbm_msgs_rcved += k
-                                dc.expected = dc.high = (first + k) & _M
-                                dc._frag_buf = None
-                                dc.delivered += k
-                                many(fmt.iter_unpack(memoryview(data)[off:]), k)
-                                k = -1  # delivered: not _payload's
-            if k != -1:
-                self._payload(data, off, now, -1)
-            if self._pending_starts:
-                self._confirm_starts(now)
-            if self._nak_due is not None and self._nak_due <= now:
-                self._flush_naks(now)
-            return
+        st.bytes_rcved += len(data) - off
         if self.active:
             self._last_activity = now  # _touch's common case, inline
         else:

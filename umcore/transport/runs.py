@@ -14,8 +14,7 @@ each; here the receiver checks the whole run at once and unpacks it with one
 - :func:`run_records` unpacks ``k`` such records into ``(sqn, payload bytes)`` pairs and checks
   that the sequence numbers are consecutive from the first (a peer that reorders or repeats gets
   ``None`` and the caller takes the messages one by one, which handles every case).
-- :func:`run_struct` is the record struct of one message length, cached for every receiver
-  (:data:`RUN_STRUCTS`).
+- :func:`run_struct` is the record struct of one message length, cached for every receiver.
 
 The TCP receiver (:mod:`umcore.transport.tcp`) and the LBT-RU/LBT-RM receivers
 (:mod:`umcore.transport.lbt`) use these and hand a run to a delivery controller's
@@ -27,7 +26,7 @@ from __future__ import annotations
 import struct
 from operator import eq, itemgetter
 
-__all__ = ["DATA_HEADER", "RUN_MIN", "RUN_STRUCTS", "run_records", "run_struct", "uniform_prefix"]
+__all__ = ["DATA_HEADER", "RUN_MIN", "run_records", "run_struct", "uniform_prefix"]
 
 # LBMC data message header: ver/type, next header, msglen, tidx, sqn.
 DATA_HEADER = 12
@@ -35,11 +34,9 @@ DATA_HEADER = 12
 # loop is as cheap).
 RUN_MIN = 8
 # Structs cached per message length (bounded: a peer choosing lengths cannot grow the cache),
-# shared by every receiver: the TCP one (run_records), the LBT DCs (PackedRun, on_packed) and
-# the LBT receiver's inline data path, which reads this dict directly (a miss takes the path
-# that fills it).
+# shared by every receiver: the TCP one (run_records) and the LBT DCs (PackedRun, on_packed).
 _MAX_RUN_STRUCTS = 64
-RUN_STRUCTS: dict[int, struct.Struct] = {}
+_RUN_STRUCTS: dict[int, struct.Struct] = {}
 _SQN_OF = itemgetter(0)
 
 
@@ -67,11 +64,11 @@ def uniform_prefix(buf: bytes, pos: int, stop: int, step: int, k: int) -> int:
 def run_struct(msglen: int) -> struct.Struct:
     """The struct of one record of a run of plain data messages of ``msglen`` bytes: the LBMC
     data header's first 8 bytes skipped (checked by whoever built the run), ``(sqn, payload)``."""
-    fmt = RUN_STRUCTS.get(msglen)
+    fmt = _RUN_STRUCTS.get(msglen)
     if fmt is None:
-        if len(RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
-            RUN_STRUCTS.clear()
-        fmt = RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - DATA_HEADER}s")
+        if len(_RUN_STRUCTS) >= _MAX_RUN_STRUCTS:
+            _RUN_STRUCTS.clear()
+        fmt = _RUN_STRUCTS[msglen] = struct.Struct(f"!8xI{msglen - DATA_HEADER}s")
     return fmt
 
 
