@@ -1,26 +1,33 @@
 """Client round-trip latency: ping-pong through two pyum topics vs a raw uvloop socket echo.
 
-Layout, the same for both: one process, one uvloop loop.  A pinger sends a 64-byte message
-carrying its index at a fixed offered rate (:data:`RATE` per second, :data:`DURATION_S` seconds
-after a warm-up); the ponger answers each at once; the pinger records, for every answer, the time
-since the message's *intended* send time ``start + i / RATE`` (not the actual one: a stall of the
-sender then shows in the figures instead of hiding them, i.e. no coordinated omission).
+Layout: one process, one uvloop loop, the three set-ups below side by side, their samples
+**interleaved**.  Every :data:`TICK_S` the driver sends one 64-byte message carrying its index
+to the next set-up in turn (raw echo, raw over two connections, pyum, raw echo, ...), so each
+set-up is offered :data:`RATE` round trips per second, and every sample of each is taken within
+a third of a millisecond of a sample of each other, under the same load and machine speed.  (This
+2-core machine is shared and its speed drifts by 2x within seconds: rounds run one after another
+gave per-round p50 ratios from 0.78 to 2.40 for the same code.  Interleaved, the 1 s slices of
+one run agree within a few hundredths; fresh processes still differ, 1.17-1.41 in 15 runs on
+2026-11-26, with a fixed hash seed and without address randomisation too, and a run's level
+sometimes steps midway: the host, not the code.)  The ponger answers each message
+at once; the driver records, for every answer, the time since the message's *intended* send time
+``start + i * TICK_S`` (not the actual one: a stall of the sender then shows in the figures
+instead of hiding them, i.e. no coordinated omission, and a stall is charged to whichever
+set-up's message was due).
 
 - **pyum**: context A has source ``ping`` and a receiver of ``pong``; context B has a receiver of
   ``ping`` whose callback answers with ``pong.send_nowait(data, flush=True)``.  TCP transport,
   multicast topic resolution on loopback, TCP_NODELAY (UM's default).
 - **raw**: a TCP connection to an asyncio Protocol that echoes each 2-byte length-framed message
   at once; TCP_NODELAY on both ends.
-
 - **raw, two connections** (information): the same raw code over UM's TCP layout, one
   connection per direction (see below), so the layout's own share of the ratio is printed in
   every run.
 
-Rounds alternate raw / raw over two connections / pyum (:data:`ROUNDS`); each keeps its round
-with the lowest p99.  Prints p50/p99/p99.9 of each, the ratios to the raw echo (targets: p50
-within 1.3x, p99 within 2x) and, for information, every round's p50s (the machine's speed
-drifts between rounds: the rounds show how much), the layout's ratio and pyum's ratio to raw
-over the same layout.
+Prints p50/p99/p99.9 of each, the ratios to the raw echo (targets: p50 within 1.3x, p99 within
+2x), and, for information, the p50 ratio in each :data:`SLICE_S` slice of the run (how much the
+machine drifts: each slice is itself a paired comparison), the layout's ratio and pyum's ratio
+to raw over the same layout.
 
 Where pyum's extra time goes.  Everything runs on one thread, so a round trip is the sum of its
 parts: two writes, two loop wake-ups, two reads, and the Python on each side.
@@ -52,18 +59,25 @@ parts: two writes, two loop wake-ups, two reads, and the Python on each side.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import statistics
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
-RATE = 2000  # messages per second offered
-DURATION_S = 3.0
-ROUNDS = 3  # alternating raw / pyum rounds; each side keeps its round with the lowest p99
-WARMUP = 500  # first answers not counted
+RATE = 2000  # round trips per second offered to each set-up
+DURATION_S = 8.0
+WARMUP = 500  # first answers of each set-up not counted
 SIZE = 64
+SLICE_S = 1.0  # information: the p50 ratio per slice of the run
+_SETUPS = ("raw", "raw2", "pyum")
+TICK_S = 1.0 / (RATE * len(_SETUPS))  # between two messages (of different set-ups)
 _IDX = struct.Struct("!I")
 _LEN = struct.Struct("!H")
+
+Send = Callable[[bytes], None]
+Answers = dict[int, float]
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float, float]:
@@ -75,12 +89,14 @@ def _percentiles(samples: list[float]) -> tuple[float, float, float]:
     return p(0.50), p(0.99), p(0.999)
 
 
-async def _drive(send: Callable[[bytes], None], answers: dict[int, float], n: int) -> list[float]:
-    """Send message i at start + i / RATE; return latencies from the intended times."""
+async def _drive(sends: list[Send], answers: Answers, n: int) -> list[float]:
+    """Send message i to set-up ``i % len(sends)`` at start + i * TICK_S; return each message's
+    latency from its intended time (index i)."""
     clock = time.perf_counter  # uvloop's loop.time() has millisecond resolution
     pad = bytes(SIZE - _IDX.size)
+    k = len(sends)
     start = clock() + 0.05
-    intended = [start + i / RATE for i in range(n)]
+    intended = [start + i * TICK_S for i in range(n)]
     i = 0
     while i < n:
         now = clock()
@@ -88,15 +104,16 @@ async def _drive(send: Callable[[bytes], None], answers: dict[int, float], n: in
             await asyncio.sleep(intended[i] - now)
             continue
         while i < n and intended[i] <= clock():
-            send(_IDX.pack(i) + pad)
+            sends[i % k](_IDX.pack(i) + pad)
             i += 1
     async with asyncio.timeout(10):
         while len(answers) < n:
             await asyncio.sleep(0.01)
-    return [answers[k] - intended[k] for k in range(WARMUP, n)]
+    return [answers[j] - intended[j] for j in range(n)]
 
 
-async def _pyum(n: int) -> list[float]:
+@contextlib.asynccontextmanager
+async def _pyum(answers: Answers) -> AsyncIterator[Send]:
     from umcore.api import Context
     from umcore.api import message as m
     from umcore.config.attributes import Configuration, reset_global_configuration
@@ -115,7 +132,6 @@ async def _pyum(n: int) -> list[float]:
         "bench",
     )
     reset_global_configuration(cfg)
-    answers: dict[int, float] = {}
     try:
         async with await Context.create() as a, await Context.create() as b:
             pong = await b.create_source("pong")
@@ -138,7 +154,7 @@ async def _pyum(n: int) -> list[float]:
             def send(data: bytes) -> None:
                 ping.send_nowait(data, flush=True)
 
-            return await _drive(send, answers, n)
+            yield send
     finally:
         reset_global_configuration(None)
 
@@ -183,9 +199,9 @@ class _Client(_Echo):
         self.pending = buf[pos:]
 
 
-async def _raw(n: int) -> list[float]:
+@contextlib.asynccontextmanager
+async def _raw(answers: Answers) -> AsyncIterator[Send]:
     loop = asyncio.get_running_loop()
-    answers: dict[int, float] = {}
 
     def on_message(data: bytes) -> None:
         answers[_IDX.unpack_from(data)[0]] = time.perf_counter()
@@ -198,17 +214,17 @@ async def _raw(n: int) -> list[float]:
         transport.write(_LEN.pack(len(data)) + data)
 
     try:
-        return await _drive(send, answers, n)
+        yield send
     finally:
         transport.close()
         server.close()
 
 
-async def _raw_two(n: int) -> list[float]:
+@contextlib.asynccontextmanager
+async def _raw_two(answers: Answers) -> AsyncIterator[Send]:
     """The raw code over UM's TCP layout: one connection per direction (the pinger's messages
     to an echo that answers over a second connection, to the pinger's listener)."""
     loop = asyncio.get_running_loop()
-    answers: dict[int, float] = {}
     back: list[asyncio.Transport] = []
 
     def on_message(data: bytes) -> None:
@@ -229,7 +245,7 @@ async def _raw_two(n: int) -> list[float]:
         ping.write(_LEN.pack(len(data)) + data)
 
     try:
-        return await _drive(send, answers, n)
+        yield send
     finally:
         ping.close()
         pong.close()
@@ -237,22 +253,17 @@ async def _raw_two(n: int) -> list[float]:
         pong_server.close()
 
 
-async def _all() -> tuple[list[float], list[float], list[float], list[tuple[float, float]]]:
-    """Alternating rounds (the machine is shared): each side's round with the lowest p99, and
-    every round's p50 of raw and pyum (information)."""
-    n = int(RATE * DURATION_S) + WARMUP
-    best: list[list[float]] = [[], [], []]
-    p50s: list[tuple[float, float]] = []
-    for _ in range(ROUNDS):
-        got = []
-        for i, run in enumerate((_raw, _raw_two, _pyum)):
-            r = await run(n)
-            p50, p99, _ = _percentiles(r)
-            got.append(p50)
-            if not best[i] or p99 < _percentiles(best[i])[1]:
-                best[i] = r
-        p50s.append((got[0], got[2]))
-    return best[0], best[1], best[2], p50s
+async def _all() -> dict[str, list[tuple[float, float]]]:
+    """Every set-up's (intended send time, latency) samples after its warm-up."""
+    k = len(_SETUPS)
+    n = k * (int(RATE * DURATION_S) + WARMUP)
+    answers: Answers = {}
+    async with _raw(answers) as raw, _raw_two(answers) as two, _pyum(answers) as ours:
+        lat = await _drive([raw, two, ours], answers, n)
+    return {
+        name: [(i * TICK_S, lat[i]) for i in range(k * WARMUP + j, n, k)]
+        for j, name in enumerate(_SETUPS)
+    }
 
 
 def main() -> None:
@@ -263,13 +274,11 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         runner = asyncio.run
     t0 = time.perf_counter()
-    raw, two, ours, p50s = runner(_all())
-    r = _percentiles(raw)
-    t = _percentiles(two)
-    p = _percentiles(ours)
+    samples = runner(_all())
+    r, t, p = (_percentiles([lat for _, lat in samples[name]]) for name in _SETUPS)
     print(
-        f"offered {RATE} round trips/s, {DURATION_S:.0f} s per round, best of {ROUNDS} rounds; "
-        f"{SIZE}-byte messages"
+        f"offered {RATE} round trips/s to each of {len(_SETUPS)} set-ups, interleaved, "
+        f"{DURATION_S:.0f} s; {SIZE}-byte messages"
     )
     print(f"raw socket echo  : p50 {r[0]:8.1f} us  p99 {r[1]:8.1f} us  p99.9 {r[2]:8.1f} us")
     print(f"raw, 2 conns     : p50 {t[0]:8.1f} us  p99 {t[1]:8.1f} us  p99.9 {t[2]:8.1f} us")
@@ -278,10 +287,17 @@ def main() -> None:
         f"ratio pyum/raw   : p50 {p[0] / r[0]:.2f} (target <= 1.3)  p99 {p[1] / r[1]:.2f} "
         f"(target <= 2)  p99.9 {p[2] / r[2]:.2f}"
     )
+    slices = []
+    for lo in range(int(DURATION_S / SLICE_S)):
+        a, b = lo * SLICE_S, (lo + 1) * SLICE_S
+
+        def p50(name: str, a: float = a, b: float = b) -> float:
+            return statistics.median(lat for at, lat in samples[name] if a <= at < b)
+
+        slices.append(p50("pyum") / p50("raw"))
     print(
-        "information      : each round's p50, pyum / raw echo: "
-        + " ".join(f"{q:.1f}/{r:.1f}={q / r:.2f}" for r, q in p50s)
-        + " us"
+        f"information      : p50 pyum / raw echo in each {SLICE_S:.0f} s slice: "
+        + " ".join(f"{q:.2f}" for q in slices)
     )
     print(
         f"information      : raw over UM's layout (one connection per direction) / raw echo "
