@@ -8,11 +8,11 @@ batch holds 2048 bytes: 27 messages).  Both senders run the same application loo
 per-message callback (unpack the counter, check the order, count), pyum's also looking at the
 message type as every UM receiver callback must; the latency runs use their own loop and
 callback (pacing, delivery times), so the throughput runs carry none of it.  Each of the
-:data:`ROUNDS` rounds runs, per transport, raw then that transport's four pyum runs; the raw
-and lossless figures are the best runs (the target ratio is best / best), the lossy figure the
-median of the rounds' lossy / lossless ratios (the 2-core machine is shared: only ratios mean
-anything, and its speed drifts within seconds).  For information, each round's lossless run
-is also printed against the raw run just before it.
+:data:`ROUNDS` rounds runs, per transport, raw then that transport's two lossless pyum runs;
+the raw and lossless figures are the best runs (the target ratio is best / best; the 2-core
+machine is shared: only ratios mean anything, and its speed drifts within seconds).  For
+information, each round's lossless run is also printed against the raw run just before it.
+The lossy figures come from streams whose loss is switched on and off (below).
 
 - **raw baseline**: the least a datagram messaging library does per message: ``send`` frames the
   message with the same 12-byte LBMC data header into a batch and returns an already completed
@@ -24,17 +24,28 @@ is also printed against the raw run just before it.
   ``lbtru`` with the data rate limit raised to 1 Gbit/s (UM's 10 Mbit/s default would measure
   the limiter), one :class:`~umcore.api.Message` per message in ``on_message``; a second figure
   with the opt-in batched delivery ``on_messages`` (lists of messages).
-- **loss**: again with 1 % of the receiver's datagrams dropped (``pyum_fault_drop_receive``, a
-  pyum-only setting; retransmissions are dropped too).  NAKs and retransmissions must repair
-  everything (checked in every lossy run: every message, in order, no loss event).  The
-  figure is sustained throughput under loss, so the runs are long (:data:`N` messages, ~1.4 s
-  at the lossless rate): a fixed delay that only the *last* loss of a run costs -- LBT-RM's
-  ``nak_initial_backoff_interval`` (50 ms, randomised 25-75 ms) with the receiver idle before
-  the last repair -- would otherwise weigh 15-25 % of a 0.3 s run.  Each lossy run is compared
-  with the lossless run of the same transport and the same :data:`N` in the same round, and the
-  figure is the **median** of the rounds' ratios; every run is printed with its NAK,
-  retransmission and NCF counts and its *tail* (from the last original datagram's send to the
-  last delivery).  Two rows, differing only in ``ignore_interval``:
+- **loss**: one continuous stream per transport and configuration, the throughput runs' sender
+  and callback, in which 1 % of the receiver's datagrams are dropped (``pyum_fault_drop_receive``,
+  a pyum-only setting; retransmissions are dropped too) in every other phase: after
+  :data:`WARM_S` of warm-up, :data:`PHASES` phases of :data:`PHASE_S` each, lossless first and
+  last.  Each phase's figure is the messages *sent* in it per second, every one of which must
+  be delivered by the end.  Sender and receiver share the loop (the sender yields every
+  :data:`YIELD_EVERY` messages and the receiver drains its socket then), so the send rate is
+  what the whole pipeline sustains, the receiver's NAKs, buffering behind gaps and in-order
+  delivery of the repaired messages included; what it leaves out is only *when* a repaired
+  message is delivered, which is latency (the latency rows).  Each lossy phase is compared with
+  the mean of the lossless phases on either side of it (a second apart: the machine's drift,
+  which made per-run lossy / lossless ratios range from 0.48 to 1.48 in one bench, cancels),
+  and the figure is the **median** of those ratios.  This is sustained throughput under loss:
+  no end-of-run tail of waiting for the last repair (``nak_initial_backoff_interval``, 50 ms
+  randomised 25-75 ms, made it 15-25 % of a short run, and a lost retransmission's stall up to
+  the whole difference).  For information, the same ratios counting messages *delivered* per
+  phase are printed too; they are biased low, since a lossy phase's last repairs (25-75 ms of
+  the stream with LBT-RM's back-off, ~1 ms with LBT-RU's immediate NAKs; more when a
+  retransmission is lost) are delivered, and counted, in the lossless phase after it.  At the
+  end the sender stops and every message must arrive, in order, with no loss event; the time
+  from the last send to the last delivery is printed.  Each stream prints every phase and its
+  NAK, retransmission and NCF counts.  Two rows, differing only in ``ignore_interval``:
 
   - **target row, UM's advice**: ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS` ms, half
     the receivers' ``nak_backoff_interval`` (200 ms).  UM's knowledge base, "Configuring
@@ -46,26 +57,28 @@ is also printed against the raw run just before it.
   - **information row, UM's defaults** (``ignore_interval`` 500 ms): when a *retransmission*
     is lost, the receiver's repeat NAK (100-300 ms later) falls inside the source's ignore
     interval, is answered by an NCF, and the receiver waits ``nak_suppress_interval`` (1 s)
-    before NAKing again: a ~1.2 s stall -- the case the advice above is about.  A run of
-    :data:`N` has ~370 retransmissions, so nearly every run loses one and holds such a stall;
-    while it lasts the receiver buffers and the sender goes on, so it costs most when it is
-    the run's last stall (the printed tail).
+    before NAKing again: a ~1.2 s stall -- the case the advice above is about.  While it lasts
+    the receiver buffers and the sender goes on; the stalled messages are delivered, and
+    counted, when the repair comes, often in a later phase.
 
-  Both lossy rows size the two buffers a user with a lossy network sizes (documented UM
-  options; the lossless rows keep UM's defaults, which they never reach):
+  Both streams size the two buffers a user with a lossy network sizes (documented UM options;
+  the lossless rows keep UM's defaults, which they never reach):
   ``delivery_control_maximum_total_map_entries`` (context, default 200,000 messages per order
-  map) is :data:`N`, and ``transport_*_transmission_window_size`` (source, default 24 MB) is
-  :data:`WINDOW_BYTES`, the whole run.  At ~700k msgs/s a ~1.2 s NCF stall buffers ~840k
-  messages, and the 24 MB window holds only ~0.45 s of this stream: with the defaults, a lost
-  retransmission overflows the order map (its oldest gap declared lost) or slides out of the
-  window (``unrecovered_txw``), i.e. real loss -- UM's behaviour (seen while preparing this
-  bench: a default-buffer run of 1,000,000 messages got 2 NCFs, gave up 2 datagrams as
-  ``unrecovered_txw`` and its DC then waited out its 10 s loss timer), but not a run in which
-  "no message is lost" can be checked.  um_kb's window formula, rate x size x (initial back-off
-  + 3 x NAK back-off), gives ~35 MB at this rate for the target row.
+  map) is :data:`MAP_ENTRIES`, and ``transport_*_transmission_window_size`` (source, default
+  24 MB) is :data:`WINDOW_BYTES`, 2 s of the stream.  At ~700k msgs/s a ~1.2 s NCF stall
+  buffers ~840k messages, and the 24 MB window holds only ~0.45 s of this stream: with the
+  defaults, a lost retransmission overflows the order map (its oldest gap declared lost) or
+  slides out of the window (``unrecovered_txw``), i.e. real loss -- UM's behaviour (seen while
+  preparing this bench: a default-buffer run of 1,000,000 messages got 2 NCFs, gave up 2
+  datagrams as ``unrecovered_txw`` and its DC then waited out its 10 s loss timer), but not a
+  stream in which "no message is lost" can be checked.  um_kb's window formula, rate x size x
+  (initial back-off + 3 x NAK back-off), gives ~35 MB at this rate for the target row.
 - **latency**: :data:`LAT_RATE` messages/s offered for :data:`LAT_SECONDS`, each message
   carrying its *intended* send time; p50/p99/max of (delivery time - intended time), lossless
-  and with 1 % loss (LBT-RM NAKs after its 25-75 ms initial back-off, LBT-RU at once).
+  and with 1 % loss (LBT-RM NAKs after its 25-75 ms initial back-off, LBT-RU at once), UM's
+  defaults throughout: in a run where a retransmission is lost, the ~1.2 s NCF stall above holds
+  back everything behind it, and p50 and p99 reach hundreds of milliseconds (an NCF count above
+  0 on the line says so).
 
 Prints msgs/s, the ratios pyum / raw (target >= 0.70), lossy / lossless (target >= 0.80, judged
 on the ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS` ms row) and the latency percentiles.
@@ -74,15 +87,15 @@ on the ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS` ms row) and the latency
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import statistics
 import struct
 import time
 from typing import Any
 
-# Messages per throughput run (every row, so the lossy and lossless figures stay comparable):
-# long enough that the last repair's fixed delay is a few % of the run, short enough that the
-# whole bench stays near a minute.
+# Messages per lossless throughput run: ~1.4 s at the lossless rate, so the loop's start and the
+# last datagram's delivery weigh little; short enough that the whole bench stays near a minute.
 N = 1_000_000
 SIZE = 64
 BATCH = 2048
@@ -95,9 +108,17 @@ LAT_SECONDS = 2.0
 # The target lossy row: the source's ignore interval at half the receivers' NAK back-off
 # (200 ms), the relation UM recommends (um_kb) and its own default (500 ms) violates.
 RECOMMENDED_IGNORE_MS = 100
-# Lossy rows: transmission window holding the whole run (64 B payload + 12 B LBMC header per
-# message, rounded up), so no repair can be late for lack of it (see the docstring).
-WINDOW_BYTES = N * 80
+# Lossy rows: one stream per transport and configuration, PHASES phases of PHASE_S seconds
+# after WARM_S of warm-up, without and with LOSS in turn (lossless first and last, so every
+# lossy phase has a lossless one on each side).
+PHASE_S = 1.0
+PHASES = 9
+WARM_S = 0.5
+# Lossy streams' buffers (see the docstring): a transmission window of 2 s at 1M msgs/s (64 B
+# payload + 12 B LBMC header per message, rounded up to 80 B) and an order map as large, so no
+# repair -- not even one behind UM's default ~1.2 s NCF stall -- is late for lack of either.
+WINDOW_BYTES = 2_000_000 * 80
+MAP_ENTRIES = 2_000_000
 
 _HDR = struct.Struct("!BBHII")  # LBMC data header: ver/type, next, msglen, tidx, sqn
 _T = struct.Struct("!Qd")  # payload head: counter, intended send time
@@ -248,20 +269,17 @@ def _configure(transport: str, extra: str = "") -> None:
 class _Run:
     """What one pyum run measured."""
 
-    __slots__ = ("lat", "naks", "ncfs", "rate", "rxs", "tail")
+    __slots__ = ("lat", "naks", "ncfs", "rate", "rxs")
 
-    def __init__(
-        self, rate: float, lat: list[float], naks: int, ncfs: int, rxs: int, tail: float
-    ) -> None:
+    def __init__(self, rate: float, lat: list[float], naks: int, ncfs: int, rxs: int) -> None:
         self.rate = rate
         self.lat = lat
         self.naks = naks
         self.ncfs = ncfs
         self.rxs = rxs
-        self.tail = tail  # seconds from the last original datagram's send to the last delivery
 
     def counts(self) -> str:
-        return f"{self.naks} NAK, {self.rxs} RX, {self.ncfs} NCF, tail {self.tail * 1e3:.0f} ms"
+        return f"{self.naks} NAK, {self.rxs} RX, {self.ncfs} NCF"
 
 
 async def _pyum(
@@ -341,7 +359,6 @@ async def _pyum(
             send = src.send
             start = time.perf_counter()
             t0 = loop.time() + 0.01
-            sent = start
             try:
                 async with asyncio.timeout(TIMEOUT_S):
                     if rate:
@@ -356,7 +373,6 @@ async def _pyum(
                             if i % YIELD_EVERY == YIELD_EVERY - 1:
                                 await asyncio.sleep(0)
                     src.flush()
-                    sent = time.perf_counter()
                     await done.wait()
             except TimeoutError:
                 (js,) = b._joined.values()
@@ -375,7 +391,6 @@ async def _pyum(
                 int(st.naks_sent),
                 int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
                 int(st.rxs_rcved),
-                end - sent,
             )
             await src.close()
             await rcv.close()
@@ -386,6 +401,120 @@ async def _pyum(
     if bad:
         raise AssertionError(f"{transport} loss={loss}: {bad[:3]} ({len(bad)} problems)")
     return run
+
+
+class _Stream:
+    """What one lossy stream measured: each phase's rates, the receiver's counters."""
+
+    __slots__ = ("delivered", "drain", "naks", "ncfs", "rxs", "sent")
+
+    def __init__(
+        self,
+        sent: list[float],
+        delivered: list[float],
+        drain: float,
+        naks: int,
+        ncfs: int,
+        rxs: int,
+    ) -> None:
+        self.sent = sent  # msgs/s sent in each phase (all delivered in the end); odd: lossy
+        self.delivered = delivered  # msgs/s delivered in each phase
+        self.drain = drain  # seconds from the last send to the last delivery
+        self.naks = naks
+        self.ncfs = ncfs
+        self.rxs = rxs
+
+    @staticmethod
+    def ratios(r: list[float]) -> list[float]:
+        """Each lossy phase's rate over the mean of the lossless phases on either side."""
+        return [r[k] / ((r[k - 1] + r[k + 1]) / 2) for k in range(1, len(r) - 1, 2)]
+
+    def counts(self) -> str:
+        return (
+            f"{self.naks} NAK, {self.rxs} RX, {self.ncfs} NCF, last delivery "
+            f"{self.drain * 1e3:.0f} ms after the last send"
+        )
+
+
+async def _stream(transport: str, recommended: bool) -> _Stream:
+    """One lossy stream (see the docstring): the throughput runs' sender and callback, the
+    receiver's fault injection switched between 0 and :data:`LOSS` every :data:`PHASE_S`;
+    every message delivered, in order, with no loss event."""
+    from umcore.api import Context
+    from umcore.api import message as m
+    from umcore.api.transports import lbt_context
+    from umcore.config.attributes import reset_global_configuration
+
+    _configure(transport, _lossy(transport, recommended))
+    bos = asyncio.Event()
+    count = 0
+    wrong = 0
+    bad: list[str] = []
+    unpack = _T.unpack_from
+    MSG_DATA = m.MSG_DATA
+
+    def on_msg(msg: m.Message) -> None:  # the throughput runs' callback, without the end test
+        nonlocal count, wrong
+        if msg.type == MSG_DATA:
+            i, _intended = unpack(msg.data)
+            if i != count:
+                wrong += 1
+            count += 1
+        elif msg.type == m.MSG_BOS:
+            bos.set()
+        else:
+            bad.append(f"event {msg.type}")
+
+    try:
+        async with await Context.create() as a, await Context.create() as b:
+            rcv = await b.create_receiver("bench.lbt", on_msg)
+            src = await a.create_source("bench.lbt")
+            await asyncio.wait_for(bos.wait(), 10)
+            lctx = lbt_context(b)
+            pad = bytes(SIZE - _T.size)
+            pack = _T.pack
+            send = src.send
+            clock = time.perf_counter
+            # Phase boundaries: (time, messages sent, messages delivered).
+            marks: list[tuple[float, int, int]] = []
+            i = 0
+            switch = clock() + WARM_S
+            async with asyncio.timeout(TIMEOUT_S):
+                while len(marks) <= PHASES:
+                    for _ in range(YIELD_EVERY):
+                        await send(pack(i, 0.0) + pad)
+                        i += 1
+                    await asyncio.sleep(0)
+                    now = clock()
+                    if now >= switch:
+                        marks.append((now, i, count))
+                        lossy = len(marks) % 2 == 0 and len(marks) <= PHASES
+                        lctx.drop_receive = LOSS if lossy else 0.0
+                        switch = now + PHASE_S
+                src.flush()
+                last_send = clock()
+                while count < i and not bad:
+                    await asyncio.sleep(0.002)  # the last repairs: seconds at most
+                drain = clock() - last_send
+            (js,) = b._joined.values()
+            st = js.core.stats
+            out = _Stream(
+                [(s1 - s0) / (t1 - t0) for (t0, s0, _), (t1, s1, _) in itertools.pairwise(marks)],
+                [(c1 - c0) / (t1 - t0) for (t0, _, c0), (t1, _, c1) in itertools.pairwise(marks)],
+                drain,
+                int(st.naks_sent),
+                int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
+                int(st.rxs_rcved),
+            )
+            await src.close()
+            await rcv.close()
+    finally:
+        reset_global_configuration(None)
+    if wrong:
+        bad.append(f"{wrong} messages out of order")
+    if bad:
+        raise AssertionError(f"{transport} lossy stream: {bad[:3]} ({len(bad)} problems)")
+    return out
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -400,7 +529,7 @@ def _lossy(transport: str, recommended: bool) -> str:
     """The lossy rows' options: buffers sized for the run; with ``recommended``, UM's
     recommended relation (ignore interval = half the NAK back-off) instead of its default."""
     text = (
-        f"context delivery_control_maximum_total_map_entries {N}\n"
+        f"context delivery_control_maximum_total_map_entries {MAP_ENTRIES}\n"
         f"source transport_{transport}_transmission_window_size {WINDOW_BYTES}\n"
     )
     if recommended:
@@ -411,24 +540,16 @@ def _lossy(transport: str, recommended: bool) -> str:
 async def _all() -> None:
     raw = 0.0
     best: dict[tuple[str, str], float] = {}
-    runs: dict[tuple[str, str], list[_Run]] = {}
-    variants = (
-        ("msg", 0.0, False, ""),
-        ("batched", 0.0, True, ""),
-        ("loss-rec", LOSS, False, "rec"),
-        ("loss", LOSS, False, "um"),
-    )
+    variants = (("msg", False), ("batched", True))
     paired: dict[str, list[float]] = {}  # per round: the lossless run / the raw run just before
     for _ in range(ROUNDS):
         for transport, _name in _NAMES:
             before = await _raw(N)
             raw = max(raw, before)
-            for kind, loss, batched, opts in variants:
-                extra = _lossy(transport, opts == "rec") if opts else ""
-                r = await _pyum(transport, N, loss, batched=batched, extra=extra)
+            for kind, batched in variants:
+                r = await _pyum(transport, N, 0.0, batched=batched)
                 key = (transport, kind)
                 best[key] = max(best.get(key, 0.0), r.rate)
-                runs.setdefault(key, []).append(r)
                 if kind == "msg":
                     paired.setdefault(transport, []).append(r.rate / before)
     print(
@@ -450,24 +571,28 @@ async def _all() -> None:
             f"   {name} on_messages (batched):     {many:10,.0f} msgs/s  ratio to raw "
             f"{many / raw:.2f}"
         )
-        lossless = runs[(transport, "msg")]
-        for kind, label, note in (
-            ("loss-rec", f"ignore_interval {RECOMMENDED_IGNORE_MS} ms", "target >= 0.80"),
-            ("loss", "UM defaults (500 ms)", "information"),
+        for recommended, label, note in (
+            (True, f"ignore_interval {RECOMMENDED_IGNORE_MS} ms", "target >= 0.80"),
+            (False, "UM defaults (500 ms)", "information"),
         ):
-            lossy = runs[(transport, kind)]
-            ratios = [r.rate / c.rate for r, c in zip(lossy, lossless, strict=True)]
+            st = await _stream(transport, recommended)
+            ratios = st.ratios(st.sent)
             print(
-                f"   {name} {LOSS:.0%} loss, {label + ':':25} "
-                f"{statistics.median(r.rate for r in lossy):10,.0f} msgs/s  ratio to lossless "
-                f"{statistics.median(ratios):.2f} (median of {ROUNDS}; {note}); "
+                f"   {name} {LOSS:.0%} loss, {label + ':':25} ratio to lossless "
+                f"{statistics.median(ratios):.2f} (median of {len(ratios)} lossy phases; {note}); "
                 "no message lost"
             )
-            for i, (r, q) in enumerate(zip(lossy, ratios, strict=True)):
-                print(
-                    f"       round {i + 1}: {q:.2f} ({r.rate:,.0f} vs {lossless[i].rate:,.0f} "
-                    f"lossless; {r.counts()})"
-                )
+            print(
+                "       each lossy phase: "
+                + " ".join(f"{q:.2f}" for q in ratios)
+                + "; counting deliveries instead (a lossy phase's last repairs count in the "
+                f"next): median {statistics.median(st.ratios(st.delivered)):.2f}"
+            )
+            print(
+                f"       {PHASE_S:.0f} s phases, msgs/s sent (lossy in brackets): "
+                + " ".join(f"[{r:,.0f}]" if k % 2 else f"{r:,.0f}" for k, r in enumerate(st.sent))
+                + f"; {st.counts()}"
+            )
     n = int(LAT_RATE * LAT_SECONDS)
     for transport, name in _NAMES:
         for loss in (0.0, LOSS):
