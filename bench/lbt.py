@@ -1,18 +1,25 @@
 """LBT-RM and LBT-RU throughput vs a raw UDP socket pair, with and without injected loss; latency.
 
 Layout, the same for every run: one process, one uvloop loop, the sending loop and the receiving
-side on it, :data:`N` messages of 64 bytes over loopback, implicit batching (a datagram once the
-batch holds 2048 bytes: 27 messages).  Both senders run the same application loop, line for line
-(each payload packs its counter, ``await send(payload)``, a yield to the loop every
-:data:`YIELD_EVERY` messages so the receiver drains its socket), and both receivers the same
-per-message callback (unpack the counter, check the order, count), pyum's also looking at the
-message type as every UM receiver callback must; the latency runs use their own loop and
-callback (pacing, delivery times), so the throughput runs carry none of it.  Each of the
-:data:`ROUNDS` rounds runs, per transport, raw then that transport's two lossless pyum runs;
-the raw and lossless figures are the best runs (the target ratio is best / best; the 2-core
-machine is shared: only ratios mean anything, and its speed drifts within seconds).  For
-information, each round's lossless run is also printed against the raw run just before it.
-The lossy figures come from streams whose loss is switched on and off (below).
+side on it, 64-byte messages over loopback, implicit batching (a datagram once the batch holds
+2048 bytes: 27 messages).  Both senders run the same application loop, literally one function
+(:func:`_chunk`: each payload packs its counter, ``await send(payload)``, a yield to the loop
+every :data:`YIELD_EVERY` messages so the receiver drains its socket), and both receivers the
+same per-message callback (unpack the counter, check the order, count), pyum's also looking at
+the message type as every UM receiver callback must; the latency runs use their own loop and
+callback (pacing, delivery times), so the throughput runs carry none of it.
+
+**Paired chunks.**  The raw pair and the pyum pair are set up side by side and send chunks of
+:data:`CHUNK` messages in turn (raw then pyum, pyum then raw in the next pair, and so on);
+each pair's ratio compares two chunks a fraction of a second apart, and the figure is the
+**median** of :data:`PAIRS` pairs' ratios, after :data:`WARM_PAIRS` not counted.  The 2-core
+machine is shared and its speed drifts by 2x within seconds: in the earlier version of this
+bench (rounds of 1,000,000 messages, raw then pyum), each round's LBT-RM lossless run against
+the raw run just before it gave ratios from 0.58 to 1.41 in two benches on 2026-11-26, while a
+pair's ratio here stays within a few hundredths of its neighbours' except when the speed
+changes inside the pair.  For
+information, best pyum chunk / best raw chunk is printed too.  The lossy figures come from
+streams whose loss is switched on and off (below).
 
 - **raw baseline**: the least a datagram messaging library does per message: ``send`` frames the
   message with the same 12-byte LBMC data header into a batch and returns an already completed
@@ -27,39 +34,39 @@ The lossy figures come from streams whose loss is switched on and off (below).
 - **loss**: one continuous stream per transport and configuration, the throughput runs' sender
   and callback, in which 1 % of the receiver's datagrams are dropped (``pyum_fault_drop_receive``,
   a pyum-only setting; retransmissions are dropped too) in every other phase: after
-  :data:`WARM_S` of warm-up, :data:`PHASES` phases of :data:`PHASE_S` each, lossless first and
-  last.  Each phase's figure is the messages *sent* in it per second, every one of which must
-  be delivered by the end.  Sender and receiver share the loop (the sender yields every
-  :data:`YIELD_EVERY` messages and the receiver drains its socket then), so the send rate is
-  what the whole pipeline sustains, the receiver's NAKs, buffering behind gaps and in-order
-  delivery of the repaired messages included; what it leaves out is only *when* a repaired
-  message is delivered, which is latency (the latency rows).  Each lossy phase is compared with
-  the mean of the lossless phases on either side of it (a second apart: the machine's drift,
-  which made per-run lossy / lossless ratios range from 0.48 to 1.48 in one bench, cancels),
-  and the figure is the **median** of those ratios.  This is sustained throughput under loss:
-  no end-of-run tail of waiting for the last repair (``nak_initial_backoff_interval``, 50 ms
-  randomised 25-75 ms, made it 15-25 % of a short run, and a lost retransmission's stall up to
-  the whole difference).  For information, the same ratios counting messages *delivered* per
-  phase are printed too; they are biased low, since a lossy phase's last repairs (25-75 ms of
-  the stream with LBT-RM's back-off, ~1 ms with LBT-RU's immediate NAKs; more when a
-  retransmission is lost) are delivered, and counted, in the lossless phase after it.  At the
-  end the sender stops and every message must arrive, in order, with no loss event; the time
-  from the last send to the last delivery is printed.  Each stream prints every phase and its
-  NAK, retransmission and NCF counts.  Two rows, differing only in ``ignore_interval``:
+  :data:`WARM_S` of warm-up, :data:`PHASES` phases (:data:`INFO_PHASES` in the information
+  stream) of :data:`PHASE_S` each, lossless first and last.  Each phase is measured in its steady state, from :data:`SETTLE_S` after its switch to
+  the next: the messages *sent* per second, every one of which must be delivered by the end.
+  Sender and receiver share the loop (the sender yields every :data:`YIELD_EVERY` messages and
+  the receiver drains its socket then), so in a steady state the send rate is what the whole
+  pipeline sustains -- NAKs, retransmissions, buffering behind gaps, in-order delivery of the
+  repaired messages -- and equals the delivery rate on average (the messages delivered per
+  second in the same windows are printed too; they jump when a stall ends).  Without the settle
+  time the phases' edges would bias both: a lossy phase defers the delivery of the messages
+  behind its last gaps (LBT-RM's NAK back-off is 25-75 ms) to the next phase, which makes its
+  send rate look better and its delivery rate worse than they are.  Each lossy phase is
+  compared with the mean of the lossless phases on either side of it (a second apart: the
+  machine's drift, which made per-run lossy / lossless ratios range from 0.48 to 1.48 in one
+  bench of the earlier version, cancels), and the figure is the **median** of those ratios.
+  This is sustained throughput under loss: no end-of-run tail of waiting for the last repair,
+  which made 15-25 % of a short run in the earlier version.  At the end the sender stops and
+  every message must arrive, in order, with no loss event; the time from the last send to the
+  last delivery is printed.  Two streams per transport, differing only in ``ignore_interval``:
 
-  - **target row, UM's advice**: ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS` ms, half
+  - **target, UM's advice**: ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS` ms, half
     the receivers' ``nak_backoff_interval`` (200 ms).  UM's knowledge base, "Configuring
     UDP-Based Transports", section "Ignore Interval" (UltraMessaging/um_kb,
     kb/configuring-udp-based-transports.md): "To avoid unnecessary repair delay and NCFs, you
     should set your transport_lbtrm_ignore_interval (source) (RU) to 1/2 your NAK Backoff
     Interval ... you should set your ignore interval to 100.  Note that it does not default to
     100; you need to set it."  A lost retransmission then costs one repeat NAK (100-300 ms).
-  - **information row, UM's defaults** (``ignore_interval`` 500 ms): when a *retransmission*
-    is lost, the receiver's repeat NAK (100-300 ms later) falls inside the source's ignore
+  - **information, UM's defaults** (``ignore_interval`` 500 ms): when a *retransmission* is
+    lost, the receiver's repeat NAK (100-300 ms later) falls inside the source's ignore
     interval, is answered by an NCF, and the receiver waits ``nak_suppress_interval`` (1 s)
     before NAKing again: a ~1.2 s stall -- the case the advice above is about.  While it lasts
-    the receiver buffers and the sender goes on; the stalled messages are delivered, and
-    counted, when the repair comes, often in a later phase.
+    the receiver buffers and the sender goes on.  A stall is longer than a phase, so no phase
+    is in a steady state and no ratio is printed: this stream shows that every message still
+    arrives, and how many NCFs it took.
 
   Both streams size the two buffers a user with a lossy network sizes (documented UM options;
   the lossless rows keep UM's defaults, which they never reach):
@@ -87,20 +94,24 @@ on the ``ignore_interval`` :data:`RECOMMENDED_IGNORE_MS` ms row) and the latency
 from __future__ import annotations
 
 import asyncio
-import itertools
+import contextlib
 import socket
 import statistics
 import struct
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-# Messages per lossless throughput run: ~1.4 s at the lossless rate, so the loop's start and the
-# last datagram's delivery weigh little; short enough that the whole bench stays near a minute.
-N = 1_000_000
+# Lossless rows: raw and pyum chunks of CHUNK messages in turn (~0.15 s each at these rates:
+# long enough that a chunk's last datagram weighs 0.03 %, short enough that the machine's speed
+# rarely changes between the two chunks of a pair), PAIRS pairs counted after WARM_PAIRS (the
+# first sends of each side; 16 pairs from the start showed no trend after the first).
+CHUNK = 100_000
+PAIRS = 8
+WARM_PAIRS = 1
 SIZE = 64
 BATCH = 2048
 YIELD_EVERY = 64
-ROUNDS = 3
 TIMEOUT_S = 30.0
 LOSS = 0.01
 LAT_RATE = 20_000.0
@@ -112,8 +123,15 @@ RECOMMENDED_IGNORE_MS = 100
 # after WARM_S of warm-up, without and with LOSS in turn (lossless first and last, so every
 # lossy phase has a lossless one on each side).
 PHASE_S = 1.0
-PHASES = 9
+PHASES = 13
+# The information stream (UM's defaults) only shows that every message arrives: fewer phases.
+INFO_PHASES = 5
 WARM_S = 0.5
+# Each phase is measured from SETTLE_S after its switch: by then the repairs of the previous
+# phase's last losses have come (LBT-RM's NAK back-off is 25-75 ms, a lost retransmission's
+# repeat NAK 100-300 ms with the target row's ignore interval) and delivered the messages they
+# held, and a lossy phase's buffering behind its gaps has reached its steady level.
+SETTLE_S = 0.3
 # Lossy streams' buffers (see the docstring): a transmission window of 2 s at 1M msgs/s (64 B
 # payload + 12 B LBMC header per message, rounded up to 80 B) and an order map as large, so no
 # repair -- not even one behind UM's default ~1.2 s NCF stall -- is late for lack of either.
@@ -188,21 +206,67 @@ class _RawReceiver(asyncio.DatagramProtocol):
             pos += msglen
 
 
-async def _raw(n: int) -> float:
+class _Side:
+    """One side of a paired lossless measurement: its send and flush, and the receiving
+    application's state (messages counted and out of order, the end of the current chunk)."""
+
+    __slots__ = ("bad", "count", "done", "flush", "send", "sent", "target")
+
+    def __init__(self) -> None:
+        self.send: Callable[[bytes], Awaitable[None]] = _never
+        self.flush: Callable[[], None] = _nothing
+        self.sent = 0
+        self.count = 0
+        self.bad = 0
+        self.target = 0
+        self.done = asyncio.Event()
+
+
+async def _never(data: bytes) -> None:  # pragma: no cover - replaced by the set-up
+    raise AssertionError("no sender")
+
+
+def _nothing() -> None:  # pragma: no cover - replaced by the set-up
+    raise AssertionError("no sender")
+
+
+async def _chunk(side: _Side, n: int) -> float:
+    """Send ``n`` messages on ``side`` and wait for the last one's delivery: msgs/s.  The same
+    loop for raw and pyum, line for line (only ``send`` differs)."""
+    send = side.send
+    pad = bytes(SIZE - _T.size)
+    pack = _T.pack
+    first = side.sent
+    side.target = first + n
+    side.done.clear()
+    start = time.perf_counter()
+    async with asyncio.timeout(TIMEOUT_S):
+        for i in range(first, first + n):
+            await send(pack(i, 0.0) + pad)
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        side.flush()
+        await side.done.wait()
+    side.sent = first + n
+    return n / (time.perf_counter() - start)
+
+
+@contextlib.asynccontextmanager
+async def _raw_side() -> AsyncIterator[_Side]:
+    """The raw baseline's socket pair, ready for :func:`_chunk`."""
     loop = asyncio.get_running_loop()
-    done = asyncio.Event()
-    count = 0
-    bad = 0
+    side = _Side()
     unpack = _T.unpack_from
 
     def on_msg(payload: bytes) -> None:  # the same application work as pyum's on_msg
-        nonlocal count, bad
         i, _intended = unpack(payload)
-        if i != count:
-            bad += 1
-        count += 1
-        if count == n:
-            done.set()
+        n = side.count
+        if i != n:
+            side.bad += 1
+        n += 1
+        side.count = n
+        if n == side.target:
+            side.done.set()
 
     rsock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rsock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
@@ -214,25 +278,17 @@ async def _raw(n: int) -> float:
     fut: asyncio.Future[None] = loop.create_future()
     fut.set_result(None)
     sender = _RawSender(str_, fut)
-    send = sender.send
-    pad = bytes(SIZE - _T.size)
-    pack = _T.pack
-    start = time.perf_counter()
-    async with asyncio.timeout(TIMEOUT_S):
-        for i in range(n):
-            await send(pack(i, 0.0) + pad)  # the same application work as pyum's sender
-            if i % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)
-        sender.flush()
-        await done.wait()
-    elapsed = time.perf_counter() - start
-    str_.close()
-    rtr.close()
-    if bad or rproto.out_of_order:
+    side.send = sender.send
+    side.flush = sender.flush
+    try:
+        yield side
+    finally:
+        str_.close()
+        rtr.close()
+    if side.bad or rproto.out_of_order:
         raise AssertionError(
-            f"raw baseline: {bad} messages, {rproto.out_of_order} datagrams out of order"
+            f"raw baseline: {side.bad} messages, {rproto.out_of_order} datagrams out of order"
         )
-    return n / elapsed
 
 
 # ------------------------------------------------------------------------------ pyum
@@ -267,12 +323,11 @@ def _configure(transport: str, extra: str = "") -> None:
 
 
 class _Run:
-    """What one pyum run measured."""
+    """What one latency run measured."""
 
-    __slots__ = ("lat", "naks", "ncfs", "rate", "rxs")
+    __slots__ = ("lat", "naks", "ncfs", "rxs")
 
-    def __init__(self, rate: float, lat: list[float], naks: int, ncfs: int, rxs: int) -> None:
-        self.rate = rate
+    def __init__(self, lat: list[float], naks: int, ncfs: int, rxs: int) -> None:
         self.lat = lat
         self.naks = naks
         self.ncfs = ncfs
@@ -282,20 +337,85 @@ class _Run:
         return f"{self.naks} NAK, {self.rxs} RX, {self.ncfs} NCF"
 
 
-async def _pyum(
-    transport: str,
-    n: int,
-    loss: float,
-    rate: float = 0.0,
-    batched: bool = False,
-    extra: str = "",
-) -> _Run:
-    """One run: msgs/s, latencies in seconds when ``rate`` > 0, the receiver's NAK counters."""
+@contextlib.asynccontextmanager
+async def _pyum_side(transport: str, batched: bool) -> AsyncIterator[_Side]:
+    """Two contexts, a source and a receiver of ``transport`` (UM's defaults but the data rate
+    limit), ready for :func:`_chunk`; with ``batched`` the receiver takes ``on_messages``."""
+    from umcore.api import Context
+    from umcore.api import message as m
+    from umcore.config.attributes import reset_global_configuration
+
+    _configure(transport)
+    side = _Side()
+    bos = asyncio.Event()
+    events: list[str] = []
+    unpack = _T.unpack_from
+    MSG_DATA = m.MSG_DATA  # as an application imports it: one load per message
+
+    # Raw's on_msg's work (unpack the counter, check the order, count) plus what UM's API asks
+    # of every receiver callback: look at the message type.
+    def on_msg(msg: m.Message) -> None:
+        if msg.type == MSG_DATA:
+            i, _intended = unpack(msg.data)
+            n = side.count
+            if i != n:
+                side.bad += 1
+            n += 1
+            side.count = n
+            if n == side.target:
+                side.done.set()
+        elif msg.type == m.MSG_BOS:
+            bos.set()
+        else:
+            events.append(f"event {msg.type}")
+
+    def on_msgs(msgs: list[m.Message]) -> None:
+        for msg in msgs:
+            on_msg(msg)
+
+    try:
+        async with await Context.create() as a, await Context.create() as b:
+            if batched:
+                rcv = await b.create_receiver("bench.lbt", on_msg, on_messages=on_msgs)
+            else:
+                rcv = await b.create_receiver("bench.lbt", on_msg)
+            src = await a.create_source("bench.lbt")
+            await asyncio.wait_for(bos.wait(), 10)
+            side.send = src.send
+            side.flush = src.flush
+            yield side
+            await src.close()
+            await rcv.close()
+    finally:
+        reset_global_configuration(None)
+    if side.bad or events:
+        raise AssertionError(f"{transport}: {side.bad} out of order, {events[:3]}")
+
+
+async def _paired(transport: str, batched: bool) -> list[tuple[float, float]]:
+    """(raw, pyum) msgs/s of each counted pair of chunks; the order alternates per pair."""
+    out = []
+    async with _raw_side() as raw, _pyum_side(transport, batched) as ours:
+        for k in range(WARM_PAIRS + PAIRS):
+            if k % 2:
+                q = await _chunk(ours, CHUNK)
+                r = await _chunk(raw, CHUNK)
+            else:
+                r = await _chunk(raw, CHUNK)
+                q = await _chunk(ours, CHUNK)
+            if k >= WARM_PAIRS:
+                out.append((r, q))
+    return out
+
+
+async def _latency(transport: str, n: int, loss: float) -> _Run:
+    """One latency run: ``n`` messages offered at :data:`LAT_RATE`, each carrying its intended
+    send time; delivery latencies in seconds, the receiver's NAK counters."""
     from umcore.api import Context
     from umcore.api import message as m
     from umcore.config.attributes import ContextAttributes, reset_global_configuration
 
-    _configure(transport, extra)
+    _configure(transport)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     bos = asyncio.Event()
@@ -304,23 +424,9 @@ async def _pyum(
     bad: list[str] = []
     lat: list[float] = []
     unpack = _T.unpack_from
-    MSG_DATA = m.MSG_DATA  # as an application imports it: one load per message
+    MSG_DATA = m.MSG_DATA
 
-    # The throughput callback does raw's on_msg's work (unpack the counter, check the order,
-    # count) plus what UM's API asks of every receiver callback: look at the message type.
     def on_msg(msg: m.Message) -> None:
-        nonlocal count, wrong
-        if msg.type == MSG_DATA:
-            i, _intended = unpack(msg.data)
-            if i != count:
-                wrong += 1
-            count += 1
-            if count == n:
-                done.set()
-        else:
-            on_event(msg)
-
-    def on_msg_lat(msg: m.Message) -> None:  # latency runs: also the delivery time
         nonlocal count, wrong
         if msg.type == MSG_DATA:
             i, intended = unpack(msg.data)
@@ -330,48 +436,29 @@ async def _pyum(
             lat.append(loop.time() - intended)
             if count == n:
                 done.set()
-        else:
-            on_event(msg)
-
-    def on_event(msg: m.Message) -> None:
-        if msg.type == m.MSG_BOS:
+        elif msg.type == m.MSG_BOS:
             bos.set()
         else:
             bad.append(f"event {msg.type}")
-
-    def on_msgs(msgs: list[m.Message]) -> None:
-        for msg in msgs:
-            on_msg(msg)
 
     rattr = ContextAttributes.create()
     rattr.set("pyum_fault_drop_receive", str(loss))
     try:
         async with await Context.create() as a, await Context.create(rattr) as b:
-            cb = on_msg_lat if rate else on_msg
-            if batched:
-                rcv = await b.create_receiver("bench.lbt", cb, on_messages=on_msgs)
-            else:
-                rcv = await b.create_receiver("bench.lbt", cb)
+            rcv = await b.create_receiver("bench.lbt", on_msg)
             src = await a.create_source("bench.lbt")
             await asyncio.wait_for(bos.wait(), 10)
             pad = bytes(SIZE - _T.size)
             pack = _T.pack
             send = src.send
-            start = time.perf_counter()
             t0 = loop.time() + 0.01
             try:
                 async with asyncio.timeout(TIMEOUT_S):
-                    if rate:
-                        for i in range(n):
-                            intended = t0 + i / rate
-                            if i % 16 == 0 and intended > loop.time():
-                                await asyncio.sleep(intended - loop.time())
-                            await send(pack(i, intended) + pad)
-                    else:
-                        for i in range(n):
-                            await send(pack(i, 0.0) + pad)  # the same loop as raw's sender
-                            if i % YIELD_EVERY == YIELD_EVERY - 1:
-                                await asyncio.sleep(0)
+                    for i in range(n):
+                        intended = t0 + i / LAT_RATE
+                        if i % 16 == 0 and intended > loop.time():
+                            await asyncio.sleep(intended - loop.time())
+                        await send(pack(i, intended) + pad)
                     src.flush()
                     await done.wait()
             except TimeoutError:
@@ -382,11 +469,9 @@ async def _pyum(
                     f"(unrecovered_txw {st.unrecovered_txw}, unrecovered_tmo "
                     f"{st.unrecovered_tmo}; {bad[:3]})"
                 ) from None
-            end = time.perf_counter()
             (js,) = b._joined.values()
             st = js.core.stats
             run = _Run(
-                n / (end - start),
                 lat,
                 int(st.naks_sent),
                 int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
@@ -436,7 +521,7 @@ class _Stream:
         )
 
 
-async def _stream(transport: str, recommended: bool) -> _Stream:
+async def _stream(transport: str, recommended: bool, phases: int) -> _Stream:
     """One lossy stream (see the docstring): the throughput runs' sender and callback, the
     receiver's fault injection switched between 0 and :data:`LOSS` every :data:`PHASE_S`;
     every message delivered, in order, with no loss event."""
@@ -475,32 +560,37 @@ async def _stream(transport: str, recommended: bool) -> _Stream:
             pack = _T.pack
             send = src.send
             clock = time.perf_counter
-            # Phase boundaries: (time, messages sent, messages delivered).
+            # The schedule: phase k's loss switched at start + k * PHASE_S, its measurement from
+            # SETTLE_S later to the next switch.  marks: (time, messages sent, messages
+            # delivered) at each point, in order (phase k's window: marks[2k+1] to marks[2k+2]).
+            start = clock() + WARM_S
+            points = [start + k * PHASE_S + d for k in range(phases) for d in (0.0, SETTLE_S)]
+            points.append(start + phases * PHASE_S)
             marks: list[tuple[float, int, int]] = []
             i = 0
-            switch = clock() + WARM_S
             async with asyncio.timeout(TIMEOUT_S):
-                while len(marks) <= PHASES:
+                while len(marks) < len(points):
                     for _ in range(YIELD_EVERY):
                         await send(pack(i, 0.0) + pad)
                         i += 1
                     await asyncio.sleep(0)
                     now = clock()
-                    if now >= switch:
+                    while len(marks) < len(points) and now >= points[len(marks)]:
+                        k, settled = divmod(len(marks), 2)
+                        if not settled:  # phase k starts: odd phases lossy
+                            lctx.drop_receive = LOSS if k % 2 and k < phases else 0.0
                         marks.append((now, i, count))
-                        lossy = len(marks) % 2 == 0 and len(marks) <= PHASES
-                        lctx.drop_receive = LOSS if lossy else 0.0
-                        switch = now + PHASE_S
                 src.flush()
                 last_send = clock()
                 while count < i and not bad:
                     await asyncio.sleep(0.002)  # the last repairs: seconds at most
                 drain = clock() - last_send
+            windows = [(marks[2 * k + 1], marks[2 * k + 2]) for k in range(phases)]
             (js,) = b._joined.values()
             st = js.core.stats
             out = _Stream(
-                [(s1 - s0) / (t1 - t0) for (t0, s0, _), (t1, s1, _) in itertools.pairwise(marks)],
-                [(c1 - c0) / (t1 - t0) for (t0, _, c0), (t1, _, c1) in itertools.pairwise(marks)],
+                [(s1 - s0) / (t1 - t0) for (t0, s0, _), (t1, s1, _) in windows],
+                [(c1 - c0) / (t1 - t0) for (t0, _, c0), (t1, _, c1) in windows],
                 drain,
                 int(st.naks_sent),
                 int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
@@ -538,65 +628,51 @@ def _lossy(transport: str, recommended: bool) -> str:
 
 
 async def _all() -> None:
-    raw = 0.0
-    best: dict[tuple[str, str], float] = {}
-    variants = (("msg", False), ("batched", True))
-    paired: dict[str, list[float]] = {}  # per round: the lossless run / the raw run just before
-    for _ in range(ROUNDS):
-        for transport, _name in _NAMES:
-            before = await _raw(N)
-            raw = max(raw, before)
-            for kind, batched in variants:
-                r = await _pyum(transport, N, 0.0, batched=batched)
-                key = (transport, kind)
-                best[key] = max(best.get(key, 0.0), r.rate)
-                if kind == "msg":
-                    paired.setdefault(transport, []).append(r.rate / before)
-    print(
-        f"   raw UDP, same batched datagrams: {raw:10,.0f} msgs/s "
-        f"({N:,} x {SIZE} B, best of {2 * ROUNDS})"
-    )
     for transport, name in _NAMES:
-        clean, many = best[(transport, "msg")], best[(transport, "batched")]
-        print(
-            f"   {name} on_message (per message):  {clean:10,.0f} msgs/s  ratio to raw "
-            f"{clean / raw:.2f}  (target >= 0.70)"
-        )
-        print(
-            "       each round against the raw run just before it: "
-            + " ".join(f"{q:.2f}" for q in paired[transport])
-            + f" (median {statistics.median(paired[transport]):.2f}; information)"
-        )
-        print(
-            f"   {name} on_messages (batched):     {many:10,.0f} msgs/s  ratio to raw "
-            f"{many / raw:.2f}"
-        )
-        for recommended, label, note in (
-            (True, f"ignore_interval {RECOMMENDED_IGNORE_MS} ms", "target >= 0.80"),
-            (False, "UM defaults (500 ms)", "information"),
+        for batched, label, note in (
+            (False, "on_message (per message):", "  (target >= 0.70)"),
+            (True, "on_messages (batched):   ", ""),
         ):
-            st = await _stream(transport, recommended)
-            ratios = st.ratios(st.sent)
+            pairs = await _paired(transport, batched)
+            ratios = [q / r for r, q in pairs]
             print(
-                f"   {name} {LOSS:.0%} loss, {label + ':':25} ratio to lossless "
-                f"{statistics.median(ratios):.2f} (median of {len(ratios)} lossy phases; {note}); "
-                "no message lost"
+                f"   {name} {label} {statistics.median(q for _, q in pairs):10,.0f} msgs/s, "
+                f"raw {statistics.median(r for r, _ in pairs):10,.0f}: ratio to raw "
+                f"{statistics.median(ratios):.2f}{note}"
             )
+            best = max(q for _, q in pairs) / max(r for r, _ in pairs)
             print(
-                "       each lossy phase: "
+                f"       each pair of {CHUNK:,}-message chunks: "
                 + " ".join(f"{q:.2f}" for q in ratios)
-                + "; counting deliveries instead (a lossy phase's last repairs count in the "
-                f"next): median {statistics.median(st.ratios(st.delivered)):.2f}"
+                + f" (median of {PAIRS}; information: best pyum / best raw {best:.2f})"
             )
-            print(
-                f"       {PHASE_S:.0f} s phases, msgs/s sent (lossy in brackets): "
-                + " ".join(f"[{r:,.0f}]" if k % 2 else f"{r:,.0f}" for k, r in enumerate(st.sent))
-                + f"; {st.counts()}"
-            )
+        st = await _stream(transport, True, PHASES)
+        ratios = st.ratios(st.sent)
+        print(
+            f"   {name} {LOSS:.0%} loss, ignore_interval {RECOMMENDED_IGNORE_MS} ms: ratio to "
+            f"lossless {statistics.median(ratios):.2f} (median of {len(ratios)} lossy phases; "
+            "target >= 0.80); no message lost"
+        )
+        print(
+            "       each lossy phase: "
+            + " ".join(f"{q:.2f}" for q in ratios)
+            + "; counting deliveries instead: "
+            + " ".join(f"{q:.2f}" for q in st.ratios(st.delivered))
+        )
+        print(
+            "       msgs/s sent in each phase (lossy in brackets): "
+            + " ".join(f"[{r:,.0f}]" if k % 2 else f"{r:,.0f}" for k, r in enumerate(st.sent))
+            + f"; {st.counts()}"
+        )
+        st = await _stream(transport, False, INFO_PHASES)
+        print(
+            f"   {name} {LOSS:.0%} loss, UM defaults (500 ms): no message lost; {st.counts()} "
+            "(information; an NCF is a ~1.2 s stall, longer than a phase: no ratio)"
+        )
     n = int(LAT_RATE * LAT_SECONDS)
     for transport, name in _NAMES:
         for loss in (0.0, LOSS):
-            r = await _pyum(transport, n, loss, LAT_RATE)
+            r = await _latency(transport, n, loss)
             print(
                 f"   {name} latency at {LAT_RATE:,.0f} msgs/s, {loss:.0%} loss: "
                 f"p50 {_pct(r.lat, 50):.2f} ms  p99 {_pct(r.lat, 99):.2f} ms  max "
