@@ -17,9 +17,8 @@ machine is shared and its speed drifts by 2x within seconds: in the earlier vers
 bench (rounds of 1,000,000 messages, raw then pyum), each round's LBT-RM lossless run against
 the raw run just before it gave ratios from 0.58 to 1.41 in two benches on 2026-11-26, while a
 pair's ratio here stays within a few hundredths of its neighbours' except when the speed
-changes inside the pair.  For
-information, best pyum chunk / best raw chunk is printed too.  The lossy figures come from
-streams whose loss is switched on and off (below).
+changes inside the pair.  For information, best pyum chunk / best raw chunk is printed too.
+The lossy figures come from streams whose loss is switched on and off (below).
 
 - **raw baseline**: the least a datagram messaging library does per message: ``send`` frames the
   message with the same 12-byte LBMC data header into a batch and returns an already completed
@@ -32,11 +31,13 @@ streams whose loss is switched on and off (below).
   the limiter), one :class:`~umcore.api.Message` per message in ``on_message``; a second figure
   with the opt-in batched delivery ``on_messages`` (lists of messages).
 - **loss**: one continuous stream per transport and configuration, the throughput runs' sender
-  and callback, in which 1 % of the receiver's datagrams are dropped (``pyum_fault_drop_receive``,
-  a pyum-only setting; retransmissions are dropped too) in every other phase: after
+  loop (plus a clock read at each yield, for the phases) and callback, in which 1 % of the
+  receiver's datagrams are dropped (``pyum_fault_drop_receive``, a pyum-only setting;
+  retransmissions are dropped too) in every other phase: after
   :data:`WARM_S` of warm-up, :data:`PHASES` phases (:data:`INFO_PHASES` in the information
-  stream) of :data:`PHASE_S` each, lossless first and last.  Each phase is measured in its steady state, from :data:`SETTLE_S` after its switch to
-  the next: the messages *sent* per second, every one of which must be delivered by the end.
+  stream) of :data:`PHASE_S` each, lossless first and last.  Each phase is measured in its
+  steady state, from :data:`SETTLE_S` after its switch to the next: the messages *sent* per
+  second, every one of which must be delivered by the end.
   Sender and receiver share the loop (the sender yields every :data:`YIELD_EVERY` messages and
   the receiver drains its socket then), so in a steady state the send rate is what the whole
   pipeline sustains -- NAKs, retransmissions, buffering behind gaps, in-order delivery of the
