@@ -470,23 +470,32 @@ async def _latency(transport: str, n: int, loss: float) -> _Run:
                     f"(unrecovered_txw {st.unrecovered_txw}, unrecovered_tmo "
                     f"{st.unrecovered_tmo}; {bad[:3]})"
                 ) from None
-            (js,) = b._joined.values()
-            st = js.core.stats
-            run = _Run(
-                lat,
-                int(st.naks_sent),
-                int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
-                int(st.rxs_rcved),
-            )
+            run = _Run(lat, *_nak_counts(b))
             await src.close()
             await rcv.close()
     finally:
         reset_global_configuration(None)
+    _check(f"{transport} loss={loss}", wrong, bad)
+    return run
+
+
+def _nak_counts(ctx: Any) -> tuple[int, int, int]:
+    """The receiving context's one joined session's NAKs sent, NCFs and retransmissions."""
+    (js,) = ctx._joined.values()
+    st = js.core.stats
+    return (
+        int(st.naks_sent),
+        int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
+        int(st.rxs_rcved),
+    )
+
+
+def _check(what: str, wrong: int, bad: list[str]) -> None:
+    """A run's end: no message out of order, no unexpected event."""
     if wrong:
         bad.append(f"{wrong} messages out of order")
     if bad:
-        raise AssertionError(f"{transport} loss={loss}: {bad[:3]} ({len(bad)} problems)")
-    return run
+        raise AssertionError(f"{what}: {bad[:3]} ({len(bad)} problems)")
 
 
 class _Stream:
@@ -587,24 +596,17 @@ async def _stream(transport: str, recommended: bool, phases: int) -> _Stream:
                     await asyncio.sleep(0.002)  # the last repairs: seconds at most
                 drain = clock() - last_send
             windows = [(marks[2 * k + 1], marks[2 * k + 2]) for k in range(phases)]
-            (js,) = b._joined.values()
-            st = js.core.stats
             out = _Stream(
                 [(s1 - s0) / (t1 - t0) for (t0, s0, _), (t1, s1, _) in windows],
                 [(c1 - c0) / (t1 - t0) for (t0, _, c0), (t1, _, c1) in windows],
                 drain,
-                int(st.naks_sent),
-                int(st.ncfs_ignored + st.ncfs_shed + st.ncfs_rx_delay),
-                int(st.rxs_rcved),
+                *_nak_counts(b),
             )
             await src.close()
             await rcv.close()
     finally:
         reset_global_configuration(None)
-    if wrong:
-        bad.append(f"{wrong} messages out of order")
-    if bad:
-        raise AssertionError(f"{transport} lossy stream: {bad[:3]} ({len(bad)} problems)")
+    _check(f"{transport} lossy stream", wrong, bad)
     return out
 
 
