@@ -49,14 +49,14 @@ async def _run() -> tuple[float, float, dict[str, object]]:
             for t in topics:
                 await b.create_receiver(t)
             async with asyncio.timeout(TIMEOUT_S):
-                while sum(len(js.fanouts) for js in b._joined.values()) < TOPICS:
+                while sum(len(js.fanouts) for js in b.joined.values()) < TOPICS:
                     await asyncio.sleep(0.005)
             t_join = time.perf_counter() - t0
             stats = {"source side": a.resolver_stats, "receiver side": b.resolver_stats}
-            for rs in list(b._receivers.values()):
+            for rs in list(b.receivers.values()):
                 for r in list(rs):
                     await r.close()
-            for s in list(a._sources):
+            for s in list(a.sources):
                 await s.close()
     finally:
         reset_global_configuration(None)

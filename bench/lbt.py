@@ -457,7 +457,7 @@ async def _latency(transport: str, n: int, loss: float) -> _Run:
                     src.flush()
                     await done.wait()
             except TimeoutError:
-                (js,) = b._joined.values()
+                (js,) = b.joined.values()
                 st = js.core.stats
                 raise AssertionError(
                     f"{transport} loss={loss}: {count:,} of {n:,} messages in {TIMEOUT_S} s "
@@ -475,7 +475,7 @@ async def _latency(transport: str, n: int, loss: float) -> _Run:
 
 def _nak_counts(ctx: Any) -> tuple[int, int, int]:
     """The receiving context's one joined session's NAKs sent, NCFs and retransmissions."""
-    (js,) = ctx._joined.values()
+    (js,) = ctx.joined.values()
     st = js.core.stats
     return (
         int(st.naks_sent),
@@ -531,7 +531,7 @@ async def _stream(transport: str, recommended: bool, phases: int) -> _Stream:
     every message delivered, in order, with no loss event."""
     from umcore.api import Context
     from umcore.api import message as m
-    from umcore.api.transports import lbt_context
+    from umcore.engine.lbt import lbt_state
     from umcore.config.attributes import reset_global_configuration
 
     _configure(transport, _lossy(transport, recommended))
@@ -559,7 +559,7 @@ async def _stream(transport: str, recommended: bool, phases: int) -> _Stream:
             rcv = await b.create_receiver("bench.lbt", on_msg)
             src = await a.create_source("bench.lbt")
             await asyncio.wait_for(bos.wait(), 10)
-            lctx = lbt_context(b)
+            lctx = lbt_state(b)
             pad = bytes(SIZE - _T.size)
             pack = _T.pack
             send = src.send

@@ -58,7 +58,7 @@ async def _pyum(transport: str, payloads: list[bytes]) -> float:
     )
     async with await Context.create() as ctx:
         src = await ctx.create_source("bench.send")
-        lst: Any = src._listener
+        lst: Any = src.writer
         if transport == "tcp":
             lst._writers.append(_DummyWriter())
         else:

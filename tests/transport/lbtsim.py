@@ -152,9 +152,9 @@ class Net:
             while self._heap and self._heap[0][0] <= t:
                 _, _, target, data, frm = heapq.heappop(self._heap)
                 if target is self.source:
-                    self.source.datagram_received(data, frm, t)  # type: ignore[attr-defined]
+                    self.source.receive_datagram(data, frm, t)  # type: ignore[attr-defined]
                 else:
-                    target.datagram_received(data, t)
+                    target.receive_datagram(data, t)
                 self.pump()
             self._timers(t)
 

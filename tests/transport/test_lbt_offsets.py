@@ -86,10 +86,10 @@ def test_receiver_parses_from_the_offset_and_owns_what_it_holds(kind: str, as_vi
 
     def feed(d: bytes, now: float) -> None:
         if not as_view:
-            rcv.datagram_received(d, now)
+            rcv.receive_datagram(d, now)
             return
         buf[: len(d)] = d
-        rcv.datagram_received(memoryview(buf)[: len(d)], now)
+        rcv.receive_datagram(memoryview(buf)[: len(d)], now)
         buf[:] = b"\xee" * len(buf)  # the next read overwrites the buffer
 
     feed(dgrams[0], 0.0)

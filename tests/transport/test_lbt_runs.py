@@ -261,14 +261,14 @@ def test_packed_runs_through_a_receiver_core_deliver_in_order_under_gaps() -> No
     src.flush()
     dgrams.extend(src.ready)
     assert len(dgrams) >= 4
-    rcv.datagram_received(dgrams[0], 0.0)
-    rcv.datagram_received(dgrams[2], 0.01)  # dgrams[1] missing: [2] is held, packed
+    rcv.receive_datagram(dgrams[0], 0.0)
+    rcv.receive_datagram(dgrams[2], 0.01)  # dgrams[1] missing: [2] is held, packed
     held = list(dc._runs.values())
     assert len(held) == 1 and isinstance(held[0], PackedRun)
-    rcv.datagram_received(dgrams[2], 0.02)  # a duplicate datagram
-    rcv.datagram_received(dgrams[1], 0.03)  # the repair
+    rcv.receive_datagram(dgrams[2], 0.02)  # a duplicate datagram
+    rcv.receive_datagram(dgrams[1], 0.03)  # the repair
     for d in dgrams[3:]:
-        rcv.datagram_received(d, 0.04)
+        rcv.receive_datagram(d, 0.04)
     assert got == list(range(400)) and dc._runs == {} and dc.missing == {}
     assert rcv.stats.duplicate_data == 1
 
@@ -414,8 +414,8 @@ def test_bytes_and_memoryview_datagrams_give_the_same_outcome(
             nxt[tidx] = (nxt[tidx] + k) & 0xFFFFFFFF
         data = _RM_DATA.pack(0, 0, _PORT, SID, tsqn, 0, 0, 0, 0) + body
         now += 0.01
-        fast.datagram_received(data, now)
-        slow.datagram_received(memoryview(data), now)
+        fast.receive_datagram(data, now)
+        slow.receive_datagram(memoryview(data), now)
         tsqn = (tsqn + step) & 0xFFFFFFFF
     for t in (1.0, 5.0, 30.0):  # NAK and loss timers of the gaps
         fast.handle_timer(t)

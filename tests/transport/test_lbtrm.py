@@ -293,7 +293,7 @@ def test_activity_timeout_ends_session() -> None:
     src = LbtrmSource(SID, PORT)
     src.handle_timer(0.2)
     ((sm, _),) = src.outbox
-    rcv.datagram_received(sm, 0.2)
+    rcv.receive_datagram(sm, 0.2)
     assert rcv.active
     t = rcv.next_timer()
     while t is not None and not ended:
@@ -304,5 +304,5 @@ def test_activity_timeout_ends_session() -> None:
 
 def test_foreign_session_is_dropped() -> None:
     rcv = LbtrmReceiver(SID, PORT)
-    rcv.datagram_received(w.encode_data(SID + 1, PORT, 0, 0, b""), 0.0)
+    rcv.receive_datagram(w.encode_data(SID + 1, PORT, 0, 0, b""), 0.0)
     assert rcv.stats.dgrams_dropped_sid == 1 and not rcv.active

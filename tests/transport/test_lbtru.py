@@ -39,12 +39,12 @@ def test_connect_request_gets_syn_and_acks_follow() -> None:
     assert isinstance(rec, w.LBTRUConnectionRequest)
     assert rec.session_id == SID and rec.client_id == rcv.client_id
     rcv.outbox.clear()
-    src.datagram_received(creq, ("10.0.0.2", 14360), 0.01)
+    src.receive_datagram(creq, ("10.0.0.2", 14360), 0.01)
     assert list(src.clients) == [("10.0.0.2", 14360)]
     ((syn, _addr),) = src.outbox
     sm = w.decode(syn)
     assert isinstance(sm, w.LBTRUSessionMessage) and sm.syn and sm.client_id == rcv.client_id
-    rcv.datagram_received(syn, 0.02)
+    rcv.receive_datagram(syn, 0.02)
     assert rcv.connected and rcv.active
     # ACKs every 500 ms while connected (the keepalive).
     acks = []
@@ -123,18 +123,18 @@ def test_client_activity_timeout_drops_a_silent_receiver() -> None:
 def test_unknown_client_gets_rst_and_reconnects() -> None:
     src, (rcv,) = make(1)
     ack = w.encode(w.LBTRUAck(5, session_id=SID, client_id=7))
-    src.datagram_received(ack, ("10.0.0.9", 14361), 0.0)
+    src.receive_datagram(ack, ("10.0.0.9", 14361), 0.0)
     ((rst, addr),) = src.outbox
     assert rst == b"\x07\x00\x00\x00" and addr == ("10.0.0.9", 14361)
     rcv.connect(0.0)
     rcv.outbox.clear()
-    rcv.datagram_received(rst, 0.1)
+    rcv.receive_datagram(rst, 0.1)
     assert rcv.resets == 1 and [kind_of(d) for d in rcv.outbox] == [w.TYPE_CREQ]
 
 
 def test_stale_session_id_data_is_dropped() -> None:
     _src, (rcv,) = make(1)
-    rcv.datagram_received(w.encode_data(0, 0, b"", SID + 1), 0.0)
+    rcv.receive_datagram(w.encode_data(0, 0, b"", SID + 1), 0.0)
     assert rcv.stats.dgrams_dropped_sid == 1 and not rcv.active
 
 

@@ -82,7 +82,7 @@ def test_fragmentation_and_reassembly() -> None:
     assert [m.sqn for m in msgs] == list(range(len(msgs)))
     rcv, sink = pair()
     for i in range(0, len(out), 777):  # arbitrary TCP segmentation
-        rcv.data_received(out[i : i + 777])
+        rcv.receive_data(out[i : i + 777])
     assert sink.data == [(len(msgs) - 1, payload)]  # sqn of the last fragment
     assert src.send(t, b"next", 0.0, flush=True) is not None
 
@@ -106,7 +106,7 @@ def test_stream_roundtrip_any_segmentation(sizes: list[int], cuts: list[int]) ->
     pos = i = 0
     while pos < len(stream):
         c = cuts[i % len(cuts)]
-        rcv.data_received(bytes(stream[pos : pos + c]))
+        rcv.receive_data(bytes(stream[pos : pos + c]))
         pos += c
         i += 1
     assert [d for _, d in sink.data] == sent
@@ -141,10 +141,10 @@ def test_tsni_reveals_tail_loss() -> None:
     first = src.send(t, b"a", 0.0, flush=True)
     src.send(t, b"lost", 0.0, flush=True)  # never reaches the receiver
     assert first is not None
-    rcv.data_received(first)
+    rcv.receive_data(first)
     tsni = src.handle_timer(5.0)
     assert tsni is not None
-    rcv.data_received(tsni)
+    rcv.receive_data(tsni)
     assert sink.loss == [(LOSS, 1, 1)]
 
 
@@ -174,23 +174,23 @@ def test_session_id_confirmation() -> None:
     hello = TcpReceiverSession(SID).connect_message()
     assert hello == encode_tcp_sid(SID)
     assert hello is not None and hello[:4] == bytes.fromhex("086b000c")
-    assert conn.data_received(hello[:5]) is False
-    assert conn.data_received(hello[5:]) is True and conn.confirmed
+    assert conn.receive_data(hello[:5]) is False
+    assert conn.receive_data(hello[5:]) is True and conn.confirmed
     stale = src.connection()
     with pytest.raises(TransportError):
-        stale.data_received(encode_tcp_sid(SID + 1))
+        stale.receive_data(encode_tcp_sid(SID + 1))
 
 
 def test_garbage_costs_the_connection() -> None:
     rcv, _ = pair()
     with pytest.raises(TransportError):
-        rcv.data_received(b"\x00\x00\x00\x02garbage")
+        rcv.receive_data(b"\x00\x00\x00\x02garbage")
     rcv2, _ = pair()
     with pytest.raises(TransportError):
-        rcv2.data_received(b"\x0f\x00\x00\x10" + bytes(12))  # unknown LBMC type
+        rcv2.receive_data(b"\x0f\x00\x00\x10" + bytes(12))  # unknown LBMC type
     conn = TcpSourceSession(SID).connection()
     with pytest.raises(TransportError):
-        conn.data_received(b"\x08\x6b\x00\x02")
+        conn.receive_data(b"\x08\x6b\x00\x02")
 
 
 @settings(max_examples=200, deadline=None)
@@ -198,14 +198,14 @@ def test_garbage_costs_the_connection() -> None:
 def test_random_bytes_raise_only_transport_error(data: bytes) -> None:
     rcv, _ = pair()
     with contextlib.suppress(TransportError):
-        rcv.data_received(data)
+        rcv.receive_data(data)
 
 
 def test_unsubscribed_topic_counted() -> None:
     src = TcpSourceSession(SID)
     a, b = src.add_topic("a"), src.add_topic("b")
     rcv, sink = pair(tidx=a)
-    rcv.data_received(src.send(b, b"not mine", 0.0, flush=True) or b"")
-    rcv.data_received(src.send(a, b"mine", 0.0, flush=True) or b"")
+    rcv.receive_data(src.send(b, b"not mine", 0.0, flush=True) or b"")
+    rcv.receive_data(src.send(a, b"mine", 0.0, flush=True) or b"")
     assert sink.data == [(0, b"mine")]
     assert rcv.stats.messages_no_topic == 1

@@ -54,10 +54,10 @@ def _run(stream: bytes, pieces: int, many: bool) -> tuple[list[object], TcpRecei
             dc.deliver_many = many
         rcv.subscribe(dc)
     if pieces == 1:
-        rcv.data_received(stream)
+        rcv.receive_data(stream)
     else:
         for i in range(len(stream)):
-            rcv.data_received(stream[i : i + 1])
+            rcv.receive_data(stream[i : i + 1])
     return events, rcv
 
 
@@ -114,7 +114,7 @@ def test_a_long_run_goes_through_deliver_many_in_one_call() -> None:
 
     dc.deliver_many = many
     rcv.subscribe(dc)
-    rcv.data_received(b"".join(lbmc.encode_data(0, s, b"x" * 64) for s in range(1000)))
+    rcv.receive_data(b"".join(lbmc.encode_data(0, s, b"x" * 64) for s in range(1000)))
     # the first message starts the DC one by one; the other 999 are one run
     assert calls == [1, 999]
     assert dc.expected == 1000 and dc.delivered == 1000

@@ -24,9 +24,9 @@ def test_one_message_reads_deliver_in_order_and_count() -> None:
     rcv.subscribe(DeliveryController(3, "t", sink.deliver, sink.lose))
     active = []
     rcv.on_active = lambda: active.append(True)
-    assert rcv.data_received(lbmc.encode_data(3, 10, b"first")) is True  # BOS time
+    assert rcv.receive_data(lbmc.encode_data(3, 10, b"first")) is True  # BOS time
     for sqn in range(11, 20):
-        assert rcv.data_received(lbmc.encode_data(3, sqn, b"m%d" % sqn)) is False
+        assert rcv.receive_data(lbmc.encode_data(3, sqn, b"m%d" % sqn)) is False
     assert active == [True]
     assert sink.got == [(10, b"first")] + [(s, b"m%d" % s) for s in range(11, 20)]
     assert rcv.stats.messages_received == 10
@@ -37,14 +37,14 @@ def test_one_message_reads_gap_unknown_topic_and_split() -> None:
     rcv = TcpReceiverSession(1)
     sink = Sink()
     rcv.subscribe(DeliveryController(3, "t", sink.deliver, sink.lose))
-    rcv.data_received(lbmc.encode_data(3, 0, b"a"))
-    rcv.data_received(lbmc.encode_data(3, 3, b"d"))  # a gap: loss events, then delivery
+    rcv.receive_data(lbmc.encode_data(3, 0, b"a"))
+    rcv.receive_data(lbmc.encode_data(3, 3, b"d"))  # a gap: loss events, then delivery
     assert sink.lost == [(LOSS, 1, 1), (LOSS, 2, 1)]
-    rcv.data_received(lbmc.encode_data(9, 0, b"x"))  # nobody subscribed
+    rcv.receive_data(lbmc.encode_data(9, 0, b"x"))  # nobody subscribed
     assert rcv.stats.messages_no_topic == 1
     msg = lbmc.encode_data(3, 4, b"split")
-    rcv.data_received(msg[:5])  # pending bytes: the next read completes it
-    rcv.data_received(msg[5:])
-    rcv.data_received(lbmc.encode_data(3, 3, b"old"))  # a duplicate: dropped
+    rcv.receive_data(msg[:5])  # pending bytes: the next read completes it
+    rcv.receive_data(msg[5:])
+    rcv.receive_data(lbmc.encode_data(3, 3, b"old"))  # a duplicate: dropped
     assert sink.got == [(0, b"a"), (3, b"d"), (4, b"split")]
     assert rcv.stats.messages_received == 5

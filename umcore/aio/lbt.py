@@ -8,10 +8,10 @@ socket drained by :class:`~umcore.aio.udp.DatagramEndpoint` and one
 and re-arms the timer when the core says its deadline moved (``timer_dirty``).
 
 - :class:`LbtSourceEndpoint` is the source session's socket.  It has the shape the API's source
-  session expects of a TCP listener (``write``, ``writable``, ``_paused``, ``receivers``,
+  session expects of a TCP listener (``write``, ``writable``, ``paused``, ``receivers``,
   ``close``, ``on_connect``/``on_disconnect``/``on_unblock``): ``write`` sends the core's DATA
   datagrams to every receiver (LBT-RU: each connected client; LBT-RM: the group) and its other
-  datagrams where they belong; ``_paused`` is the rate limiter's *blocked* state.  LBT-RU binds
+  datagrams where they belong; ``paused`` is the rate limiter's *blocked* state.  LBT-RU binds
   a port of ``transport_lbtru_port_low..high`` (context); LBT-RM binds its NAK port from
   ``transport_lbtrm_source_port_low..high`` and multicasts from that socket
   (``IP_MULTICAST_IF`` = the context's interface, loop on, TTL ``resolver_multicast_ttl``).
@@ -95,6 +95,13 @@ class LbtContext:
         self.sessions: dict[str, dict[Any, Any]] = {"lbtru": {}, "lbtrm": {}}
         #: LBT-RM datagrams of no joined session on closed group sockets (context stat).
         self.rm_unknown_closed = 0
+
+    def forget(self, session: object) -> None:
+        """A source session closed: it is no longer a pool member."""
+        for by_key in self.sessions.values():
+            for key, s in list(by_key.items()):
+                if s is session:
+                    del by_key[key]
 
     def source_sessions(self) -> list[Any]:
         """Every LBT-RU / LBT-RM source session of the context (automatic monitoring)."""
@@ -184,12 +191,12 @@ class LbtSourceEndpoint:
         #: The one address DATA goes to, for :meth:`write`'s fast path (None: general path);
         #: recomputed after every general write.
         self._dest: Address | None = None
-        endpoint._on_datagram = self._on_datagram
+        endpoint.set_handler(self._on_datagram)
 
     # -- the TCP listener's shape, as the API's source session uses it
     #: The core's *blocked* state as of the last :meth:`write` (every call that can block or
     #: unblock the core is followed by one): a plain attribute, read on every send.
-    _paused = False
+    paused = False
 
     @property
     def receivers(self) -> int:
@@ -238,7 +245,7 @@ class LbtSourceEndpoint:
             ready = core.ready
             if ready:
                 ep = self.endpoint
-                sendto = ep._sock.sendto
+                sendto = ep.sock.sendto
                 for d in ready:
                     try:
                         nbytes = sendto(d, dest)
@@ -253,7 +260,7 @@ class LbtSourceEndpoint:
         self._after_write(core)
 
     def _after_write(self, core: LbtSource) -> None:
-        self._paused = core.blocked
+        self.paused = core.blocked
         if core.unblocked:
             core.unblocked = False
             waiters, self._waiters = self._waiters, []
@@ -314,7 +321,7 @@ class LbtSourceEndpoint:
         # always takes this path: the fast path's destination is brought up to date here.
         self._dest = self._single_destination()
 
-    def _arm(self) -> None:
+    def arm(self) -> None:
         core = self.core
         if self.timer is not None and (core.timer_dirty or self.timer.deadline is None):
             core.timer_dirty = False
@@ -340,7 +347,7 @@ class LbtSourceEndpoint:
         if lctx.drop_receive and lctx.drop_in():
             return
         try:
-            self.core.datagram_received(data, addr, lctx.loop.time())  # type: ignore[attr-defined]
+            self.core.receive_datagram(data, addr, lctx.loop.time())
         except RemoteProtocolError:
             self.receive_errors += 1
             return
@@ -353,7 +360,7 @@ class LbtSourceEndpoint:
         if self.closed:
             return
         core = self.core
-        if core._len:
+        if core.batched_bytes:
             core.flush()
         self.write()
         self.closed = True
@@ -375,7 +382,7 @@ class _GroupSocket:
         self.key = key
         self.sessions: dict[tuple[str, int, int], LbtReceiverSession] = {}
         self.unknown = 0  # lbtrm_unknown_msgs_rcved
-        endpoint._on_datagram = self._on_datagram
+        endpoint.set_handler(self._on_datagram)
 
     def _on_datagram(self, data: bytes | memoryview, addr: Address) -> None:
         if len(data) < wrm.HEADER_SIZE:
@@ -391,7 +398,7 @@ class _GroupSocket:
             return
         core = s.core
         try:
-            core.datagram_received(data, lctx.loop.time())  # type: ignore[attr-defined]
+            core.receive_datagram(data, lctx.loop.time())
         except RemoteProtocolError:
             s.receive_errors += 1
             return
@@ -485,7 +492,7 @@ class LbtReceiverSession:
             return
         core = self.core
         try:
-            core.datagram_received(data, lctx.loop.time())  # type: ignore[attr-defined]
+            core.receive_datagram(data, lctx.loop.time())
         except RemoteProtocolError:
             self.receive_errors += 1
             return

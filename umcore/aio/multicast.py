@@ -82,3 +82,14 @@ def route_address(dest: str, port: int = 9) -> str:
         return "127.0.0.1"
     finally:
         s.close()
+
+
+def open_multicast_sender(interface: str) -> socket.socket:
+    """A non-blocking UDP socket bound to ``interface`` that multicasts out of it, looping its
+    own datagrams back to this host (MIM: other contexts here may listen)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    s.setblocking(False)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+    s.bind((interface, 0))
+    return s

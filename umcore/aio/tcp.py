@@ -33,7 +33,8 @@ import socket
 from collections.abc import Callable
 from typing import Any, cast
 
-from umcore.errors import TransportError, UMError
+from umcore.aio.ports import first_free
+from umcore.errors import TransportError
 from umcore.transport.tcp import SourceConnection, TcpReceiverSession, TcpSourceSession
 
 __all__ = ["ReceiverConnection", "SourceListener", "listen_in_range"]
@@ -52,21 +53,22 @@ async def listen_in_range(
 ) -> tuple[asyncio.Server, int]:
     """Listen on the first free port of ``low..high`` (``low == 0``: an ephemeral port)."""
     loop = asyncio.get_running_loop()
-    ports = [0] if low == 0 else list(range(low, high + 1))
-    last: OSError | None = None
-    for port in ports:
+
+    async def bind(port: int) -> tuple[asyncio.Server, int]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.bind((host, port))
-        except OSError as exc:
+        except OSError:
             sock.close()
-            last = exc
-            continue
+            raise
         sock.listen(backlog)
         sock.setblocking(False)
         server = await loop.create_server(factory, sock=sock)
         return server, sock.getsockname()[1]
-    raise UMError(f"no free TCP port in {low}-{high} on {host}: {last}")
+
+    return await first_free(
+        [0] if low == 0 else range(low, high + 1), bind, f"TCP port {low}-{high} on {host}"
+    )
 
 
 class SourceListener:
@@ -92,10 +94,10 @@ class SourceListener:
         self.port = 0
         self._writers: list[asyncio.Transport] = []
         self._protocols: set[_SourceConnectionProtocol] = set()
-        #: The connections above their buffer limit; :attr:`_paused` says whether there is
-        #: one (a plain bool: the API reads it on every send).
+        #: The connections above their buffer limit; :attr:`paused` says whether there is
+        #: one (a plain bool: the engine's send paths read it on every send).
         self._blocking: set[Any] = set()
-        self._paused = False
+        self.paused = False
         self._unblocked: asyncio.Event | None = None
         #: Connections aborted because the receiver sent garbage or a stale session id.
         self.connections_refused = 0
@@ -112,11 +114,16 @@ class SourceListener:
 
     @property
     def blocked(self) -> bool:
-        return self._paused
+        return self.paused
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes written but not yet sent, over every receiver connection."""
+        return sum(w.get_write_buffer_size() for w in self._writers)
 
     async def writable(self) -> None:
         """Wait until no receiver connection is above its buffer limit."""
-        while self._paused:
+        while self.paused:
             if self._unblocked is None:
                 self._unblocked = asyncio.Event()
             await self._unblocked.wait()
@@ -154,13 +161,13 @@ class SourceListener:
 
     def _pause(self, proto: Any) -> None:
         self._blocking.add(proto)
-        self._paused = True
+        self.paused = True
 
     def _resumed(self, proto: Any) -> None:
         if proto in self._blocking:
             self._blocking.discard(proto)
             if not self._blocking:
-                self._paused = False
+                self.paused = False
                 if self._unblocked is not None:
                     self._unblocked.set()
                     self._unblocked = None
@@ -192,7 +199,7 @@ class _SourceConnectionProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            if self.core.data_received(data):
+            if self.core.receive_data(data):
                 self.listener._confirmed(self)
         except TransportError as exc:
             self.listener.connections_refused += 1
@@ -240,7 +247,7 @@ class ReceiverConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            self.session.data_received(data)
+            self.session.receive_data(data)
         except TransportError as exc:
             self.error = exc
             log.info("dropping source connection: %s", exc)

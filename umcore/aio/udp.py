@@ -157,6 +157,16 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         self.callback_errors = 0
         self._start()
 
+    def set_handler(self, on_datagram: Callable[[bytes | memoryview, Address], object]) -> None:
+        """Hand later datagrams to ``on_datagram`` (an adapter taking over an endpoint that was
+        bound before it existed)."""
+        self._on_datagram = on_datagram
+
+    @property
+    def sock(self) -> socket.socket:
+        """The socket (an adapter's own fast path may ``sendto`` on it directly)."""
+        return self._sock
+
     @classmethod
     async def bind(
         cls,

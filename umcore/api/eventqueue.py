@@ -50,6 +50,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from umcore.engine.options import Options
 from umcore.errors import UMError
 
 __all__ = [
@@ -136,17 +137,15 @@ class EventQueue:
         monitor: Monitor | None = None,
         limit: int = MAX_EVENT_QUEUE,
     ) -> None:
-        from umcore.api.context import _Options
-
         if limit < 1:
             raise ValueError("an event queue limit is at least 1")
-        o = _Options("event_queue", attributes)
-        self.size_warning = int(o.get("queue_size_warning", 0) or 0)
-        self.delay_warning_us = int(o.get("queue_delay_warning", 0) or 0)
-        self.enqueue_notification = bool(o.get("queue_enqueue_notification", False))
-        self.age_enabled = bool(o.get("queue_age_enabled", False))
-        self.count_enabled = bool(o.get("queue_count_enabled", False))
-        self.service_time_enabled = bool(o.get("queue_service_time_enabled", False))
+        o = Options("event_queue", attributes)
+        self.size_warning = int(o.get("queue_size_warning") or 0)
+        self.delay_warning_us = int(o.get("queue_delay_warning") or 0)
+        self.enqueue_notification = bool(o.get("queue_enqueue_notification"))
+        self.age_enabled = bool(o.get("queue_age_enabled"))
+        self.count_enabled = bool(o.get("queue_count_enabled"))
+        self.service_time_enabled = bool(o.get("queue_service_time_enabled"))
         self.monitor = monitor
         self.limit = limit
         self.hard_limit = limit * HARD_LIMIT_FACTOR + READ_OVERSHOOT
@@ -206,9 +205,9 @@ class EventQueue:
             if topic is None or ctx is None or getattr(user, "pattern", None) is not None:
                 continue
             if pause:
-                ctx._pause_feeding(topic)
+                ctx.pause_feeding(topic)
             else:
-                ctx._resume_feeding(topic)
+                ctx.resume_feeding(topic)
 
     # ------------------------------------------------------------------ dispatch
     async def dispatch(self, timeout: int = BLOCK) -> int:

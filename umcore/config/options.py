@@ -25,6 +25,7 @@ both MIM ports, ``ume_late_join`` is ``late_join`` and so on.
 from __future__ import annotations
 
 import difflib
+from typing import Any, Protocol
 
 from umcore.config.values import (
     ADDRESS,
@@ -2704,3 +2705,13 @@ def bad_value_error(
         what=f"{opt.scope} {opt.name}",
         allowed=opt.type.allowed(),
     )
+
+
+class OptionReader(Protocol):
+    """What a core's ``from_options`` reads options through (the engine's
+    :class:`~umcore.engine.options.Options`): typed values, and time options in seconds, with
+    the registry's defaults and units; an unknown name raises ConfigError."""
+
+    def get(self, name: str) -> Any: ...
+
+    def seconds(self, name: str) -> float: ...

@@ -40,6 +40,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from umcore.config.options import OptionReader
 from umcore.features.retention import RetentionBuffer
 from umcore.wire import lbmc, lbmr_options
 
@@ -163,16 +164,16 @@ class LateJoinConfig:
         self.caching_proximity = caching_proximity
 
     @classmethod
-    def from_options(cls, get: Callable[[str, Any], Any]) -> LateJoinConfig:
-        ms = 1000.0
+    def from_options(cls, o: OptionReader) -> LateJoinConfig:
+        """From a receiver's options (the registry's defaults and units)."""
         return cls(
-            info_request_interval=float(get("late_join_info_request_interval", 1000)) / ms,
-            info_request_maximum=int(get("late_join_info_request_maximum", 60)),
-            request_interval=float(get("retransmit_request_interval", 500)) / ms,
-            request_maximum=int(get("retransmit_request_maximum", 0)),
-            request_message_timeout=float(get("retransmit_request_message_timeout", 10000)) / ms,
-            request_outstanding_maximum=int(get("retransmit_request_outstanding_maximum", 10)),
-            caching_proximity=int(get("retransmit_message_caching_proximity", 2147483647)),
+            info_request_interval=o.seconds("late_join_info_request_interval"),
+            info_request_maximum=int(o.get("late_join_info_request_maximum")),
+            request_interval=o.seconds("retransmit_request_interval"),
+            request_maximum=int(o.get("retransmit_request_maximum")),
+            request_message_timeout=o.seconds("retransmit_request_message_timeout"),
+            request_outstanding_maximum=int(o.get("retransmit_request_outstanding_maximum")),
+            caching_proximity=int(o.get("retransmit_message_caching_proximity")),
         )
 
 

@@ -22,8 +22,7 @@ This module holds the configuration and the interval rule; the per-message state
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from umcore.config.options import OptionReader
 
 __all__ = ["OtrConfig", "next_interval", "otr_enabled"]
 
@@ -59,16 +58,15 @@ class OtrConfig:
         self.caching_threshold = caching_threshold
 
     @classmethod
-    def from_options(cls, get: Callable[[str, Any], Any]) -> OtrConfig:
-        """From a typed option getter ``get(name, default)`` (receiver scope)."""
-        ms = 1000.0
+    def from_options(cls, o: OptionReader) -> OtrConfig:
+        """From a receiver's options (the registry's defaults and units)."""
         return cls(
-            initial_delay=float(get("otr_request_initial_delay", 2000)) / ms,
-            minimum_interval=float(get("otr_request_minimum_interval", 1000)) / ms,
-            maximum_interval=float(get("otr_request_maximum_interval", 10000)) / ms,
-            message_timeout=float(get("otr_request_message_timeout", 60000)) / ms,
-            outstanding_maximum=int(get("otr_request_outstanding_maximum", 200)),
-            caching_threshold=int(get("otr_message_caching_threshold", 10000)),
+            initial_delay=o.seconds("otr_request_initial_delay"),
+            minimum_interval=o.seconds("otr_request_minimum_interval"),
+            maximum_interval=o.seconds("otr_request_maximum_interval"),
+            message_timeout=o.seconds("otr_request_message_timeout"),
+            outstanding_maximum=int(o.get("otr_request_outstanding_maximum")),
+            caching_threshold=int(o.get("otr_message_caching_threshold")),
         )
 
 

@@ -162,6 +162,11 @@ class TopicRecovery:
     def late_join_active(self) -> bool:
         return self._lj_state in (_LJ_WAIT_INFO, _LJ_RECOVERING)
 
+    @property
+    def requests_pending(self) -> bool:
+        """Requests are queued for :meth:`take_requests`."""
+        return bool(self._out)
+
     def take_requests(self) -> list[bytes]:
         """Messages for the source's request port."""
         out, self._out = self._out, []

@@ -24,11 +24,10 @@ counted; the last monitored context to close closes it).  A packet the source ca
 :attr:`AutomaticMonitor.dropped`, never queued: statistics are periodic, the next sample
 supersedes it.
 
-Transports other than TCP can take part without changes here: a source or joined transport
-session object with a ``monitor_sample()`` method returning a
-:class:`~umcore.monitor.umsstats.TransportSample` is asked for it instead of the TCP reader.
-A session that is neither TCP nor has the hook is left out of the sample (never reported under
-the wrong transport type).
+Every transport session reports itself: the engine's ``transport_samples()`` gives (direction,
+transport, source string, ums_mon.proto fields) per source and joined session, TCP, LBT-RU and
+LBT-RM alike (:meth:`umcore.engine.context.Engine.transport_samples`).  The monitoring context
+is created with the monitored context's own ``create`` (this module imports no API).
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from umcore.errors import UMError, WouldBlock
@@ -54,7 +54,6 @@ from umcore.monitor.umsstats import (
     TransportSample,
     encode_sample,
 )
-from umcore.transport.tcp import TcpReceiverSession, TcpSourceSession
 
 __all__ = [
     "AutomaticMonitor",
@@ -67,63 +66,31 @@ log = logging.getLogger("umcore.monitor.automatic")
 
 
 # ------------------------------------------------------------------------------ sampling
-def _tcp_source_sample(ctx: Any, session: Any) -> TransportSample:
-    core, listener = session.core, session.listener
-    buffered = int(getattr(core, "_len", 0))  # implicit batching buffer not yet written
-    for w in getattr(listener, "_writers", ()):
-        buffered += int(w.get_write_buffer_size())
-    ip = getattr(ctx, "advertised_ip", "0.0.0.0")
-    return TransportSample(
-        "source",
-        "tcp",
-        f"TCP:{ip}:{listener.port}:{core.session_id:08x}",
-        {"num_clients": int(listener.receivers), "bytes_buffered": buffered},
-    )
-
-
-def _tcp_receiver_sample(js: Any) -> TransportSample:
-    js.fold()  # deliveries the one-frame path has not folded in yet (_Fanout.fold)
-    st = js.core.stats
-    return TransportSample(
-        "receiver",
-        "tcp",
-        js.source_string,
-        {
-            "bytes_rcved": st.bytes_received,
-            "lbm_msgs_rcved": st.messages_received,
-            "lbm_msgs_no_topic_rcved": st.messages_no_topic,
-            # lbm_reqs_rcved: 0, requests over the TCP transport are not counted yet
-        },
-    )
-
-
 def sample_context(ctx: Any) -> ContextSample:
-    """What ``ctx`` (a :class:`umcore.api.Context`) counted so far.
+    """What ``ctx`` (an :class:`umcore.engine.context.Engine`: the API's Context) counted so far.
 
     Context fields we cannot count are left out (0 in the message); see the module docstring
     of :mod:`umcore.monitor.umsstats` for the "no sample" minimum.
     """
-    ep = getattr(ctx, "_endpoint", None)
-    resolver = getattr(ctx, "_resolver", None)
-    rstats = getattr(resolver, "stats", None)
-    sources = getattr(ctx, "_sources", ())
-    receivers: dict[str, Any] = getattr(ctx, "_receivers", {})
-    joined = list(getattr(ctx, "_joined", {}).values())
+    ep = ctx.endpoint
+    rstats = ctx.resolver.stats
+    receivers: dict[str, Any] = ctx.receivers
     resolved: set[str] = set()
-    for js in joined:
-        for f in getattr(js, "fanouts", {}).values():
+    for js in ctx.joined.values():
+        for f in js.fanouts.values():
             resolved.add(f.topic)
-    lost = int(getattr(ctx, "fragments_unrecoverably_lost", 0))
+    lost = int(ctx.fragments_unrecoverably_lost)
     fields: dict[str, int] = {
-        "tr_src_topics": len({s.topic for s in sources}),
+        "tr_src_topics": len({s.topic for s in ctx.sources}),
         "tr_rcv_topics": len(receivers),
         "tr_rcv_unresolved_topics": sum(1 for t in receivers if t not in resolved),
-        "send_blocked": int(getattr(ctx, "send_blocked", 0)),
-        "send_would_block": int(getattr(ctx, "send_would_block", 0)),
+        "send_blocked": int(ctx.send_blocked),
+        "send_would_block": int(ctx.send_would_block),
         # TCP cannot retransmit: every detected gap is lost for good.
         "fragments_lost": lost,
         "fragments_unrecoverably_lost": lost,
         "rcv_cb_svc_time_min": NO_SAMPLE_MIN,  # callbacks are not timed: no sample
+        "tr_dgrams_dropped_malformed": rstats.datagrams_dropped_malformed,
     }
     if ep is not None:
         fields["tr_dgrams_sent"] = ep.datagrams_sent
@@ -131,26 +98,10 @@ def sample_context(ctx: Any) -> ContextSample:
         fields["tr_dgrams_rcved"] = ep.datagrams_received
         fields["tr_bytes_rcved"] = ep.bytes_received
         fields["tr_dgrams_send_failed"] = ep.send_errors + ep.send_dropped
-    if rstats is not None:
-        fields["tr_dgrams_dropped_malformed"] = rstats.datagrams_dropped_malformed
-    lbt = getattr(ctx, "_lbt", None)  # LBT-RU / LBT-RM state (umcore.aio.lbt.LbtContext)
-    lbt_sessions = list(lbt.source_sessions()) if lbt is not None else []
+    lbt = ctx.lbt  # LBT-RU / LBT-RM state (umcore.aio.lbt.LbtContext)
     if lbt is not None:
         fields["lbtrm_unknown_msgs_rcved"] = int(lbt.lbtrm_unknown_msgs_rcved)
-    transports: list[TransportSample] = []
-    for session in list(getattr(ctx, "_sessions", ())) + lbt_sessions:
-        hook = getattr(session, "monitor_sample", None)
-        if hook is not None:
-            transports.append(hook())
-        elif isinstance(getattr(session, "core", None), TcpSourceSession):
-            transports.append(_tcp_source_sample(ctx, session))
-        # else: a transport without a monitor_sample() hook is left out, never mislabelled
-    for js in joined:
-        hook = getattr(js, "monitor_sample", None)
-        if hook is not None:
-            transports.append(hook())
-        elif isinstance(getattr(js, "core", None), TcpReceiverSession):
-            transports.append(_tcp_receiver_sample(js))
+    transports = [TransportSample(*t) for t in ctx.transport_samples()]
     return ContextSample(fields, transports)
 
 
@@ -158,8 +109,12 @@ def sample_context(ctx: Any) -> ContextSample:
 class MonitoringPublisher:
     """The monitoring context and its source on the statistics topic (shared, ref-counted)."""
 
-    def __init__(self, opts: TransportOpts, key: tuple[object, ...]) -> None:
+    def __init__(
+        self, opts: TransportOpts, key: tuple[object, ...], create: Callable[..., Any]
+    ) -> None:
         self.opts = opts
+        #: Creates the monitoring context: the monitored context's own ``create``.
+        self.create = create
         self.key = key
         self.refs = 0
         self.ctx: Any = None
@@ -170,11 +125,9 @@ class MonitoringPublisher:
         self.dropped = 0
 
     async def open(self) -> None:
-        from umcore.api import Context
-
         try:
             attrs = monitoring_attributes(self.opts)
-            self.ctx = await Context.create(attrs["context"], name=MONITOR_CONTEXT_NAME)
+            self.ctx = await self.create(attrs["context"], name=MONITOR_CONTEXT_NAME)
             self.source = await self.ctx.create_source(self.opts.topic, attributes=attrs["source"])
         except BaseException as exc:
             if self.ctx is not None:
@@ -217,12 +170,12 @@ class MonitoringPublisher:
 _PUBLISHERS: dict[tuple[object, ...], MonitoringPublisher] = {}
 
 
-async def _acquire(opts: TransportOpts) -> MonitoringPublisher:
+async def _acquire(opts: TransportOpts, create: Callable[..., Any]) -> MonitoringPublisher:
     loop = asyncio.get_running_loop()
     key = (id(loop), *opts.key())
     pub = _PUBLISHERS.get(key)
     if pub is None:
-        pub = _PUBLISHERS[key] = MonitoringPublisher(opts, key)
+        pub = _PUBLISHERS[key] = MonitoringPublisher(opts, key, create)
         pub.refs += 1
         try:
             await pub.open()
@@ -323,11 +276,10 @@ async def start_automatic_monitoring(
     from ``ctx``'s options.  Raises ConfigError for settings pyum cannot honour.
     """
     if settings is None:
-        opts = ctx._opts
-        settings = MonitorSettings.from_options(lambda name: opts.get(name))
+        settings = MonitorSettings.from_options(ctx.options.get)
     if not settings.enabled:
         return None
-    publisher = await _acquire(settings.transport_opts)
+    publisher = await _acquire(settings.transport_opts, type(ctx).create)
     mon = AutomaticMonitor(ctx, settings, publisher)
     mon.start()
     log.info(

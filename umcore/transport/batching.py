@@ -65,6 +65,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from typing import Any
 
 from umcore.wire import lbmc
 
@@ -75,6 +76,7 @@ __all__ = [
     "MAX_TSNI_RECORDS",
     "BatchingSource",
     "SourceStats",
+    "TopicSender",
 ]
 
 # LBMC data message header: ver/type, next header, msglen, tidx, sqn.
@@ -569,6 +571,68 @@ class BatchingSource:
             self.timer_dirty = True
         return b"".join(chunks) if chunks else None
 
+    def send_framed(
+        self, tidx: int, frame: bytes, sqn: int, now: float, flush: bool = False
+    ) -> bytes | None:
+        """Batch one pre-framed LBMC message of topic ``tidx`` that carries sequence number
+        ``sqn`` (a raw source re-sending frames it did not build, e.g. the DRO); the topic's
+        next sequence number becomes ``sqn + 1``.  The batching rules are :meth:`send`'s: the
+        batch is handed on first if the frame would overflow it, and after it once it holds
+        ``batching_minimum_length`` bytes or on ``flush``.  Returns bytes for every receiver
+        now, or None (batched)."""
+        t = self._topics[tidx]
+        if t is None:
+            raise KeyError(f"topic index {tidx} is not a source on this session")
+        n = len(frame)
+        if n > self.max_size:
+            raise ValueError(f"a {n}-byte frame exceeds this session's {self.max_size} bytes")
+        self.now = now
+        self._settle()
+        out: bytes | None = None
+        if self._len + n > self.max_size:
+            out = self._hand_on()
+        length = self._len
+        self._parts.append(frame)
+        self._len = length + n
+        t.sqn = (sqn + 1) & 0xFFFFFFFF
+        t.last_data = now
+        self.stats._messages += 1
+        if self._tsni_check is None and self.tsni_interval > 0:
+            self._tsni_check = now + self.tsni_interval
+            self.timer_dirty = True
+        if flush or self._len >= self.batching_minimum_length:
+            chunk = self._hand_on()
+            return chunk if out is None else out + chunk
+        if length == 0:
+            self._start_batch(now)
+        return out
+
+    def send_with_headers(
+        self, tidx: int, headers: list[lbmc.Header], payload: bytes, now: float, flush: bool
+    ) -> tuple[int, bytes | None]:
+        """One message carrying extra LBMC headers (properties, application headers, a
+        request) on its own: what is batched goes first, then this message, with the topic's
+        next sequence number.  Returns that sequence number and the bytes to write now (None:
+        nothing yet).  Such a message must fit one LBMC message (no UM fragmentation)."""
+        t = self._topics[tidx]
+        if t is None:
+            raise KeyError(f"topic index {tidx} is not a source on this session")
+        pre = self.flush()
+        self.now = now
+        sqn = t.sqn
+        t.sqn = (sqn + 1) & 0xFFFFFFFF
+        t.last_data = now
+        self.stats._messages += 1
+        msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, list(headers), payload))
+        if flush or pre:
+            return sqn, msg if pre is None else pre + msg
+        return sqn, msg
+
+    @property
+    def batched_bytes(self) -> int:
+        """Bytes held by implicit batching, not yet handed on."""
+        return self._len
+
     def flush(self) -> bytes | None:
         """``lbm_src_flush``: whatever is batched, now."""
         return self._hand_on() if self._len else None
@@ -626,3 +690,79 @@ class BatchingSource:
             # Anything batched goes first: a TSNI must not overtake the data it describes.
             out.insert(0, self._hand_on())
         return out
+
+
+# TopicSender.fast_rec of a sender that may not take the fast case: never a core's open run.
+_NOT_FAST = object()
+
+
+class TopicSender:
+    """One topic source's handle on its session's :class:`BatchingSource`.
+
+    The data path's common case lives here, beside the state it reads (module docstring,
+    "Runs"): a message of the core's open run (this topic, this payload length, ``bytes``)
+    that joins a non-empty batch and leaves it below :attr:`BatchingSource.fast_limit` is a
+    list append, and :meth:`send` returns :attr:`done` (whatever the adapter gave: the API's
+    completed future).  Everything else goes to :meth:`send_slow`, which the adapter's
+    subclass implements (the general rules of :meth:`BatchingSource.send`, the writes, the
+    timer and back-pressure).  :meth:`set_fast` switches the fast case off, for a source
+    whose every message must be seen (late-join retention) or that closed.
+    """
+
+    __slots__ = ("core", "done", "fast_rec", "push", "tidx")
+
+    def __init__(self, core: BatchingSource, topic: str, now: float, done: object) -> None:
+        self.core = core
+        self.tidx = core.add_topic(topic, now)
+        #: The core's record of this topic while the fast case may run, else a marker that is
+        #: never the core's open run.
+        self.fast_rec: object = core._topics[self.tidx]
+        #: The open run's ``append`` (the core never replaces that list), bound once.
+        self.push = core._run_pl.append
+        self.done = done
+
+    def send(
+        self,
+        data: bytes | memoryview,
+        flush: bool = False,
+        properties: object = None,
+        app_headers: object = (),
+    ) -> Any:
+        """Send one message (see the class docstring); ``properties`` and ``app_headers``
+        (the API's send-ex options) always take :meth:`send_slow`."""
+        core = self.core
+        n = len(data)
+        size = core._len + _DATA_HEADER + n
+        if (
+            n == core._run_n
+            and size < core.fast_limit
+            and core._run is self.fast_rec
+            and type(data) is bytes
+            and not flush
+            and properties is None
+            and not app_headers
+        ):
+            core._len = size
+            push = self.push  # a bound list.append held in an attribute: calling it as
+            push(data)  # self.push(...) would take CPython 3.11's generic LOAD_METHOD
+            return self.done
+        return self.send_slow(data, flush, properties, app_headers)
+
+    def send_slow(
+        self, data: bytes | memoryview, flush: bool, properties: Any, app_headers: Any
+    ) -> Any:
+        """Everything but the fast case: the adapter's subclass sends through the core."""
+        raise NotImplementedError
+
+    def set_fast(self, fast: bool) -> None:
+        """Allow or forbid the fast case; forbidding it closes the topic's open run (its
+        messages are framed; the next ones take the general path)."""
+        core = self.core
+        rec = core._topics[self.tidx]
+        if not fast and rec is not None and core._run is rec:
+            core.end_run()
+        self.fast_rec = rec if fast else _NOT_FAST
+
+    def next_sequence_number(self) -> int:
+        """The sequence number this topic's next message will carry."""
+        return self.core.next_sequence_number(self.tidx)

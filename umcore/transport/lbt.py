@@ -307,6 +307,10 @@ class LbtSource(BatchingSource):
         "rctlr_rx_msgs",
     )
 
+    def receive_datagram(self, data: bytes | memoryview, addr: object, now: float) -> None:
+        """A datagram from a receiver (NAK, ACK, connect...): the transport's own."""
+        raise NotImplementedError
+
     def monitor_fields(self) -> dict[str, int]:
         """The session's statistics under their ums_mon.proto names (automatic monitoring).
 
@@ -757,6 +761,10 @@ class LbtReceiver:
         self.on_active: Callable[[], None] | None = None
         self.on_end: Callable[[], None] | None = None
         self.timer_dirty = False
+        #: A raw receiver's sink (umcore.engine.raw): called with every LBMC frame of each
+        #: DATA datagram the transport accepts (first copy; duplicates are dropped before),
+        #: in arrival order, before the DCs see it.
+        self.frame_sink: Callable[[bytes], None] | None = None
 
     # ------------------------------------------------------------------ statistics
     #: ums_mon.proto ReceiverTransport fields of both LBT-RM and LBT-RU; subclasses add
@@ -788,6 +796,10 @@ class LbtReceiver:
         out = {name: int(getattr(st, name)) for name in self.MONITOR_FIELDS}
         out["nak_stm_min"] = out["nak_tx_min"] = NO_SAMPLE_MIN
         return out
+
+    def receive_datagram(self, data: bytes | memoryview, now: float) -> None:
+        """A datagram from the source (DATA, SM, NCF...): the transport's own."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ DCs
     def subscribe(self, dc: LbtDeliveryController) -> None:
@@ -879,11 +891,22 @@ class LbtReceiver:
                 if rx:
                     st.rxs_rcved += 1
                 tentative_from = sqn
+        if self.frame_sink is not None:
+            self._to_sink(self.frame_sink, data, off)
         self._payload(data, off, now, tentative_from)
         if self._pending_starts:
             self._confirm_starts(now)
         if self._nak_due is not None and self._nak_due <= now:
             self._flush_naks(now)
+
+    def _to_sink(self, sink: Callable[[bytes], None], data: bytes | memoryview, off: int) -> None:
+        try:
+            frames, _end = lbmc.split_frames(data, off)
+        except lbmc.LBMCError:
+            self.stats.dgrams_dropped_hdr += 1
+            return
+        for frame in frames:
+            sink(frame)
 
     def _payload(self, data: bytes | memoryview, off: int, now: float, datagram: int) -> None:
         """Hand each LBMC message of a DATA datagram (``data[off:]``) to its DC (arrival order);

@@ -12,7 +12,7 @@ policy; gap tracking, NAK timers, delivery controllers -- is :mod:`umcore.transp
 
 :class:`LbtrmSource` output: :attr:`~LbtSource.ready` and :attr:`~LbtSource.outbox` datagrams
 all go to the group (the addresses are ignored: a retransmission to the group also repairs the
-receivers that kept quiet thanks to NAK back-off).  :meth:`LbtrmSource.datagram_received` takes
+receivers that kept quiet thanks to NAK back-off).  :meth:`LbtrmSource.receive_datagram` takes
 what arrives on the NAK port.
 
 :class:`LbtrmReceiver` is one joined session, keyed (source IP, NAK port, session id); the
@@ -101,7 +101,7 @@ class LbtrmSource(LbtSource):
         ncf = w.LBTRMNcf(self.session_id, self.ucast_port, self.trail_sqn, sqns, reason)
         self.outbox.append((w.encode(ncf), None))
 
-    def datagram_received(self, data: bytes | memoryview, addr: object, now: float) -> None:
+    def receive_datagram(self, data: bytes | memoryview, addr: object, now: float) -> None:
         """A datagram on the NAK port; anything but a NAK for this session is dropped."""
         self.now = now
         rec = w.decode(data)  # LBTRMError on garbage: the adapter counts and drops it
@@ -127,7 +127,7 @@ class LbtrmReceiver(LbtReceiver):
         self.session_id = session_id
         self.ucast_port = ucast_port
 
-    def datagram_received(self, data: bytes | memoryview, now: float) -> None:
+    def receive_datagram(self, data: bytes | memoryview, now: float) -> None:
         """A datagram from the group for this session.  Raises LBTRMError on garbage."""
         if len(data) >= _DATA_PREFIX_SIZE and data[0] == w.TYPE_DATA and data[1] == 0:
             _t, _n, port, sid, sqn, trail, flags, _g, _s = _DATA_PREFIX.unpack_from(data)

@@ -203,7 +203,7 @@ class LbtruSource(LbtSource):
         )
         self.outbox.append((w.encode(ncf), addr))
 
-    def datagram_received(self, data: bytes | memoryview, addr: object, now: float) -> None:
+    def receive_datagram(self, data: bytes | memoryview, addr: object, now: float) -> None:
         """A datagram from a receiver.  Raises LBTRUError on garbage."""
         self.now = now
         rec = w.decode(data)
@@ -288,7 +288,7 @@ class LbtruReceiver(LbtReceiver):
         self._connect_due = now
         self.handle_timer(now)
 
-    def datagram_received(self, data: bytes | memoryview, now: float) -> None:
+    def receive_datagram(self, data: bytes | memoryview, now: float) -> None:
         """A datagram from the source.  Raises LBTRUError on garbage."""
         if len(data) >= _DATA_SID_SIZE and data[0] == w.TYPE_DATA and data[1] == w.OPT_SID:
             _t, _o, flags, sqn, trail, nxt, hlen, _f, sid = _DATA_SID.unpack_from(data)

@@ -169,7 +169,7 @@ class SourceConnection:
         self.confirmed = not session.use_session_id
         self._pending = bytearray()
 
-    def data_received(self, data: bytes | memoryview) -> bool:
+    def receive_data(self, data: bytes | memoryview) -> bool:
         """Bytes from the receiver.  Returns True when the connection just got confirmed.
 
         Raises :class:`TransportError` for a stale session id or bytes that are not LBMC.
@@ -248,7 +248,7 @@ class DeliveryController:
         self.deliver = deliver  # (sqn, payload): payload valid during the call only
         #: Optional bulk form of ``deliver``: ``(records, count)``, ``count`` in-sequence
         #: ``(sqn, payload)`` pairs (payload bytes, records iterated once), for a run of plain
-        #: data messages parsed in one pass (:meth:`TcpReceiverSession.data_received`).
+        #: data messages parsed in one pass (:meth:`TcpReceiverSession.receive_data`).
         self.deliver_many: Callable[[Iterable[tuple[int, bytes]], int], None] | None = None
         self.loss = loss  # (kind, first_sqn, count)
         self.max_burst_loss = max_burst_loss
@@ -364,6 +364,9 @@ class TcpReceiverSession:
         self.active = False  # set by the first bytes from the source: BOS time
         #: Called once, on the first bytes from the source, before anything is delivered.
         self.on_active: Callable[[], None] | None = None
+        #: A raw receiver's sink (umcore.engine.raw): called with every whole LBMC frame, data
+        #: and control, in arrival order, before the DCs see it.
+        self.frame_sink: Callable[[bytes], None] | None = None
         self._pending = bytearray()
 
     def connect_message(self) -> bytes | None:
@@ -378,13 +381,14 @@ class TcpReceiverSession:
     def unsubscribe(self, tidx: int) -> None:
         self.dcs.pop(tidx, None)
 
-    def data_received(self, data: bytes | memoryview) -> bool:
+    def receive_data(self, data: bytes | memoryview) -> bool:
         """Bytes from the source; delivers through the DCs.  Returns True on the first bytes
         (the session became active: time for BOS).  Raises TransportError on garbage."""
         # Fast path (the latency case): the read is exactly one plain data message, nothing
         # pending, for a DC that expects it.  Anything else takes the general loop below.
         if (
-            type(data) is bytes
+            self.frame_sink is None
+            and type(data) is bytes
             and not self._pending
             and len(data) >= _DATA_HEADER
             and data[0] == 0
@@ -407,6 +411,36 @@ class TcpReceiverSession:
             self.active = True
             if self.on_active is not None:
                 self.on_active()
+        if self.frame_sink is not None:
+            self._receive_frames(data)
+        else:
+            self._general(data)
+        return first
+
+    def _receive_frames(self, data: bytes | memoryview) -> None:
+        """A raw receiver's path: every whole frame to :attr:`frame_sink`, then to the DCs."""
+        pending = self._pending
+        pending += data
+        try:
+            frames, pos = lbmc.split_frames(pending)
+        except lbmc.LBMCError as exc:
+            raise TransportError(str(exc)) from None
+        tail = bytes(pending[pos:])
+        pending.clear()
+        if len(tail) > MAX_PENDING:
+            raise TransportError("source sent more than an LBMC message without framing")
+        sink = self.frame_sink
+        assert sink is not None
+        for frame in frames:
+            sink(frame)
+        if self.dcs and frames:
+            self._general(b"".join(frames))
+        else:
+            self.stats.bytes_received += pos
+        pending += tail
+
+    def _general(self, data: bytes | memoryview) -> None:
+        """The general path: any bytes, any framing (module docstring)."""
         st = self.stats
         st.bytes_received += len(data)
         pending = self._pending
@@ -466,7 +500,6 @@ class TcpReceiverSession:
             pending += buf[pos:]
         if len(pending) > MAX_PENDING:
             raise TransportError("source sent more than an LBMC message without framing")
-        return first
 
     def _run(self, buf: bytes, pos: int, msglen: int, end: int) -> int:
         """Deliver a run of plain data messages of one length, one topic index and consecutive

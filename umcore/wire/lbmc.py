@@ -337,6 +337,25 @@ def decode(buf: Buffer) -> LBMCMessage:
     return msg
 
 
+def split_frames(buf: Buffer, offset: int = 0) -> tuple[list[bytes], int]:
+    """The whole LBMC messages ("frames", header and payload) in ``buf[offset:]`` as ``bytes``
+    each, undecoded, and the offset just after the last whole one (a partial frame may follow).
+    Raises LBMCError on a ``msglen`` below 4 (no frame can be that short)."""
+    view = memoryview(buf)
+    out: list[bytes] = []
+    pos = offset
+    end = len(view)
+    while end - pos >= 4:
+        msglen = view[pos + 2] << 8 | view[pos + 3]
+        if msglen < 4:
+            raise LBMCError(f"LBMC msglen {msglen} at offset {pos}")
+        if end - pos < msglen:
+            break
+        out.append(bytes(view[pos : pos + msglen]))
+        pos += msglen
+    return out, pos
+
+
 def iter_messages(buf: Buffer) -> Iterator[LBMCMessage]:
     """Each message of a buffer holding back-to-back messages (implicit batching)."""
     pos = 0

@@ -294,6 +294,10 @@ class Header:
         """The header's type ID, as written in the previous header's ``next_hdr``."""
         return self.ID
 
+    def wire_length(self) -> int:
+        """Bytes this header takes in an LBMC message (next_hdr, hdr_len and body)."""
+        return 2 + len(self._body())
+
     def _body(self) -> bytes:
         """The bytes after next_hdr/hdr_len."""
         return self._S.pack(*self._get(self))

@@ -1,4 +1,4 @@
-"""TCP-based topic resolution for a :class:`~umcore.api.context.Context`: ``resolver_service``.
+"""TCP-based topic resolution for an :class:`~umcore.engine.context.Engine`: ``resolver_service``.
 
 Theory of operation
 -------------------
@@ -21,7 +21,7 @@ whose local-object calls are also told to the SRSes:
 What the SRSes report comes back as events: :class:`~umcore.srs.client.SourceResolved` is
 turned into the same :class:`~umcore.resolver.core.SourceInfo` a TIR gives (the source string
 parsed back into a transport info, the late-join and EXFUNC options rebuilt from the SIR) and
-joined through ``Context._join`` exactly like a TIR from UDP resolution: same transport join,
+joined through ``Engine.join`` exactly like a TIR from UDP resolution: same transport join,
 same BOS/EOS.  A receiver created later finds the SRS-known sources of its topic through
 ``add_receiver``/``add_wildcard_receiver`` (the SRS sends an SIR once, not periodically).
 :class:`~umcore.srs.client.SourceWithdrawn` is a source going away: the topic's receivers of it
@@ -55,8 +55,6 @@ from typing import TYPE_CHECKING, Any
 
 from umcore.aio.srs import SRSClientConnector
 from umcore.aio.timer import CoreTimer
-from umcore.api import message as m
-from umcore.api.message import Message
 from umcore.errors import LocalProtocolError
 from umcore.features.latejoin import make_otid, parse_otid
 from umcore.resolver.core import ResolverConfig, SourceInfo, TopicResolver
@@ -69,7 +67,7 @@ from umcore.wire import srs_messages as srsm
 from umcore.wire.lbmr_base import ip_bytes
 
 if TYPE_CHECKING:
-    from umcore.api.context import Context
+    from umcore.engine.context import Engine
 
 __all__ = [
     "MAX_REJOIN_ATTEMPTS",
@@ -297,7 +295,7 @@ class SRSTopicResolver(TopicResolver):
 class SRSResolution:
     """A context's SRS connections and what they resolved (see the module docstring)."""
 
-    def __init__(self, ctx: Context, servers: list[tuple[str, int]], *, flood: bool) -> None:
+    def __init__(self, ctx: Engine, servers: list[tuple[str, int]], *, flood: bool) -> None:
         self.ctx = ctx
         self.servers = servers
         self.flood = flood
@@ -308,7 +306,7 @@ class SRSResolution:
         self._by_topic: dict[str, dict[SIRKey, SourceInfo]] = {}
         # our own sources: (topic, index, transport key) -> (otid, topic) of their SIR
         self._mine: dict[tuple[str, int, tuple[object, ...]], SIRKey] = {}
-        self._rejoin = CoreTimer(ctx._loop, self._on_rejoin)
+        self._rejoin = CoreTimer(ctx.loop, self._on_rejoin)
         self._rejoin_armed = False
         # transport key -> the joined session we started for it, and failed re-join attempts
         self._joins: dict[tuple[object, ...], Any] = {}
@@ -322,21 +320,21 @@ class SRSResolution:
         self.rejoins = 0
 
     @classmethod
-    def from_options(cls, ctx: Context) -> SRSResolution | None:
-        servers = srs_servers(ctx._opts.get("resolver_service", None))
+    def from_options(cls, ctx: Engine) -> SRSResolution | None:
+        servers = srs_servers(ctx.options.get("resolver_service"))
         if not servers:
             return None
-        mode = str(ctx._opts.get("resolver_service_interest_mode", "filter"))
+        mode = str(ctx.options.get("resolver_service_interest_mode"))
         return cls(ctx, servers, flood=mode == "flood")
 
     def start(self) -> None:
         """Connect to every SRS (call once the context knows its address and request port)."""
         ctx = self.ctx
-        feat = ctx._features
+        feat = ctx.features
         port = feat.port.port if feat.port is not None else 0
         self.core = SRSClient(
             self.servers,
-            now=ctx._loop.time(),
+            now=ctx.loop.time(),
             client_addr=ctx.advertised_ip,
             client_port=port,
             interest_mode=srsm.INTEREST_MODE_FLOOD if self.flood else srsm.INTEREST_MODE_FILTER,
@@ -365,7 +363,7 @@ class SRSResolution:
     ) -> None:
         if self.core is None:
             return
-        feat = self.ctx._features
+        feat = self.ctx.features
         request = (feat.ip, feat.port.port) if feat.port is not None else None
         rec = sir_from_source(
             topic, index, transport, options, request=request, context_instance=feat.ctxinst
@@ -448,9 +446,7 @@ class SRSResolution:
         self._join(info)
 
     def _join(self, info: SourceInfo) -> None:
-        ctx = self.ctx
-        ctx._join(info)
-        js = ctx._joined.get(info.key)
+        js = self.ctx.join(info)
         if js is not None and self._joins.get(info.key) is not js:
             self._joins[info.key] = js
             self._arm_rejoin()  # a connect may fail: check back
@@ -462,7 +458,7 @@ class SRSResolution:
         if info is None:
             return
         self._forget(sk, info)
-        js = self.ctx._joined.get(info.key)
+        js = self.ctx.joined.get(info.key)
         live = js is not None and js.conn is not None and not js.closed
         if ev.slot < 0 and live and info.key[0] == "TCP":
             return  # see the module docstring: the live connection outranks silence
@@ -480,33 +476,18 @@ class SRSResolution:
 
     def _leave(self, info: SourceInfo) -> None:
         """The source went away: EOS to its topic's receivers, leave that topic index."""
-        ctx = self.ctx
-        js = ctx._joined.get(info.key)
-        if js is None:
-            return
-        f = js.fanouts.get(info.index)
-        if f is None or f.topic != info.topic:
-            return
-        del js.fanouts[info.index]
-        ctx._features.fanout_removed(f)
-        js.core.unsubscribe(info.index)
-        if js.active and not js.closed:
-            for r in f.receivers:
-                r._deliver(Message(m.MSG_EOS, f.topic, js.source_string))
-        if not js.fanouts:
-            js.closed = True
-            ctx._joined.pop(js.key, None)
-            if js.conn is not None:
-                js.conn.abort()
+        js = self.ctx.joined.get(info.key)
+        if js is not None:
+            js.drop_topic(info.index, info.topic)
 
     # ---------------------------------------------------------------- re-joins
     def _retryable(self) -> list[SourceInfo]:
         """Wanted sources whose join failed before BOS, with attempts left."""
         ctx = self.ctx
-        joined = ctx._joined
+        joined = ctx.joined
         out: list[SourceInfo] = []
         for topic, per in self._by_topic.items():
-            if not (topic in ctx._receivers or (ctx._wildcards and ctx._receivers_of(topic))):
+            if not ctx.wants(topic):
                 continue
             for info in per.values():
                 key = info.key
@@ -522,7 +503,7 @@ class SRSResolution:
     def _arm_rejoin(self) -> None:
         if not self._rejoin_armed:
             self._rejoin_armed = True
-            self._rejoin.arm(self.ctx._loop.time() + REJOIN_INTERVAL_S)
+            self._rejoin.arm(self.ctx.loop.time() + REJOIN_INTERVAL_S)
 
     def _on_rejoin(self) -> None:
         self._rejoin_armed = False
@@ -537,18 +518,18 @@ class SRSResolution:
                 log.info("giving up joining %r after %d attempts", info, n)
             self._joins.pop(info.key, None)
             self._join(info)
-        # pending connects are in ctx._joined: look again while any join may still fail
+        # pending connects are in ctx.joined: look again while any join may still fail
         if retry or any(not js.active and not js.closed for js in self._joins.values()):
             self._arm_rejoin()
 
 
 def make_resolver(
-    ctx: Context, config: ResolverConfig, now: float
+    ctx: Engine, config: ResolverConfig, now: float
 ) -> tuple[SRSTopicResolver, SRSResolution | None, bool]:
     """The context's resolver, its SRS side (None without ``resolver_service``) and whether
     UDP TR is on (``resolver_disable_udp_topic_resolution`` 0)."""
     srs = SRSResolution.from_options(ctx)
-    udp = not bool(ctx._opts.get("resolver_disable_udp_topic_resolution", False))
+    udp = not bool(ctx.options.get("resolver_disable_udp_topic_resolution"))
     if not udp and srs is None:
         log.warning(
             "resolver_disable_udp_topic_resolution is 1 and resolver_service is empty: "

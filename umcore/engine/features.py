@@ -1,8 +1,8 @@
-"""API glue of the chapter-10 features: request port, late join, OTR, request/response, UIM/MIM.
+"""The engine's glue of the chapter-10 features: request port, late join, OTR, request/response, UIM/MIM.
 
 Theory of operation
 -------------------
-Each :class:`~umcore.api.context.Context` owns one :class:`ContextFeatures`, started with it:
+Each :class:`~umcore.engine.context.Engine` owns one :class:`ContextFeatures`, started with it:
 
 - the **request port** (:class:`~umcore.aio.request_port.RequestPort`) unless
   ``request_tcp_bind_request_port`` is 0 — which, as in UM, disables UIM reception, late join,
@@ -15,8 +15,8 @@ Each :class:`~umcore.api.context.Context` owns one :class:`ContextFeatures`, sta
   wants late join (``use_late_join`` 1 and the source offers it) or OTR (``use_otr`` 1),
   driven by one timer;
 - the **request table** (:class:`~umcore.features.request.RequestTable`) for
-  :meth:`~umcore.api.context.Source.send_request`, :meth:`FeatureAPI.send_uim_request` and
-  :meth:`FeatureAPI.send_mim_request`;
+  :meth:`~umcore.api.context.Source.send_request`, :meth:`~umcore.api.immediate.FeatureAPI.send_uim_request` and
+  :meth:`~umcore.api.immediate.FeatureAPI.send_mim_request`;
 - **MIM**: a sending socket (to ``mim_outgoing_address``) and, when ``mim_incoming_address`` is
   set (default 0.0.0.0 = off), a receiving one.
 
@@ -32,16 +32,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from umcore.aio.multicast import open_multicast_sender, open_multicast_socket
 from umcore.aio.request_port import RequestPort
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
-from umcore.api import message as m
-from umcore.api.message import Message
+from umcore.engine import message as m
+from umcore.engine.message import Message
+from umcore.engine.options import Options, interface_ip
 from umcore.errors import LocalProtocolError, UMError
 from umcore.features import immediate as im
 from umcore.features.latejoin import LateJoinConfig, LateJoinService, parse_otid, tir_options
@@ -53,11 +54,15 @@ from umcore.features.retention import RetentionBuffer
 from umcore.wire import lbmc, lbmr_options
 
 if TYPE_CHECKING:
-    from umcore.api.context import Context, Receiver, Source, _Fanout, _Options
+    import socket
 
-__all__ = ["ContextFeatures", "FeatureAPI", "Request", "Response"]
+    from umcore.engine.context import Engine
+    from umcore.engine.receive import Fanout
+    from umcore.engine.source import EngineSource
 
-log = logging.getLogger("umcore.api.features")
+__all__ = ["ContextFeatures", "Request", "Response"]
+
+log = logging.getLogger("umcore.engine.features")
 
 OnResponse = Callable[[Message], object]
 OnImmediate = Callable[[Message], object]
@@ -132,9 +137,9 @@ class _SourceExt:
 class ContextFeatures:
     """Per-context state of the chapter-10 features (see the module docstring)."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Engine) -> None:
         self.ctx = ctx
-        self._loop = ctx._loop
+        self._loop = ctx.loop
         self.ctxinst = os.urandom(8)
         self.port: RequestPort | None = None
         self.ip = ctx.advertised_ip
@@ -142,8 +147,8 @@ class ContextFeatures:
         self.requests = RequestTable()
         self._transport_idx: dict[int, int] = {}  # id(source session) -> transport index
         self._by_idx: dict[int, TopicRecovery] = {}
-        self._by_key: dict[tuple[object, ...], tuple[TopicRecovery, _Fanout]] = {}
-        self._fanouts: dict[int, _Fanout] = {}
+        self._by_key: dict[tuple[object, ...], tuple[TopicRecovery, Fanout]] = {}
+        self._fanouts: dict[int, Fanout] = {}
         self._next_request_idx = 1
         self._timer = CoreTimer(self._loop, self._on_timer)
         self._mim_tx: socket.socket | None = None
@@ -155,27 +160,25 @@ class ContextFeatures:
 
     # ------------------------------------------------------------------ lifetime
     async def start(self) -> None:
-        o = self.ctx._opts
-        from umcore.api.context import _interface_ip
-
-        default_if = _interface_ip(o.get("default_interface", None))
+        o = self.ctx.options
+        default_if = interface_ip(o.get("default_interface"))
         port: RequestPort | None = None
-        if bool(o.get("request_tcp_bind_request_port", True)):
+        if bool(o.get("request_tcp_bind_request_port")):
             port = RequestPort(
                 self._on_message,
                 ctxinst=self.ctxinst,
-                deletion_timeout=float(o.get("response_tcp_deletion_timeout", 20000)) / 1000,
-                max_buffer=int(o.get("response_session_maximum_buffer", 65536)),
-                nodelay=bool(o.get("response_tcp_nodelay", False)),
-                response_interface=_interface_ip(o.get("response_tcp_interface", None)),
+                deletion_timeout=o.seconds("response_tcp_deletion_timeout"),
+                max_buffer=int(o.get("response_session_maximum_buffer")),
+                nodelay=bool(o.get("response_tcp_nodelay")),
+                response_interface=interface_ip(o.get("response_tcp_interface")),
             )
-            iface = _interface_ip(o.get("request_tcp_interface", None)) or default_if
-            fixed = int(o.get("request_tcp_port", 0))
-            low = fixed or int(o.get("request_tcp_port_low", 14391))
-            high = fixed or int(o.get("request_tcp_port_high", 14395))
+            iface = interface_ip(o.get("request_tcp_interface")) or default_if
+            fixed = int(o.get("request_tcp_port"))
+            low = fixed or int(o.get("request_tcp_port_low"))
+            high = fixed or int(o.get("request_tcp_port_high"))
             try:
                 await port.start(
-                    iface or "0.0.0.0", low, high, int(o.get("request_tcp_listen_backlog", 5))
+                    iface or "0.0.0.0", low, high, int(o.get("request_tcp_listen_backlog"))
                 )
             except UMError as exc:
                 # UM fails the context here; we go on without the request-port features, which
@@ -187,20 +190,18 @@ class ContextFeatures:
         if port is not None:
             self.port = port
             self.ip = (
-                _interface_ip(o.get("request_tcp_interface", None))
+                interface_ip(o.get("request_tcp_interface"))
                 or default_if
                 or (self.ctx.advertised_ip)
             )
             self.service = LateJoinService(self.ip, port.port)
-        group = str(o.get("mim_outgoing_address", "224.10.10.21"))
-        self._mim_dest = (group, int(o.get("mim_outgoing_destination_port", 14401)))
-        incoming = str(o.get("mim_incoming_address", "0.0.0.0"))
+        group = str(o.get("mim_outgoing_address"))
+        self._mim_dest = (group, int(o.get("mim_outgoing_destination_port")))
+        incoming = str(o.get("mim_incoming_address"))
         if incoming not in ("", "0.0.0.0", "None"):
-            from umcore.aio.multicast import open_multicast_socket
-
             sock = open_multicast_socket(
                 incoming,
-                int(o.get("mim_incoming_destination_port", 14401)),
+                int(o.get("mim_incoming_destination_port")),
                 default_if or self.ctx.advertised_ip,
             )
             self._mim_rx = DatagramEndpoint(self._loop, sock, self._on_mim)
@@ -219,54 +220,57 @@ class ContextFeatures:
         """``TCP:ip:port`` of the request port (UM's "Immediate messaging target")."""
         return None if self.port is None else f"TCP:{self.ip}:{self.port.port}"
 
-    def _require_port(self) -> RequestPort:
+    def require_port(self) -> RequestPort:
         if self.port is None:
             raise UMError("request_tcp_bind_request_port is 0: no request port")
         return self.port
 
-    def _request_idx(self) -> int:
+    def request_idx(self) -> int:
         q = self._next_request_idx
         self._next_request_idx = (q + 1) & 0xFFFFFFFF or 1
         return q
 
     # ------------------------------------------------------------------ sources
-    def source_created(self, src: Source, opts: _Options) -> tuple[Any, ...]:
+    def source_created(self, src: EngineSource, opts: Options) -> tuple[Any, ...]:
         """Set up late join for a new source; returns its TIR options."""
-        key = id(src._session)
+        key = id(src.session)
         tix = self._transport_idx.setdefault(key, len(self._transport_idx))
-        if not bool(opts.get("late_join", False)) or self.service is None or self.port is None:
-            src._ext = _SourceExt(None, tix)
+        if not bool(opts.get("late_join")) or self.service is None or self.port is None:
+            src.set_extension(_SourceExt(None, tix))
             return ()
         rb = RetentionBuffer(
-            int(opts.get("retransmit_retention_size_threshold", 0)),
-            int(opts.get("retransmit_retention_size_limit", 25165824)),
-            float(opts.get("retransmit_retention_age_threshold", 0)),
+            int(opts.get("retransmit_retention_size_threshold")),
+            int(opts.get("retransmit_retention_size_limit")),
+            opts.seconds("retransmit_retention_age_threshold"),
         )
         if rb.defaults_retain_one:
             log.info('NOTICE: Source "%s" has no retention settings (1 message retained max)',
                      src.topic)  # fmt: skip
-        core, tidx = src._core, src.tidx
-        self.service.add(tix, tidx, src.topic, rb, lambda: core.next_sequence_number(tidx))
-        src._ext = _SourceExt(rb, tix)
+        self.service.add(tix, src.tidx, src.topic, rb, src.next_sequence_number)
+        src.set_extension(_SourceExt(rb, tix))
         return tir_options(self.ip, self.port.port, tix, None)
 
-    def source_closed(self, src: Source) -> None:
-        ext = src._ext
+    def source_closed(self, src: EngineSource) -> None:
+        ext = src.ext
         if ext is not None and ext.retention is not None and self.service is not None:
             self.service.remove(ext.transport_idx, src.tidx)
 
     def source_send(
         self,
-        src: Source,
+        src: EngineSource,
         data: bytes | memoryview,
         flush: bool,
-        headers: list[lbmc.Header],
-        tail: bytes,
+        properties: MessageProperties | None,
+        app_headers: Sequence[AppHeader],
+        request: lbmc.Request | None = None,
     ) -> bytes | None:
         """Send through the source's session with extra headers and/or retention."""
-        core, tidx = src._core, src.tidx
+        headers, tail = encode_extras(properties, app_headers)
+        if request is not None:
+            headers.append(request)
+        core, tidx = src.core, src.tidx
         now = self._loop.time()
-        ext = src._ext
+        ext = src.ext
         rb = ext.retention if ext is not None else None
         if not headers:
             first = core.next_sequence_number(tidx)
@@ -283,56 +287,46 @@ class ContextFeatures:
                                (lbmc.Frag(first, off, n),))  # fmt: skip
             return out
         payload = bytes(data) + tail
-        overhead = sum(2 + len(h._body()) for h in headers)
+        overhead = sum(h.wire_length() for h in headers)
         if len(payload) + overhead > core.max_payload:
             raise LocalProtocolError(
                 "a message with properties, application headers or a request header must fit "
                 f"one LBMC message ({core.max_payload - overhead} bytes here): UM fragmentation "
                 "of such messages is not implemented"
             )
-        # The batching source has no header-carrying send yet: whatever is batched goes first,
-        # then this message on its own, taking the topic's next sequence number.
-        pre = core.flush()
-        topic = core._topics[tidx]
-        assert topic is not None
-        sqn = topic.sqn
-        topic.sqn = (sqn + 1) & 0xFFFFFFFF
-        topic.last_data = now
-        core.stats.messages_sent += 1
-        msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, list(headers), payload))
+        # The batching source has no header-carrying send in a batch: whatever is batched goes
+        # first, then this message on its own, taking the topic's next sequence number.
+        sqn, msg = core.send_with_headers(tidx, headers, payload, now, flush)
         if rb is not None:
             rb.add(sqn, payload, now, tuple(headers))
-        if flush or pre:
-            return msg if pre is None else pre + msg
         return msg
 
     # ------------------------------------------------------------------ receivers
-    def fanout_created(self, fan: _Fanout, options: tuple[Any, ...], receiver: Receiver) -> None:
+    def fanout_created(self, fan: Fanout, options: tuple[Any, ...], ropts: Options) -> None:
         """A joined topic source: attach late join / OTR recovery when configured."""
         if self.port is None:
             return
-        ropts = receiver._opts
         lj_opt = None
         for opt in options:
             if type(opt) is lbmr_options.LateJoinOption:
                 lj_opt = opt
         if lj_opt is None:
             return  # the source offers neither late join nor OTR (both need late_join 1)
-        use_lj = bool(ropts.get("use_late_join", True))
-        use_otr = otr_enabled(int(ropts.get("use_otr", 2)))
+        use_lj = bool(ropts.get("use_late_join"))
+        use_otr = otr_enabled(int(ropts.get("use_otr")))
         if not (use_lj or use_otr):
             return
-        idx = self._request_idx()
+        idx = self.request_idx()
         rec = TopicRecovery(
             transport_idx=lj_opt.transport_idx,
             topic_idx=fan.dc.tidx,
             request_idx=idx,
             reply_to=(self.ip, self.port.port),
-            late_join=LateJoinConfig.from_options(ropts.get) if use_lj else None,
-            otr=OtrConfig.from_options(ropts.get) if use_otr else None,
+            late_join=LateJoinConfig.from_options(ropts) if use_lj else None,
+            otr=OtrConfig.from_options(ropts) if use_otr else None,
             max_burst_loss=fan.dc.max_burst_loss,
         )
-        fan.recovery = rec
+        fan.set_recovery(rec)
         fan.request_dest = (str(lj_opt.src_ip_addr), lj_opt.src_tcp_port)
         self._by_idx[idx] = rec
         key = (fan.request_dest[0], fan.request_dest[1], lj_opt.transport_idx, fan.dc.tidx)
@@ -342,7 +336,7 @@ class ContextFeatures:
             rec.start_late_join(self._loop.time())
         self._flush(fan)
 
-    def fanout_removed(self, fan: _Fanout) -> None:
+    def fanout_removed(self, fan: Fanout) -> None:
         rec = fan.recovery
         if rec is None:
             return
@@ -351,9 +345,9 @@ class ContextFeatures:
         for k, (r, _f) in list(self._by_key.items()):
             if r is rec:
                 del self._by_key[k]
-        fan.recovery = None
+        fan.set_recovery(None)
 
-    def _flush(self, fan: _Fanout) -> None:
+    def _flush(self, fan: Fanout) -> None:
         rec = fan.recovery
         if rec is None or self.port is None:
             return
@@ -382,39 +376,35 @@ class ContextFeatures:
                 self._flush(fan)
         self._arm()
 
-    def live(self, fan: _Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None:
+    def live(self, fan: Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None:
         rec = fan.recovery
         assert rec is not None
         self.deliver(fan, rec.on_live(sqn, payload, headers, self._loop.time()))
-        if rec.recovering or rec._out:
+        if rec.recovering or rec.requests_pending:
             self._flush(fan)
 
-    def transport_loss(self, fan: _Fanout, sqn: int, count: int) -> None:
+    def transport_loss(self, fan: Fanout, sqn: int, count: int) -> None:
         rec = fan.recovery
         assert rec is not None
         self.deliver(fan, rec.on_transport_loss(sqn, count, self._loop.time()))
         self._arm()
 
-    def deliver(self, fan: _Fanout, items: list[Any]) -> None:
+    def deliver(self, fan: Fanout, items: list[Any]) -> None:
         for kind, sqn, payload, flags, meta, count in items:
             if kind == DELIVER_DATA:
                 msg = self.make_message(fan.topic, fan.session.source_string, sqn, payload,
                                         meta or (), flags)  # fmt: skip
                 if msg is None:
                     continue
-                for r in fan.receivers:
-                    r._messages += 1
-                    r._deliver(msg)
+                fan.deliver_data(msg)
             else:
                 t = (
                     m.MSG_UNRECOVERABLE_LOSS_BURST
                     if kind == DELIVER_BURST
                     else (m.MSG_UNRECOVERABLE_LOSS)
                 )
-                ev = Message(t, fan.topic, fan.session.source_string, sqn, b"", count)
-                for r in fan.receivers:
-                    r.unrecoverable += count
-                    r._deliver(ev)
+                fan.deliver_loss(Message(t, fan.topic, fan.session.source_string, sqn, b"", count),
+                                 count)  # fmt: skip
 
     def make_message(
         self,
@@ -508,11 +498,11 @@ class ContextFeatures:
             return
         ctx = self.ctx
         if topic is not None:
-            receivers = ctx._receivers_of(topic)
+            receivers = ctx.receivers_of(topic)
             if receivers:
                 for r in receivers:
-                    r._messages += 1
-                    r._deliver(out)
+                    r.messages += 1
+                    r.deliver(out)
                 return
             cb = ctx.immediate_topic_message_callback
         else:
@@ -528,17 +518,10 @@ class ContextFeatures:
     # ------------------------------------------------------------------ MIM
     def _mim_socket(self) -> socket.socket:
         if self._mim_tx is None:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-            s.setblocking(False)
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
-                         socket.inet_aton(self.ctx.advertised_ip))  # fmt: skip
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
-            s.bind((self.ctx.advertised_ip, 0))
-            self._mim_tx = s
-            o = self.ctx._opts
+            self._mim_tx = open_multicast_sender(self.ctx.advertised_ip)
             self._mim_sender = im.MimSender(
                 int.from_bytes(os.urandom(4), "big") or 1,
-                float(o.get("mim_src_deletion_timeout", 30000)) / 1000,
+                self.ctx.options.seconds("mim_src_deletion_timeout"),
             )
         return self._mim_tx
 
@@ -564,87 +547,3 @@ class ContextFeatures:
         for msg in msgs:
             if msg.msg_type == lbmc.MSG_DATA:
                 self.immediate(msg, f"LBTRM:{addr[0]}:{addr[1]}")
-
-
-class FeatureAPI:
-    """The context methods of immediate messaging and requests (mixed into Context)."""
-
-    _features: ContextFeatures
-    #: ``immediate_message_receiver_function``: topicless UIM/MIM.
-    immediate_message_callback: OnImmediate | None = None
-    #: ``immediate_message_topic_receiver_function``: topic UIM/MIM without a receiver here.
-    immediate_topic_message_callback: OnImmediate | None = None
-    #: ``mim_unrecoverable_loss_function``: called with the number of MIM datagrams lost.
-    mim_loss_callback: Callable[[int], object] | None = None
-
-    @property
-    def request_address(self) -> str | None:
-        """This context's UIM address ``TCP:ip:port`` (None without a request port)."""
-        return self._features.request_address
-
-    def send_uim(
-        self,
-        dest: str,
-        data: bytes,
-        *,
-        topic: str | None = None,
-        properties: MessageProperties | None = None,
-        app_headers: Sequence[AppHeader] = (),
-    ) -> None:
-        """Unicast immediate message to ``"TCP:ip:port"`` (``lbm_unicast_immediate_message``);
-        queued, not awaited: raises WouldBlock when the connection's queue is full."""
-        self._uim(dest, data, topic, None, properties, app_headers)
-
-    def send_uim_request(
-        self,
-        dest: str,
-        data: bytes,
-        on_response: OnResponse,
-        *,
-        topic: str | None = None,
-        clientd: Any = None,
-    ) -> Request:
-        feat = self._features
-        port = feat._require_port()
-        qidx = feat.requests.open(on_response, clientd)
-        self._uim(dest, data, topic, (qidx, feat.ip, port.port), None, ())
-        return Request(feat, qidx)
-
-    def _uim(
-        self,
-        dest: str,
-        data: bytes,
-        topic: str | None,
-        request: tuple[int, str, int] | None,
-        properties: MessageProperties | None,
-        app_headers: Sequence[AppHeader],
-    ) -> None:
-        feat = self._features
-        port = feat._require_port()
-        addr = im.parse_destination(dest)
-        extra, tail = encode_extras(properties, app_headers)
-        stream, sqn = port.next_stream(addr)
-        raw = im.encode_uim(bytes(data) + tail, topic=topic, ctxinst=feat.ctxinst,
-                            stream_id=stream, sqn=sqn, request=request, extra=extra)  # fmt: skip
-        port.send(addr, raw)
-
-    def send_mim(
-        self,
-        topic: str | None,
-        data: bytes,
-        *,
-        properties: MessageProperties | None = None,
-    ) -> None:
-        """Multicast immediate message (``lbm_multicast_immediate_message``)."""
-        extra, tail = encode_extras(properties, ())
-        self._features.send_mim(topic, bytes(data) + tail, extra)
-
-    def send_mim_request(
-        self, topic: str | None, data: bytes, on_response: OnResponse, *, clientd: Any = None
-    ) -> Request:
-        feat = self._features
-        port = feat._require_port()
-        qidx = feat.requests.open(on_response, clientd)
-        hdr = lbmc.Request(0, 0, qidx, port.port, 0, lbmc.ip4_from_str(feat.ip))
-        feat.send_mim(topic, bytes(data), [hdr])
-        return Request(feat, qidx)

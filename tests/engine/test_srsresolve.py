@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from umcore.api.srsresolve import (
+from umcore.engine.srsresolve import (
     info_from_sir,
     parse_source_string,
     sir_from_source,

@@ -1,0 +1,648 @@
+"""The engine: one UM context's topic resolution, transport sessions and request port.
+
+Theory of operation
+-------------------
+An :class:`Engine` is what UM calls a context, without the public facade
+(:class:`umcore.api.Context` is an Engine): the asyncio loop plays UM's context thread, and
+callbacks run on it and must not block.
+
+- **Topic resolution.**  A :class:`~umcore.resolver.core.TopicResolver` (sans-IO) behind one UDP
+  socket (:class:`~umcore.aio.udp.DatagramEndpoint`): bound to a port of
+  ``resolver_unicast_port_low..high`` and talking to lbmrds when ``resolver_unicast_daemon`` is
+  set, otherwise joined to the multicast group.  One :class:`~umcore.aio.timer.CoreTimer`
+  drives its schedules.  With ``resolver_service`` the engine also resolves through SRSes over
+  TCP, and ``resolver_disable_udp_topic_resolution`` 1 removes the UDP socket altogether
+  (:mod:`umcore.engine.srsresolve`).
+- **Sources.**  Each topic source is mapped onto a transport session
+  (:mod:`umcore.engine.source`): TCP sessions round robin over up to
+  ``transport_tcp_maximum_ports`` listeners on ``transport_tcp_port_low..high``; LBT-RU and
+  LBT-RM sessions through :mod:`umcore.engine.lbt`.  The source's TIR advertises the session.
+- **Receivers.**  A TIR (or SRS record) for a topic with subscribers makes the engine join that
+  source's session once (:class:`~umcore.engine.receive.JoinedSession`) and add a fan-out for
+  the topic index (:mod:`umcore.engine.receive`).
+- **Raw receivers and raw sources** (:mod:`umcore.engine.raw`): what the store and the DRO
+  stand on -- a source's LBMC frames handed over as they arrive, and pre-framed messages sent
+  keeping their sequence numbers.
+- **Features** (late join, OTR, request/response, UIM/MIM) live in
+  :mod:`umcore.engine.features`, behind the request port.
+
+Every option is read through :class:`~umcore.engine.options.Options` (the registry's defaults,
+units and ranges).  Deletion order follows UM (seed 003 "UM Objects", rules 5-7): sources and
+receivers are closed before their context; :meth:`Engine.close` with live ones raises
+:class:`~umcore.errors.UMError` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from umcore.aio.multicast import open_multicast_socket, route_address
+from umcore.aio.ports import first_free
+from umcore.aio.tcp import ReceiverConnection, SourceListener
+from umcore.aio.timer import CoreTimer
+from umcore.aio.udp import DatagramEndpoint
+from umcore.engine import lbt, srsresolve
+from umcore.engine.features import ContextFeatures
+from umcore.engine.message import Message
+from umcore.engine.options import (
+    Options,
+    daemon_bindings,
+    interface_ip,
+    random_session_id,
+    unicast_daemons,
+)
+from umcore.engine.raw import OnFrame, OnSession, RawReceiver, RawSource
+from umcore.engine.receive import JoinedSession, OnMessage, Subscriber
+from umcore.engine.source import EngineSource, OnSourceEvent, SourceSession, blocked_wait
+from umcore.errors import UMError
+from umcore.resolver.core import (
+    ResolverConfig,
+    SourceInfo,
+    TopicResolver,
+    wildcard_query_timings,
+)
+from umcore.resolver.schedule import advertisement_timings, query_timings
+from umcore.resolver.unicast import UnicastTimings
+from umcore.transport.tcp import TcpSourceSession
+
+__all__ = ["CONNECT_TIMEOUT_S", "Engine"]
+
+log = logging.getLogger("umcore.engine")
+
+# Bound on one connect attempt to a source's TCP port.
+CONNECT_TIMEOUT_S = 5.0
+
+
+class Engine:
+    """One context's resolver, sessions and request port (see the module docstring).
+
+    Subclasses (the API's ``Context``) name the classes the engine builds for topic sources
+    and receivers in :attr:`source_class` and :attr:`subscriber_class`."""
+
+    source_class: type[EngineSource] = EngineSource
+    subscriber_class: type[Subscriber] = Subscriber
+
+    def __init__(self, attributes: Any = None, *, name: str | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.name = name
+        #: The context's effective options.
+        self.options = Options("context", attributes, name)
+        self.sources: set[EngineSource] = set()
+        self.receivers: dict[str, list[Subscriber]] = {}
+        self.wildcards: list[Subscriber] = []
+        #: Raw receivers by topic, with their options (:mod:`umcore.engine.raw`).
+        self.raw_receivers: dict[str, list[tuple[RawReceiver, Options]]] = {}
+        self.sessions: list[SourceSession] = []
+        self._next_session = 0
+        #: Source transport sessions joined as a receiver, by transport key.
+        self.joined: dict[tuple[object, ...], JoinedSession] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: The resolver's UDP socket (None without UDP topic resolution).
+        self.endpoint: DatagramEndpoint | None = None
+        #: lbmrd (ip, port) -> the resolver socket of its ``Iface[:SrcPort]->`` entry part.
+        self._daemon_endpoints: dict[tuple[str, int], DatagramEndpoint] = {}
+        self.resolver: TopicResolver
+        self._timer = CoreTimer(self.loop, self._on_timer)
+        #: What a send returns when it sent at once (see :func:`blocked_wait`).
+        self.done = blocked_wait(self.loop)
+        self.advertised_ip = "127.0.0.1"
+        self.closed = False
+        self.features = ContextFeatures(self)
+        #: LBT-RU / LBT-RM state (rate limiters, sessions), made on first use.
+        self.lbt: lbt.LbtState | None = None
+        #: TCP-based topic resolution (``resolver_service``), None without SRSes.
+        self.srs: srsresolve.SRSResolution | None = None
+        # Statistics for automatic monitoring: sends that blocked or raised WouldBlock, and
+        # messages lost for good (gaps a receiver was told about).
+        self.send_blocked = 0
+        self.send_would_block = 0
+        self.fragments_unrecoverably_lost = 0
+        #: ``immediate_message_receiver_function``: topicless UIM/MIM.
+        self.immediate_message_callback: Callable[[Message], object] | None = None
+        #: ``immediate_message_topic_receiver_function``: topic UIM/MIM without a receiver.
+        self.immediate_topic_message_callback: Callable[[Message], object] | None = None
+        #: ``mim_unrecoverable_loss_function``: called with the number of MIM datagrams lost.
+        self.mim_loss_callback: Callable[[int], object] | None = None
+
+    # -------------------------------------------------------------- topic resolution
+    def _resolver_config(self) -> ResolverConfig:
+        o = self.options
+        return ResolverConfig(
+            unicast_daemons=unicast_daemons(o.get("resolver_unicast_daemon")),
+            multicast_address=str(o.get("resolver_multicast_address")),
+            multicast_port=int(o.get("resolver_multicast_port")),
+            unicast_timings=UnicastTimings(
+                o.seconds("resolver_unicast_keepalive_interval"),
+                o.seconds("resolver_unicast_activity_timeout"),
+                o.seconds("resolver_unicast_check_interval"),
+                o.seconds("resolver_unicast_change_interval"),
+            ),
+            datagram_max_size=int(o.get("resolver_datagram_max_size")),
+            force_alive=bool(o.get("resolver_unicast_force_alive")),
+            ignore_unknown_source=bool(o.get("resolver_unicast_ignore_unknown_source")),
+        )
+
+    async def start(self) -> None:
+        """Open the resolver socket(s), the request port and the SRS connections."""
+        o = self.options
+        cfg = self._resolver_config()
+        self.resolver, self.srs, udp = srsresolve.make_resolver(self, cfg, self.loop.time())
+        default_if = interface_ip(o.get("default_interface"))
+        if not udp:  # SRS only (or no TR at all): no resolver socket
+            srs = self.srs.servers[0][0] if self.srs is not None else "127.0.0.1"
+            self.advertised_ip = default_if or route_address(srs)
+        elif cfg.unicast_daemons:
+            iface = interface_ip(o.get("resolver_unicast_interface")) or default_if
+            low = int(o.get("resolver_unicast_port_low"))
+            high = int(o.get("resolver_unicast_port_high"))
+            bindings = daemon_bindings(o.get("resolver_unicast_daemon"))
+            named = next((ip for ip, _ in bindings.values() if ip is not None), None)
+            self.advertised_ip = iface or named or route_address(cfg.unicast_daemons[0][0])
+            rcvbuf = int(o.get("resolver_unicast_receiver_socket_buffer"))
+
+            async def bind(port: int) -> DatagramEndpoint:
+                return await DatagramEndpoint.bind(
+                    iface or "0.0.0.0", port, self._on_datagram, rcvbuf=rcvbuf
+                )
+
+            self.endpoint = await first_free(
+                [0] if low == 0 else range(low, high + 1),
+                bind,
+                f"resolver_unicast port {low}-{high}",
+            )
+            await self._bind_daemon_endpoints(bindings, iface, low, high, rcvbuf)
+        else:
+            iface = interface_ip(o.get("resolver_multicast_interface")) or default_if
+            self.advertised_ip = iface or route_address(cfg.multicast_address)
+            sock = open_multicast_socket(
+                cfg.multicast_address,
+                cfg.multicast_port,
+                iface or self.advertised_ip,
+                ttl=int(o.get("resolver_multicast_ttl")),
+                rcvbuf=int(o.get("resolver_multicast_receiver_socket_buffer")),
+            )
+            self.endpoint = DatagramEndpoint(self.loop, sock, self._on_datagram)
+        self.features.ip = self.advertised_ip
+        try:
+            await self.features.start()
+        except BaseException:
+            self._close_resolver_sockets()
+            raise
+        if self.srs is not None:
+            self.srs.start()  # after the request port: the SIRs name it
+        self.flush_resolver()
+
+    def _close_resolver_sockets(self) -> None:
+        self._timer.cancel()
+        if self.endpoint is not None:
+            self.endpoint.close()
+        for ep in set(self._daemon_endpoints.values()):
+            ep.close()
+
+    def _on_datagram(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
+        found = self.resolver.receive_datagram(data, addr, self.loop.time())
+        for info in found:
+            self.join(info)
+        self.flush_resolver()
+
+    def _on_timer(self) -> None:
+        self.resolver.handle_timer(self.loop.time())
+        self.flush_resolver()
+
+    async def _bind_daemon_endpoints(
+        self,
+        bindings: dict[tuple[str, int], tuple[str | None, int | None]],
+        iface: str | None,
+        low: int,
+        high: int,
+        rcvbuf: int,
+    ) -> None:
+        """One more resolver socket per distinct ``Iface[:SrcPort]`` of the
+        ``resolver_unicast_daemon`` entries; datagrams to such an lbmrd leave (and its answers
+        arrive) there, the others use the context's resolver socket."""
+        by_local: dict[tuple[str, int | None], DatagramEndpoint] = {}
+        for daemon, (ip, sport) in bindings.items():
+            host = ip or iface or "0.0.0.0"
+            ep = by_local.get((host, sport))
+            if ep is None:
+                ports = [sport] if sport is not None else [0] if low == 0 else range(low, high + 1)
+
+                async def bind(port: int, host: str = host) -> DatagramEndpoint:
+                    return await DatagramEndpoint.bind(host, port, self._on_datagram, rcvbuf=rcvbuf)
+
+                try:
+                    ep = await first_free(ports, bind, f"the resolver socket for lbmrd {daemon}")
+                except UMError:
+                    for other in by_local.values():
+                        other.close()
+                    raise
+                by_local[(host, sport)] = ep
+            self._daemon_endpoints[daemon] = ep
+
+    def flush_resolver(self) -> None:
+        """Send what the resolver queued; re-arm its timer."""
+        ep = self.endpoint
+        if ep is not None:
+            per_daemon = self._daemon_endpoints
+            for data, addr in self.resolver.take_datagrams():
+                (per_daemon.get(addr, ep) if per_daemon else ep).sendto(data, addr)
+        self._timer.arm(self.resolver.next_timer())
+
+    def topic_resolution_request(self) -> None:
+        """``lbm_context_topic_resolution_request()``: restart sustaining phases."""
+        self.resolver.request_resolution(self.loop.time())
+        self.flush_resolver()
+
+    # -------------------------------------------------------------- sources
+    async def open_source(
+        self, topic: str, options: Options, on_event: OnSourceEvent | None
+    ) -> EngineSource:
+        """A topic source of :attr:`source_class` on a session chosen by ``options``,
+        advertised by topic resolution."""
+        self.check()
+        session = await self.session_for(options)
+        src = self.source_class(self, topic, session, on_event)
+        session.sources.append(src)
+        self.sources.add(src)
+        self.advertise(src, options)
+        return src
+
+    def advertise(self, src: EngineSource, so: Options) -> None:
+        local = self.resolver.add_source(
+            src.topic,
+            src.tidx,
+            src.transport_info,
+            self.loop.time(),
+            timings=advertisement_timings(
+                so.get("resolver_advertisement_minimum_initial_interval"),
+                so.get("resolver_advertisement_maximum_initial_interval"),
+                so.get("resolver_advertisement_minimum_initial_duration"),
+                so.get("resolver_advertisement_sustain_interval"),
+                so.get("resolver_advertisement_minimum_sustain_duration"),
+            ),
+            send_initial=bool(so.get("resolver_send_initial_advertisement")),
+            options=self.features.source_created(src, so),
+        )
+        for info in local:
+            self.join(info)
+        self.flush_resolver()
+
+    async def session_for(self, o: Options) -> SourceSession:
+        """The session a new source with options ``o`` maps onto (existing or new)."""
+        kind = lbt.transport_kind(o)
+        if kind != "tcp":
+            return await lbt.source_session(self, kind, o)
+        maximum = int(self.options.get("transport_tcp_maximum_ports"))
+        if len(self.sessions) >= maximum:
+            s = self.sessions[self._next_session % len(self.sessions)]
+            self._next_session += 1
+            return s
+        core = TcpSourceSession(
+            random_session_id(),
+            datagram_max_size=int(self.options.get("transport_tcp_datagram_max_size")),
+            batching_minimum_length=int(o.get("implicit_batching_minimum_length")),
+            batching_interval=o.seconds("implicit_batching_interval"),
+            tsni_interval=o.seconds("transport_topic_sequence_number_info_interval"),
+            tsni_active_threshold=o.seconds(
+                "transport_topic_sequence_number_info_active_threshold"
+            ),
+            use_session_id=bool(o.get("transport_tcp_use_session_id")),
+        )
+        listener = SourceListener(
+            core,
+            max_buffer=int(o.get("transport_session_maximum_buffer")),
+            nodelay=bool(o.get("transport_tcp_nodelay")),
+        )
+        host = interface_ip(o.get("transport_tcp_interface")) or "0.0.0.0"
+        port = int(o.get("transport_tcp_port"))
+        if port:
+            low = high = port
+        else:
+            low = int(self.options.get("transport_tcp_port_low"))
+            high = int(self.options.get("transport_tcp_port_high"))
+        await listener.start(host, low, high, int(o.get("transport_tcp_listen_backlog")))
+        s = SourceSession(self, "tcp", core, listener)
+        self.sessions.append(s)
+        self._next_session += 1
+        return s
+
+    async def source_closed(self, src: EngineSource) -> None:
+        """A source closed (:meth:`EngineSource.close`): withdraw it; a session left without
+        sources closes."""
+        self.sources.discard(src)
+        self.features.source_closed(src)
+        self.resolver.remove_source(src.topic, src.tidx, src.transport_info)
+        session = src.session
+        session.core.remove_topic(src.tidx)
+        session.sources.remove(src)
+        if not session.sources:
+            await self.close_session(session)
+
+    async def close_session(self, s: SourceSession) -> None:
+        if s in self.sessions:
+            self.sessions.remove(s)
+        if self.lbt is not None:
+            self.lbt.forget(s)
+        await s.close()
+
+    # -------------------------------------------------------------- receivers
+    def subscribe(self, topic: str, on_message: OnMessage | None, options: Options) -> Subscriber:
+        """A receiver of ``topic`` (of :attr:`subscriber_class`); joins what resolution
+        already knows."""
+        self.check()
+        r = self.subscriber_class(self, topic, on_message, options=options)
+        self.receivers.setdefault(topic, []).append(r)
+        found = self.resolver.add_receiver(
+            topic,
+            self.loop.time(),
+            timings=query_timings(
+                options.get("resolver_query_minimum_initial_interval"),
+                options.get("resolver_query_maximum_initial_interval"),
+                options.get("resolver_query_minimum_initial_duration"),
+                options.get("resolver_query_sustain_interval"),
+                options.get("resolver_query_minimum_sustain_duration"),
+            ),
+            query_threshold=int(options.get("resolution_number_of_sources_query_threshold")),
+        )
+        for info in found:
+            self.join(info)
+        self.flush_resolver()
+        return r
+
+    def subscribe_pattern(
+        self, pattern: Any, on_message: OnMessage | None, options: Options
+    ) -> Subscriber:
+        """A receiver of every topic matching the compiled ``pattern``."""
+        self.check()
+        r = self.subscriber_class(self, pattern.pattern, on_message, pattern=pattern)
+        self.wildcards.append(r)
+        found = self.resolver.add_wildcard_receiver(
+            pattern.pattern,
+            self.loop.time(),
+            timings=wildcard_query_timings(
+                options.get("resolver_query_minimum_interval"),
+                options.get("resolver_query_maximum_interval"),
+                options.get("resolver_query_minimum_duration"),
+            ),
+        )
+        for info in found:  # the receiver-side cache holds this context's own sources too
+            self.join(info)
+        self.flush_resolver()
+        return r
+
+    def unsubscribe(self, r: Subscriber) -> None:
+        r.detach()
+        if r.pattern is not None:
+            if r in self.wildcards:
+                self.wildcards.remove(r)
+                self.resolver.remove_wildcard_receiver(r.topic)
+                for js in list(self.joined.values()):
+                    js.remove(r)
+            return
+        rs = self.receivers.get(r.topic)
+        if rs is None or r not in rs:
+            return
+        rs.remove(r)
+        if not rs:
+            del self.receivers[r.topic]
+        self.resolver.remove_receiver(r.topic)
+        for js in list(self.joined.values()):
+            js.remove(r)
+
+    def receivers_of(self, topic: str) -> list[Subscriber]:
+        found = list(self.receivers.get(topic, ()))
+        for w in self.wildcards:
+            if w.pattern is not None and w.pattern.search(topic):
+                found.append(w)
+        return found
+
+    def wants(self, topic: str) -> bool:
+        """Has this context a receiver (or raw receiver) for ``topic``?"""
+        return (
+            topic in self.receivers
+            or topic in self.raw_receivers
+            or bool(self.wildcards and self.receivers_of(topic))
+        )
+
+    def join(self, info: SourceInfo) -> JoinedSession | None:
+        """A source was resolved: join its session for the subscribers and raw receivers of
+        its topic."""
+        receivers = self.receivers_of(info.topic)
+        raws = self.raw_receivers.get(info.topic) or []
+        if not receivers and not raws:
+            return self.joined.get(info.key)
+        js = self.joined.get(info.key)
+        new = js is None
+        if js is None:
+            opts = receivers[0].options if receivers else raws[0][1]
+            js = self.open_join(info, opts)
+        for r in receivers:
+            js.add(info.topic, info.index, r)
+        for raw, _opts in raws:
+            self._attach_raw(raw, js, info)
+        if new:
+            self.spawn(self._connect(js, info))
+        return js
+
+    def _attach_raw(self, raw: RawReceiver, js: JoinedSession, info: SourceInfo) -> None:
+        if any(key == js.key for key, _sink in raw.attached):
+            return
+        sink = raw.sink_for(info, js.source_string)
+        raw.attached.append((js.key, sink))
+        js.add_frame_sink(sink)
+        source_string = js.source_string
+        js.session_watchers.append(lambda active: raw.session_event(info, source_string, active))
+        if js.active:
+            raw.session_event(info, source_string, True)
+
+    # -------------------------------------------------------------- raw receivers and sources
+    def open_raw_receiver(
+        self,
+        topic: str,
+        on_frame: OnFrame,
+        *,
+        on_session: OnSession | None = None,
+        attributes: Any = None,
+    ) -> RawReceiver:
+        """A raw receiver of ``topic`` (:mod:`umcore.engine.raw`): its sources' LBMC frames, as
+        they arrive; receiver-scope ``attributes`` set its topic resolution and joins."""
+        self.check()
+        options = Options("receiver", attributes, topic)
+        raw = RawReceiver(topic, on_frame, on_session)
+        self.raw_receivers.setdefault(topic, []).append((raw, options))
+        found = self.resolver.add_receiver(
+            topic,
+            self.loop.time(),
+            timings=query_timings(
+                options.get("resolver_query_minimum_initial_interval"),
+                options.get("resolver_query_maximum_initial_interval"),
+                options.get("resolver_query_minimum_initial_duration"),
+                options.get("resolver_query_sustain_interval"),
+                options.get("resolver_query_minimum_sustain_duration"),
+            ),
+            query_threshold=int(options.get("resolution_number_of_sources_query_threshold")),
+        )
+        for info in found:
+            self.join(info)
+        self.flush_resolver()
+        return raw
+
+    def close_raw_receiver(self, raw: RawReceiver) -> None:
+        if raw.closed:
+            return
+        raw.closed = True
+        entries = self.raw_receivers.get(raw.topic, [])
+        entries[:] = [e for e in entries if e[0] is not raw]
+        if not entries:
+            self.raw_receivers.pop(raw.topic, None)
+        self.resolver.remove_receiver(raw.topic)
+        for key, sink in raw.attached:
+            js = self.joined.get(key)
+            if js is not None:
+                js.remove_frame_sink(sink)
+        raw.attached.clear()
+
+    async def open_raw_source(
+        self, topic: str, *, attributes: Any = None, on_event: OnSourceEvent | None = None
+    ) -> RawSource:
+        """A raw source of ``topic`` (:mod:`umcore.engine.raw`): pre-framed messages sent
+        keeping their sequence numbers; source-scope ``attributes`` pick its transport."""
+        src = await self.open_source(topic, Options("source", attributes, topic), on_event)
+        return RawSource(src)
+
+    def open_join(self, info: SourceInfo, options: Options | None) -> JoinedSession:
+        """A new joined session for ``info`` (not connected yet: :meth:`connect_join`)."""
+        js = self.joined[info.key] = JoinedSession(self, info)
+        if js.kind != "TCP":
+            lbt.prepare_join(self, js, info, options)
+        return js
+
+    def connect_join(self, js: JoinedSession, info: SourceInfo) -> None:
+        self.spawn(self._connect(js, info))
+
+    async def _connect(self, js: JoinedSession, info: SourceInfo) -> None:
+        if js.kind != "TCP":
+            await lbt.join(self, js, info)
+            return
+        conn = ReceiverConnection(js.core, on_active=js.bos, on_closed=js.eos)
+        js.conn = conn
+        try:
+            await asyncio.wait_for(
+                self.loop.create_connection(lambda: conn, js.ip, js.port), CONNECT_TIMEOUT_S
+            )
+        except (TimeoutError, OSError) as exc:
+            # Never connected: no BOS was given, so no EOS either; a later TIR retries.
+            log.info("cannot join %s: %s", js.source_string, exc)
+            self.join_failed(js)
+
+    def join_failed(self, js: JoinedSession) -> None:
+        js.closed = True
+        if self.joined.get(js.key) is js:
+            del self.joined[js.key]
+
+    def session_ended(self, js: JoinedSession) -> None:
+        if self.joined.get(js.key) is js:
+            del self.joined[js.key]
+
+    def count_loss(self, count: int) -> None:
+        self.fragments_unrecoverably_lost += count
+
+    def pause_feeding(self, topic: str) -> None:
+        for js in self.joined.values():
+            if js.conn is not None and js.feeds(topic):
+                js.conn.pause_reading()
+
+    def resume_feeding(self, topic: str) -> None:
+        for js in self.joined.values():
+            if js.conn is not None and js.feeds(topic):
+                js.conn.resume_reading()
+
+    # -------------------------------------------------------------- lifetime
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def check(self) -> None:
+        if self.closed:
+            raise UMError("context is closed")
+
+    def live_objects(self) -> int:
+        return len(self.sources) + sum(map(len, self.receivers.values())) + len(self.wildcards)
+
+    async def close(self) -> None:
+        """Delete the context; its sources and receivers must be closed first (UM's rule)."""
+        if self.closed:
+            return
+        if self.sources or self.receivers or self.wildcards or self.raw_receivers:
+            raise UMError(
+                "close the context's sources and receivers first "
+                f"({len(self.sources)} sources, {sum(map(len, self.receivers.values()))} "
+                "receivers remain)"
+            )
+        self.closed = True
+        self._timer.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await t
+        for js in list(self.joined.values()):
+            if js.conn is not None:
+                js.conn.abort()
+        self.joined.clear()
+        for s in list(self.sessions):
+            await self.close_session(s)
+        if self.lbt is not None:
+            for s in self.lbt.source_sessions():
+                await self.close_session(s)
+        if self.srs is not None:
+            await self.srs.close()
+        await self.features.close()
+        self._close_resolver_sockets()
+
+    # -------------------------------------------------------------- statistics
+    def transport_samples(self) -> list[tuple[str, str, str, dict[str, int]]]:
+        """(direction, kind, source string, ums_mon.proto fields) per transport session, for
+        automatic monitoring."""
+        out: list[tuple[str, str, str, dict[str, int]]] = []
+        ip = self.advertised_ip
+        for s in self.sessions:
+            core: Any = s.core
+            writer: Any = s.writer
+            buffered = core.batched_bytes + writer.buffered_bytes
+            out.append(
+                (
+                    "source",
+                    "tcp",
+                    s.transport_info(ip)[1],
+                    {"num_clients": int(writer.receivers), "bytes_buffered": buffered},
+                )
+            )
+        if self.lbt is not None:
+            for s in self.lbt.source_sessions():
+                core = s.core
+                out.append(("source", s.kind, s.transport_info(ip)[1], core.monitor_fields()))
+        for js in self.joined.values():
+            if js.sample is not None:
+                out.append(js.sample())
+            else:
+                st = js.core.stats
+                out.append(
+                    (
+                        "receiver",
+                        "tcp",
+                        js.source_string,
+                        {
+                            "bytes_rcved": st.bytes_received,
+                            "lbm_msgs_rcved": st.messages_received,
+                            "lbm_msgs_no_topic_rcved": st.messages_no_topic,
+                            # lbm_reqs_rcved: 0, requests over TCP are not counted yet
+                        },
+                    )
+                )
+        return out

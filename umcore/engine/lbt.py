@@ -1,0 +1,316 @@
+"""Transport selection for the engine: LBT-RU and LBT-RM source sessions and joined sessions.
+
+Theory of operation
+-------------------
+A source's ``transport`` option (source scope; ``tcp`` by default, ``lbtru``/``lbt-ru``,
+``lbtrm``/``lbt-rm``) picks the transport its topic is mapped onto.  TCP stays in
+:mod:`umcore.engine.context`; this module builds the other two from the option registry:
+
+- **LBT-RU source sessions**: a round-robin pool of at most ``transport_lbtru_maximum_ports``
+  (5) sessions per context, each on a UDP port of ``transport_lbtru_port_low..high``
+  (14380-14389; ``low`` 0 = ephemeral), or the source's own ``transport_lbtru_port``.
+- **LBT-RM source sessions**: one per multicast group of the pool
+  ``transport_lbtrm_multicast_address_low..high`` (224.10.10.10-14, round robin; or the source's
+  ``transport_lbtrm_multicast_address``), destination port ``transport_lbtrm_destination_port``
+  (14400), each with its own NAK port from ``transport_lbtrm_source_port_low..high``.  Data is
+  multicast on the context's interface (the one topic resolution uses).
+- Both share the context's rate limiters (``transport_lbt{ru,rm}_{data,retransmit}_rate_limit``
+  and ``..._rate_interval``) and the pyum-only fault-injection settings
+  (:mod:`umcore.aio.lbt`).
+- **Joined sessions**: a TIR of either type makes the context join (one
+  :class:`~umcore.aio.lbt.LbtReceiverSession` per session) with the first receiver's options
+  (UM: first receiver wins): NAK timings, activity timeout, ``ordered_delivery``,
+  ``delivery_control_maximum_burst_loss`` and ``delivery_control_loss_check_interval``.
+  ``ordered_delivery`` 1 is sequence order; -1 is arrival order with reassembly; 0 (UM's
+  deprecated "arrival order, fragments delivered one by one") is **not** implemented: it
+  behaves as -1 (each UM-fragmented message is reassembled and delivered once, with the
+  sequence number of its last fragment).
+
+The datagram max sizes (``transport_lbt*_datagram_max_size``, 8192) bound each DATA datagram,
+header included; batching and UM fragmentation work inside that (see
+:mod:`umcore.transport.batching`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import TYPE_CHECKING, Any
+
+from umcore.aio.lbt import (
+    LbtContext,
+    LbtReceiverSession,
+    LbtSourceEndpoint,
+    SourceTimer,
+    bind_in_range,
+)
+from umcore.aio.multicast import set_multicast_sender
+from umcore.engine.options import Options, interface_ip, random_session_id
+from umcore.engine.source import SourceSession
+from umcore.errors import UMError
+from umcore.transport.lbt import ReceiverConfig, SourceConfig
+from umcore.transport.lbtrm import LbtrmReceiver, LbtrmSource
+from umcore.transport.lbtru import LbtruReceiver, LbtruSource, RuReceiverConfig, RuSourceConfig
+from umcore.transport.ratelimit import RateLimiter
+from umcore.wire import lbmr
+
+if TYPE_CHECKING:
+    from umcore.engine.context import Engine
+    from umcore.engine.receive import JoinedSession
+    from umcore.resolver.core import SourceInfo
+
+__all__ = ["LbtState", "join", "lbt_state", "prepare_join", "source_session", "transport_kind"]
+
+log = logging.getLogger("umcore.engine")
+
+#: A context's LBT state (umcore.aio.lbt.LbtContext): rate limiters, session pools, sockets.
+LbtState = LbtContext
+
+
+def transport_kind(o: Options) -> str:
+    """``tcp``, ``lbtru`` or ``lbtrm`` from a source's options (others are refused)."""
+    kind = str(o.get("transport")).lower().replace("-", "")
+    if kind not in ("tcp", "lbtru", "lbtrm"):
+        raise UMError(f"transport {kind!r} is not implemented (tcp, lbtru and lbtrm are)")
+    return kind
+
+
+def lbt_state(engine: Engine) -> LbtContext:
+    """The engine's LBT state, created on first use from its context-scope options."""
+    lctx = engine.lbt
+    if lctx is None:
+        o = engine.options
+        now = engine.loop.time()
+        ru = RateLimiter(
+            int(o.get("transport_lbtru_data_rate_limit")),
+            int(o.get("transport_lbtru_retransmit_rate_limit")),
+            o.seconds("transport_lbtru_rate_interval"),
+            now,
+        )
+        rm = RateLimiter(
+            int(o.get("transport_lbtrm_data_rate_limit")),
+            int(o.get("transport_lbtrm_retransmit_rate_limit")),
+            o.seconds("transport_lbtrm_rate_interval"),
+            now,
+        )
+        lctx = engine.lbt = LbtContext(
+            engine.loop,
+            ru,
+            rm,
+            drop_send=float(o.get("pyum_fault_drop_send")),
+            drop_receive=float(o.get("pyum_fault_drop_receive")),
+        )
+    return lctx
+
+
+def _source_config(engine: Engine, o: Options, kind: str) -> dict[str, Any]:
+    p = f"transport_{kind}_"
+    c = engine.options
+    size = int(c.get(p + "source_datagram_max_size") or c.get(p + "datagram_max_size"))
+    return {
+        "datagram_max_size": size,
+        "batching_minimum_length": int(o.get("implicit_batching_minimum_length")),
+        "batching_interval": o.seconds("implicit_batching_interval"),
+        "tsni_interval": o.seconds("transport_topic_sequence_number_info_interval"),
+        "tsni_active_threshold": o.seconds("transport_topic_sequence_number_info_active_threshold"),
+        "sm_minimum_interval": o.seconds(p + "sm_minimum_interval"),
+        "sm_maximum_interval": o.seconds(p + "sm_maximum_interval"),
+        "ignore_interval": o.seconds(p + "ignore_interval"),
+        "transmission_window_size": int(o.get(p + "transmission_window_size")),
+        "transmission_window_limit": int(o.get(p + "transmission_window_limit")),
+    }
+
+
+async def source_session(engine: Engine, kind: str, o: Options) -> SourceSession:
+    """The session a new ``kind`` source maps onto (existing, round robin, or new)."""
+    lctx = lbt_state(engine)
+    c = engine.options
+    loop = engine.loop
+    sessions: dict[Any, SourceSession] = lctx.sessions[kind]
+    cfg = _source_config(engine, o, kind)
+    host = engine.advertised_ip
+    if kind == "lbtru":
+        port = int(o.get("transport_lbtru_port"))
+        maximum = int(c.get("transport_lbtru_maximum_ports"))
+        if not port and len(sessions) >= maximum:
+            live = list(sessions.values())
+            lctx.next_group += 1
+            return live[lctx.next_group % len(live)]
+        if port and ("port", port) in sessions:
+            return sessions[("port", port)]
+        core_ru = LbtruSource(
+            random_session_id(),
+            RuSourceConfig(
+                client_activity_timeout=o.seconds("transport_lbtru_client_activity_timeout"),
+                use_session_id=bool(o.get("transport_lbtru_use_session_id")),
+                **cfg,
+            ),
+            lctx.ru_limiter,
+            loop.time(),
+        )
+        low, high = (
+            (port, port)
+            if port
+            else (
+                int(c.get("transport_lbtru_port_low")),
+                int(c.get("transport_lbtru_port_high")),
+            )
+        )
+        bind_host = interface_ip(o.get("transport_lbtru_interface")) or "0.0.0.0"
+        ep = await bind_in_range(
+            bind_host,
+            low,
+            high,
+            None,
+            rcvbuf=int(c.get("transport_lbtru_source_socket_buffer")),
+            sndbuf=int(c.get("transport_lbtru_source_socket_buffer")),
+        )
+        endpoint = LbtSourceEndpoint(lctx, core_ru, ep)
+        key: Any = ("port", endpoint.port)
+    else:
+        group = str(o.get("transport_lbtrm_multicast_address") or "0.0.0.0")
+        dport = int(o.get("transport_lbtrm_destination_port"))
+        if group in ("0.0.0.0", "None", ""):
+            lo = int(ipaddress.IPv4Address(str(c.get("transport_lbtrm_multicast_address_low"))))
+            hi = int(ipaddress.IPv4Address(str(c.get("transport_lbtrm_multicast_address_high"))))
+            n = max(hi - lo + 1, 1)
+            group = str(ipaddress.IPv4Address(lo + lctx.next_group % n))
+            lctx.next_group += 1
+        key = (group, dport)
+        if key in sessions:
+            return sessions[key]
+        core_rm = LbtrmSource(
+            random_session_id(), 0, SourceConfig(**cfg), lctx.rm_limiter, loop.time()
+        )
+        ep = await bind_in_range(
+            host,
+            int(c.get("transport_lbtrm_source_port_low")),
+            int(c.get("transport_lbtrm_source_port_high")),
+            None,
+            rcvbuf=None,
+            sndbuf=int(c.get("transport_lbtrm_source_socket_buffer")),
+        )
+        core_rm.ucast_port = ep.local_address[1]
+        set_multicast_sender(ep.sock, host, int(c.get("resolver_multicast_ttl")))
+        endpoint = LbtSourceEndpoint(lctx, core_rm, ep)
+        endpoint.group = (group, dport)
+    timer = SourceTimer(loop, endpoint.on_timer)
+    s = SourceSession(
+        engine,
+        kind,
+        endpoint.core,
+        endpoint,
+        timer=timer,
+        info=lambda ip: (endpoint.transport_info(ip), endpoint.source_string(ip)),
+    )
+    endpoint.timer = timer
+    endpoint.arm()
+    sessions[key] = s
+    return s
+
+
+def prepare_join(
+    engine: Engine, js: JoinedSession, info: SourceInfo, options: Options | None
+) -> None:
+    """Give a new joined session its LBT receiver core (before any DC is added), built from
+    the first receiver's options (UM: first receiver wins)."""
+    o = options if options is not None else Options("receiver", None, info.topic)
+    t = info.transport
+    common: dict[str, Any] = {
+        "max_burst_loss": int(o.get("delivery_control_maximum_burst_loss")),
+        "ordered": int(o.get("ordered_delivery")) == 1,
+        "loss_check_interval": o.seconds("delivery_control_loss_check_interval"),
+        # context scope, but it bounds each DC's order map separately (Configuration Guide)
+        "max_map_entries": int(engine.options.get("delivery_control_maximum_total_map_entries")),
+    }
+    now = engine.loop.time()
+    if isinstance(t, lbmr.LBTRMInfo):
+        p = "transport_lbtrm_"
+        cfg = ReceiverConfig(
+            activity_timeout=o.seconds(p + "activity_timeout"),
+            nak_initial_backoff_interval=o.seconds(p + "nak_initial_backoff_interval"),
+            nak_backoff_interval=o.seconds(p + "nak_backoff_interval"),
+            nak_generation_interval=o.seconds(p + "nak_generation_interval"),
+            nak_suppress_interval=o.seconds(p + "nak_suppress_interval"),
+            send_naks=bool(o.get(p + "send_naks")),
+            **common,
+        )
+        js.set_core(
+            LbtrmReceiver(t.session_id, t.sport, cfg, now),
+            f"LBTRM:{t.src_ip}:{t.sport}:{t.session_id:08x}:{t.mc_group}:{t.dport}",
+        )
+        kind = "lbtrm"
+    else:
+        p = "transport_lbtru_"
+        rcfg = RuReceiverConfig(
+            activity_timeout=o.seconds(p + "activity_timeout"),
+            nak_initial_backoff_interval=o.seconds(p + "nak_initial_backoff_interval"),
+            nak_backoff_interval=o.seconds(p + "nak_backoff_interval"),
+            nak_generation_interval=o.seconds(p + "nak_generation_interval"),
+            nak_suppress_interval=o.seconds(p + "nak_suppress_interval"),
+            send_naks=bool(o.get(p + "send_naks")),
+            connect_interval=o.seconds(p + "connect_interval"),
+            maximum_connect_attempts=int(o.get(p + "maximum_connect_attempts")),
+            acknowledgement_interval=o.seconds(p + "acknowledgement_interval"),
+            **common,
+        )
+        sid = f":{info.session_id:08x}" if info.session_id else ""
+        js.set_core(LbtruReceiver(info.session_id, rcfg, now), f"LBT-RU:{info.ip}:{info.port}{sid}")
+        kind = "lbtru"
+    js.join_options = o
+
+    def sample() -> tuple[str, str, str, dict[str, int]]:
+        fields = js.core.monitor_fields()
+        conn: Any = js.conn
+        if conn is not None:  # datagrams the adapter could not parse at all
+            fields["dgrams_dropped_hdr"] += int(getattr(conn, "receive_errors", 0))
+        return ("receiver", kind, js.source_string, fields)
+
+    js.sample = sample
+
+
+async def join(engine: Engine, js: JoinedSession, info: SourceInfo) -> None:
+    """Open the joined session's socket (LBT-RU: connect; LBT-RM: join the group)."""
+    lctx = lbt_state(engine)
+    o = js.join_options
+    assert o is not None
+    t = info.transport
+    core = js.core
+
+    def ended() -> None:
+        js.eos(None)
+
+    try:
+        if isinstance(t, lbmr.LBTRMInfo):
+            assert isinstance(core, LbtrmReceiver)
+            conn = await LbtReceiverSession.join_rm(
+                lctx,
+                t,
+                core,
+                js.bos,
+                ended,
+                interface=engine.advertised_ip,
+                rcvbuf=int(engine.options.get("transport_lbtrm_receiver_socket_buffer")),
+            )
+        else:
+            assert isinstance(core, LbtruReceiver)
+            host = interface_ip(o.get("transport_lbtru_interface")) or "0.0.0.0"
+            conn = await LbtReceiverSession.join_ru(
+                lctx,
+                t,
+                core,
+                js.bos,
+                ended,
+                host=host,
+                low=int(o.get("transport_lbtru_port_low")),
+                high=int(o.get("transport_lbtru_port_high")),
+                rcvbuf=int(engine.options.get("transport_lbtru_receiver_socket_buffer")),
+            )
+    except (OSError, UMError) as exc:
+        log.info("cannot join %s: %s", js.source_string, exc)
+        engine.join_failed(js)
+        return
+    if js.closed:
+        conn.abort()
+        return
+    js.conn = conn

@@ -1,0 +1,171 @@
+"""Raw receivers and raw sources: what the persistent store and the DRO stand on.
+
+Theory of operation
+-------------------
+A **raw receiver** (:class:`RawReceiver`) is interest in a topic like a receiver's -- topic
+resolution queries for it and the engine joins every source of it -- but instead of
+:class:`~umcore.engine.message.Message` objects it is handed the source transport session's
+LBMC frames (``bytes``: header chain and payload, undecoded), data and control alike, in
+arrival order, each with the :class:`RawSession` it came on: the transport, UM's source string,
+the session id and the topic index the topic has on that session.  A store keeps them as they
+are; nothing is built per message.
+
+- TCP: every whole frame of the connection's byte stream
+  (:attr:`TcpReceiverSession.frame_sink <umcore.transport.tcp.TcpReceiverSession.frame_sink>`);
+- LBT-RU / LBT-RM: every frame of each DATA datagram the transport accepts -- in transport
+  sequence or recovered by NAK, each datagram once
+  (:attr:`LbtReceiver.frame_sink <umcore.transport.lbt.LbtReceiver.frame_sink>`).
+
+A session carries every topic its source maps onto it: frames of other topic indices (and
+TSNIs naming several) are handed over too; :attr:`RawSession.topic_index` tells which ones are
+the raw receiver's.  ``on_session(session, active)`` (optional) is told BOS (True) and EOS
+(False) per session.
+
+A **raw source** (:class:`RawSource`) is a topic source whose messages come pre-framed: a DRO
+forwarding frames it did not build.  :meth:`RawSource.send` takes one LBMC data frame, rewrites
+its topic index to the raw source's own and batches it keeping its sequence number
+(:meth:`BatchingSource.send_framed <umcore.transport.batching.BatchingSource.send_framed>`);
+the session's TSNIs then report the last sequence number forwarded.  Back-pressure is a normal
+source's: :meth:`RawSource.send` awaits while a receiver is too slow,
+:meth:`RawSource.send_nowait` raises :class:`~umcore.errors.WouldBlock` and a WAKEUP event
+follows when the session drained.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from umcore.engine.source import EngineSource
+from umcore.errors import LocalProtocolError, WouldBlock
+from umcore.resolver.core import SourceInfo
+
+__all__ = ["FRAME_HEADER", "OnFrame", "OnSession", "RawReceiver", "RawSession", "RawSource"]
+
+# An LBMC data frame's fixed header: ver/type, next header, msglen, topic index, sqn.
+_HEAD = struct.Struct("!BBHII")
+FRAME_HEADER = _HEAD.size
+# The ver/type byte of a data frame (version 0, type DATA).
+_DATA_TYPE = 0x00
+
+
+@dataclass(frozen=True, slots=True)
+class RawSession:
+    """The transport session a frame came on, and the topic index of the raw receiver's
+    topic on it."""
+
+    #: ``TCP``, ``LBT-RU`` or ``LBT-RM`` (as topic resolution keys them).
+    transport: str
+    #: UM's source string (``TCP:ip:port:sid`` ...).
+    source_string: str
+    #: The transport's session id (None: a TCP source without session ids).
+    session_id: int | None
+    #: The topic's index on this session (the TIR's).
+    topic_index: int
+
+
+OnFrame = Callable[[RawSession, bytes], object]
+OnSession = Callable[[RawSession, bool], object]
+
+
+class RawReceiver:
+    """Interest in one topic, handed the frames of its sources (see the module docstring)."""
+
+    def __init__(self, topic: str, on_frame: OnFrame, on_session: OnSession | None) -> None:
+        self.topic = topic
+        self.on_frame = on_frame
+        self.on_session = on_session
+        #: Frames handed over, and exceptions raised by ``on_frame`` (logged, counted).
+        self.frames = 0
+        self.callback_errors = 0
+        self.closed = False
+        #: What this receiver's sinks are attached to: (session key, sink).
+        self.attached: list[tuple[tuple[object, ...], Callable[[bytes], None]]] = []
+
+    def sink_for(self, info: SourceInfo, source_string: str) -> Callable[[bytes], None]:
+        """The frame sink of one joined session (its identity bound once)."""
+        ident = RawSession(str(info.key[0]), source_string, info.session_id, info.index)
+        on_frame = self.on_frame
+
+        def sink(frame: bytes) -> None:
+            self.frames += 1
+            try:
+                on_frame(ident, frame)
+            except Exception:
+                self.callback_errors += 1
+
+        return sink
+
+    def session_event(self, info: SourceInfo, source_string: str, active: bool) -> None:
+        if self.on_session is None:
+            return
+        ident = RawSession(str(info.key[0]), source_string, info.session_id, info.index)
+        try:
+            self.on_session(ident, active)
+        except Exception:
+            self.callback_errors += 1
+
+
+class RawSource:
+    """A topic source sending pre-framed LBMC data messages (see the module docstring)."""
+
+    def __init__(self, source: EngineSource) -> None:
+        self.source = source
+        source.set_fast(False)
+        self.topic = source.topic
+        self._tidx = struct.pack("!I", source.tidx)
+
+    @property
+    def source_string(self) -> str:
+        return self.source.source_string
+
+    def _frame(self, frame: bytes) -> tuple[bytes, int]:
+        n = len(frame)
+        if n < FRAME_HEADER:
+            raise LocalProtocolError(f"a {n}-byte frame is shorter than an LBMC data header")
+        ver_type, _next, msglen, _tidx, sqn = _HEAD.unpack_from(frame)
+        if ver_type != _DATA_TYPE or msglen != n:
+            raise LocalProtocolError(
+                f"not one LBMC data frame (ver/type 0x{ver_type:02x}, msglen {msglen} of {n})"
+            )
+        return frame[:4] + self._tidx + frame[8:], sqn
+
+    def _send(self, frame: bytes, flush: bool) -> None:
+        src = self.source
+        framed, sqn = self._frame(frame)
+        core = src.core
+        src.session.write(core.send_framed(src.tidx, framed, sqn, src.engine.loop.time(), flush))
+
+    def send(self, frame: bytes, flush: bool = False) -> Awaitable[None]:
+        """Forward one frame keeping its sequence number; await it (waits while blocked)."""
+        src = self.source
+        if src.writer.paused or src.closed:
+            return self._send_blocked(frame, flush)
+        self._send(frame, flush)
+        return src.done  # type: ignore[return-value]
+
+    async def _send_blocked(self, frame: bytes, flush: bool) -> None:
+        src = self.source
+        while src.writer.paused:
+            src.check()
+            src.engine.send_blocked += 1
+            await src.writer.writable()
+        src.check()
+        self._send(frame, flush)
+
+    def send_nowait(self, frame: bytes, flush: bool = False) -> None:
+        """Forward one frame or raise :class:`WouldBlock`; WAKEUP follows when it may go on."""
+        src = self.source
+        src.check()
+        if src.writer.paused:
+            src.wants_wakeup = True
+            src.engine.send_would_block += 1
+            raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
+        self._send(frame, flush)
+
+    def flush(self) -> None:
+        self.source.flush()
+
+    async def close(self) -> None:
+        await self.source.close()
