@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from daemons.srs.debugmon import DebugMonitor
-from daemons.srs.logroll import RollingFileHandler
 from daemons.srs.monitor import SRSMonitor
 from umcore import __version__ as pyum_version
 from umcore.aio.srs import SRSServerEndpoint
 from umcore.aio.timer import CoreTimer
 from umcore.config.srs import SRSConfig
 from umcore.daemon.lifecycle import StopSignals
+from umcore.daemon.logroll import RollingFileHandler
 from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile

@@ -1,17 +1,14 @@
-"""The SRS daemon's pieces without processes: CLI acceptance checks 1-4, log rolling, the
+"""The SRS daemon's pieces without processes: CLI acceptance checks 1-4, the
 statistics publisher (pb and JSON) and control requests."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import logging
 from pathlib import Path
 
 import pytest
 
 from daemons.srs.__main__ import main
-from daemons.srs.logroll import RollingFileHandler, rolled_files
 from daemons.srs.monitor import SRSMonitor
 from tests.srs.harness import Net, sir
 from umcore.config import srs as srs_config
@@ -134,43 +131,6 @@ def test_h_says_what_pyum_does_with_the_internal_elements(
     assert "<debug-monitor>" in out and "localhost:27001" in out
     assert "record-queue-service-interval" in out and "request-stream-max-msg-count" in out
     assert "<shards>" in out and "without effect" in out and "one map" in out
-
-
-def test_log_rolls_by_size_with_pid_date_sequence_and_history(tmp_path: Path) -> None:
-    path = tmp_path / "srs.log"
-    day = dt.datetime(2024, 5, 1, 12, 0, 0)
-    handler = RollingFileHandler(str(path), size_mb=1, max_history=2, clock=lambda: day)
-    logger = logging.getLogger("test.srs.roll")
-    logger.propagate = False
-    logger.addHandler(handler)
-    try:
-        line = "x" * 1000
-        for _ in range(3 * 1100):  # > 3 MiB: three rolls
-            logger.warning(line)
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
-    rolled = rolled_files(path)
-    names = sorted(p.name for p in rolled)
-    import os
-
-    pid = os.getpid()
-    assert names == [f"srs.log_{pid}.2024-05-01.2", f"srs.log_{pid}.2024-05-01.3"]
-    assert all(p.stat().st_size >= 1 << 20 for p in rolled)
-    assert path.stat().st_size < 1 << 20
-
-
-def test_log_rolls_daily_at_midnight(tmp_path: Path) -> None:
-    path = tmp_path / "srs.log"
-    now = [dt.datetime(2024, 5, 1, 23, 59, 0)]
-    handler = RollingFileHandler(str(path), frequency="daily", clock=lambda: now[0])
-    rec = logging.LogRecord("x", logging.INFO, "", 0, "hello", (), None)
-    handler.emit(rec)
-    assert rolled_files(path) == []
-    now[0] = dt.datetime(2024, 5, 2, 0, 0, 1)
-    handler.emit(rec)
-    handler.close()
-    assert [p.name.rsplit(".", 2)[1:] for p in rolled_files(path)] == [["2024-05-01", "1"]]
 
 
 def _net_with_clients() -> tuple[Net, SRSServer]:

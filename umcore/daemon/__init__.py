@@ -3,6 +3,7 @@
 - ``cli``         argparse with the seed's flags, ``--help`` printing the man page, ``--metrics``
 - ``logs``        console or file logging with timestamps and levels, SIGHUP re-opening, and a
                   rate-limited logger for "malformed datagram" style messages
+- ``logroll``     the ``<log type="file">`` handler: rolls by size and/or time, bounded history
 - ``pidfile``     write the pid file at start, remove it at exit
 - ``lifecycle``   the event loop (uvloop when installed), SIGTERM/SIGINT graceful stop (a second
                   SIGINT forces), SIGHUP, the Windows fallback; "validate config, else one line and
