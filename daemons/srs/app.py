@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from daemons.srs.debugmon import DebugMonitor
+from daemons.srs.debugmon import debug_pages
 from daemons.srs.monitor import SRSMonitor
 from umcore import __version__ as pyum_version
 from umcore.aio.srs import SRSServerEndpoint
@@ -29,6 +29,7 @@ from umcore.daemon.logroll import RollingFileHandler
 from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
+from umcore.daemon.web import WebPages
 from umcore.monitor.pb import srs_mon_pb2
 from umcore.monitor.prometheus import StatsCollector
 from umcore.srs.server import PROTOCOL_VERSION, ServerConfig, SRSEvent, SRSServer
@@ -250,11 +251,11 @@ async def _start_debug_monitor(
     core: SRSServer,
     listening: tuple[str, int],
     monotonic: Callable[[], float],
-) -> DebugMonitor | None:
+) -> WebPages | None:
     """``<debug-monitor>``: a support page; if it cannot start, the SRS goes on without it."""
-    debug = DebugMonitor(core, config, listening=listening, monotonic=monotonic)
+    pages = debug_pages(core, config, listening=listening, monotonic=monotonic)
     try:
-        dhost, dport = await debug.start(
+        await pages.start(
             resolve_interface(config.debug_monitor_interface), config.debug_monitor_port
         )
     except OSError as exc:
@@ -265,8 +266,7 @@ async def _start_debug_monitor(
             exc,
         )
         return None
-    log.info("debug monitor on http://%s:%d/", dhost, dport)
-    return debug
+    return pages
 
 
 async def serve(
@@ -306,7 +306,7 @@ async def serve(
     host, port = await endpoint.start(address, config.port)
     log.info("SRS Server IP address: %s port: %d", host, port)
     metrics_server: MetricsServer | None = None
-    debug: DebugMonitor | None = None
+    debug: WebPages | None = None
     pid: PidFile | None = None
     try:
         if config.monitor_topic and (monitor_file or config.daemon_monitor):

@@ -9,6 +9,8 @@
                   SIGINT forces), SIGHUP, the Windows fallback; "validate config, else one line and
                   exit 1" before anything binds
 - ``metrics``     the ``--metrics HOST:PORT`` Prometheus endpoint, one registry per daemon
+- ``web``         the debug web pages: a daemon registers pages (data + blocks), the runner serves
+                  each as HTML at ``/P`` and as its JSON twin at ``/json/P`` (aiohttp in the loop)
 - ``interfaces``  interface specifications (IP, CIDR, device name, host name) -> a local address
 - ``winservice``  the Windows service front base class (pywin32, optional extra ``windows``)
 
