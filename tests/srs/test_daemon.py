@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemons.srs.__main__ import main
-from daemons.srs.monitor import SRSMonitor
+from daemons.srs.monitor import srs_publisher
 from tests.srs.harness import Net, sir
 from umcore.config import srs as srs_config
 from umcore.monitor.attributes import decode_stats
@@ -166,7 +166,9 @@ def _config(fmt: str, **extra: str) -> srs_config.SRSConfig:
 def test_pb_publication_schedule_and_values() -> None:
     _net, server = _net_with_clients()
     out: list[bytes] = []
-    mon = SRSMonitor(_config("pb"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9, pid=42)
+    mon = srs_publisher(
+        _config("pb"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9, pid=42
+    )
     mon.handle_timer(0.0)
     first = [decode_stats(b).message for b in out]
     assert len(first) == 2  # CONFIG_OPTS and INTERNAL_CONFIG_OPTS at start
@@ -188,7 +190,7 @@ def test_pb_publication_schedule_and_values() -> None:
 def test_json_publication_only_changed_stats() -> None:
     net, server = _net_with_clients()
     out: list[bytes] = []
-    mon = SRSMonitor(_config("json"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
+    mon = srs_publisher(_config("json"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
     mon.handle_timer(1.0)
     docs = [json.loads(b) for b in out]
     first = next(d for d in docs if d["monitorInfoCategory"] == "SRS_STATS")
@@ -206,7 +208,7 @@ def test_json_publication_only_changed_stats() -> None:
 def test_control_requests() -> None:
     _net, server = _net_with_clients()
     out: list[bytes] = []
-    mon = SRSMonitor(
+    mon = srs_publisher(
         _config("pb", **{"remote-snapshot-request": "", "remote-config-changes-request": ""}),
         server,
         out.append,
@@ -215,23 +217,23 @@ def test_control_requests() -> None:
     )
     mon.handle_timer(0.0)
     out.clear()
-    assert mon.control(b'{"commandMessageType":"REPORT_SRS_VERSION"}', 0.1).startswith(
+    assert mon.receive_control(b'{"commandMessageType":"REPORT_SRS_VERSION"}', 0.1).startswith(
         b"SRS Version "
     )
-    reply = mon.control(
+    reply = mon.receive_control(
         b'{"commandMessageType":"REPORT_MONITOR_INFO","monitorInfoCategory":"SRS_STATS"}', 0.1
     )
     assert reply == b"snap SRS_STATS - OK!"
     mon.handle_timer(0.1)
     assert len(out) == 1 and decode_stats(out[0]).message.stats.HasField("srs")
-    reply = mon.control(
+    reply = mon.receive_control(
         b'{"commandMessageType":"SET_PUBLISHING_INTERVAL","monitorInfoCategory":"SRS_STATS",'
         b'"publishingInterval":60000}',
         0.2,
     )
     assert reply == b"SRS_STATS 60000 - OK!"
     assert mon.scheduler.interval("SRS_STATS") == 60000
-    assert mon.control(b"not json", 0.3).startswith(b"ERROR:")
+    assert mon.receive_control(b"not json", 0.3).startswith(b"ERROR:")
 
 
 def test_nothing_published_without_intervals() -> None:
@@ -241,7 +243,7 @@ def test_nothing_published_without_intervals() -> None:
         '<daemon-monitor topic="/29west/statistics"/></um-srs>'
     )
     out: list[bytes] = []
-    mon = SRSMonitor(cfg, server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
+    mon = srs_publisher(cfg, server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
     assert mon.next_timer() is None
     mon.handle_timer(1000.0)
     assert out == []

@@ -11,6 +11,9 @@
 - ``metrics``     the ``--metrics HOST:PORT`` Prometheus endpoint, one registry per daemon
 - ``web``         the debug web pages: a daemon registers pages (data + blocks), the runner serves
                   each as HTML at ``/P`` and as its JSON twin at ``/json/P`` (aiohttp in the loop)
+- ``statspub``    the ``<daemon-monitor>`` statistics publisher: per-category scheduling, pb/json
+                  framing, bounded event queue, control requests, the UM source (or
+                  ``--monitor-file``); a daemon supplies only its categories' content
 - ``interfaces``  interface specifications (IP, CIDR, device name, host name) -> a local address
 - ``winservice``  the Windows service front base class (pywin32, optional extra ``windows``)
 
