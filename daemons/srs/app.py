@@ -12,23 +12,22 @@ import logging
 import os
 import platform
 import socket
-import struct
 import sys
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from daemons.srs.debugmon import DebugMonitor
-from daemons.srs.logroll import RollingFileHandler
-from daemons.srs.monitor import SRSMonitor
+from daemons.srs.debugmon import debug_pages
+from daemons.srs.monitor import SRSStats, control_handler, monitor_settings
 from umcore import __version__ as pyum_version
 from umcore.aio.srs import SRSServerEndpoint
-from umcore.aio.timer import CoreTimer
 from umcore.config.srs import SRSConfig
 from umcore.daemon.lifecycle import StopSignals
+from umcore.daemon.logroll import RollingFileHandler
 from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
+from umcore.daemon.statspub import StatsPublisher, StatsService
+from umcore.daemon.web import WebPages
 from umcore.monitor.pb import srs_mon_pb2
 from umcore.monitor.prometheus import StatsCollector
 from umcore.srs.server import PROTOCOL_VERSION, ServerConfig, SRSEvent, SRSServer
@@ -43,9 +42,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("SRS")
-
-Sink = Callable[[bytes], None]
-_LEN = struct.Struct("!I")
 
 
 def configure_logging(config: SRSConfig, *, level: int = logging.INFO) -> LogSetup:
@@ -98,7 +94,7 @@ def _refused_getter(core: SRSServer, name: str) -> Callable[[], float]:
 
 
 def metric_registry(
-    core: SRSServer, endpoint: SRSServerEndpoint, monitor: SRSMonitor | None
+    core: SRSServer, endpoint: SRSServerEndpoint, monitor: StatsPublisher[SRSEvent] | None
 ) -> Any:
     """Prometheus: SRS_STATS and SRS_ERROR_STATS, per-client stats (bounded series), refusals."""
     registry = new_registry(
@@ -152,78 +148,6 @@ def metric_registry(
     return registry
 
 
-class _UMSink:
-    """Statistics published over UM: a monitoring context (``<lbm-attributes>``) and one source
-    on the ``<daemon-monitor topic>``.  The context also takes the control requests: topicless
-    UIM requests to its request port, answered by :meth:`SRSMonitor.control` (see
-    :meth:`serve_control`)."""
-
-    def __init__(self) -> None:
-        self.ctx: Any = None
-        self.source: Any = None
-        self.dropped = 0
-        #: Topicless immediate messages that were not requests (nothing to answer).
-        self.not_requests = 0
-
-    async def open(self, config: SRSConfig) -> None:
-        from umcore.api import Context
-
-        self.ctx = await Context.create(
-            config.monitor_attributes("context"), name="statsLbmContext"
-        )
-        self.source = await self.ctx.create_source(config.monitor_topic)
-
-    def serve_control(
-        self, monitor: SRSMonitor, now: Callable[[], float], rearm: Callable[[], None]
-    ) -> None:
-        """Answer control requests arriving at the monitoring context's request port."""
-
-        def on_request(msg: Any) -> None:
-            if msg.response is None:
-                self.not_requests += 1
-                return
-            reply = monitor.control(bytes(msg.data), now())
-            try:
-                msg.respond(reply)
-            except Exception as exc:  # the requester went away: its problem, not the SRS's
-                log.info("control response not sent: %s", exc)
-            rearm()  # a snapshot is due at once; a changed interval moves the deadline
-
-        self.ctx.immediate_message_callback = on_request
-        address = self.ctx.request_address
-        if address is not None:
-            log.info("control requests on %s", address)
-        else:
-            log.warning("no request port in the monitoring context: no control requests")
-
-    def __call__(self, data: bytes) -> None:
-        try:
-            self.source.send_nowait(data, flush=True)
-        except Exception as exc:  # WouldBlock or a closed session: count, never stop the SRS
-            self.dropped += 1
-            log.debug("statistics message dropped: %s", exc)
-
-    async def close(self) -> None:
-        if self.source is not None:
-            await self.source.close()
-        if self.ctx is not None:
-            await self.ctx.close()
-
-
-class _FileSink:
-    """pyum's ``--monitor-file``: framed statistics messages appended to a file, each preceded
-    by its u32 length (for tests and offline inspection)."""
-
-    def __init__(self, path: str) -> None:
-        self.f = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
-
-    def __call__(self, data: bytes) -> None:
-        self.f.write(_LEN.pack(len(data)) + data)
-
-    async def close(self) -> None:
-        self.f.close()
-
-
 def _log_events(events: list[SRSEvent]) -> None:
     for ev in events:
         c = ev.client
@@ -250,11 +174,11 @@ async def _start_debug_monitor(
     core: SRSServer,
     listening: tuple[str, int],
     monotonic: Callable[[], float],
-) -> DebugMonitor | None:
+) -> WebPages | None:
     """``<debug-monitor>``: a support page; if it cannot start, the SRS goes on without it."""
-    debug = DebugMonitor(core, config, listening=listening, monotonic=monotonic)
+    pages = debug_pages(core, config, listening=listening, monotonic=monotonic)
     try:
-        dhost, dport = await debug.start(
+        await pages.start(
             resolve_interface(config.debug_monitor_interface), config.debug_monitor_port
         )
     except OSError as exc:
@@ -265,8 +189,7 @@ async def _start_debug_monitor(
             exc,
         )
         return None
-    log.info("debug monitor on http://%s:%d/", dhost, dport)
-    return debug
+    return pages
 
 
 async def serve(
@@ -293,62 +216,34 @@ async def serve(
             log.info("executable %s, pid %d, cwd %s", sys.executable, os.getpid(), os.getcwd())
     address = resolve_interface(config.interface)
     core = SRSServer(server_config(config), now=loop.time())
-    monitor: SRSMonitor | None = None
-    sink: _UMSink | _FileSink | None = None
-    mon_timer: CoreTimer | None = None
+    stats: StatsService[SRSEvent] | None = None
 
     def on_events(events: list[SRSEvent]) -> None:
         _log_events(events)
-        if monitor is not None:
-            monitor.add_events(events)
+        if stats is not None:
+            stats.receive_events(events)
 
     endpoint = SRSServerEndpoint(core, on_events=on_events)
     host, port = await endpoint.start(address, config.port)
     log.info("SRS Server IP address: %s port: %d", host, port)
     metrics_server: MetricsServer | None = None
-    debug: DebugMonitor | None = None
+    debug: WebPages | None = None
     pid: PidFile | None = None
     try:
-        if config.monitor_topic and (monitor_file or config.daemon_monitor):
-            try:
-                if monitor_file:
-                    sink = _FileSink(monitor_file)
-                else:
-                    um = _UMSink()
-                    await um.open(config)
-                    sink = um
-            except Exception as exc:  # the SRS serves topic resolution even without stats
-                log.error("cannot start the statistics publisher: %s", exc)
-                sink = None
-            if sink is not None:
-
-                def on_mon_timer() -> None:
-                    assert monitor is not None and mon_timer is not None
-                    monitor.handle_timer(loop.time())
-                    mon_timer.arm(monitor.next_timer())
-
-                monitor = SRSMonitor(
-                    config,
-                    core,
-                    sink,
-                    now=loop.time(),
-                    wall_clock=time.time,
-                    pid=os.getpid(),
-                    sender_ipv4=address,
-                )
-                mon_timer = CoreTimer(loop, on_mon_timer)
-                mon_timer.arm(monitor.next_timer())
-                if isinstance(sink, _UMSink):
-                    timer = mon_timer
-                    sink.serve_control(monitor, loop.time, lambda: timer.arm(monitor.next_timer()))
-                log.info(
-                    "publishing statistics on topic %s (%s)",
-                    config.monitor_topic,
-                    config.monitor_format,
-                )
+        stats = await StatsService.start(
+            monitor_settings(config),
+            SRSStats(config, core),
+            control_handler(config),
+            sender_ipv4=address,
+            log=log,
+            monitor_file=monitor_file,
+            pid=os.getpid(),
+        )
         core.keep_events = True
         if metrics is not None:
-            metrics_server = MetricsServer(metric_registry(core, endpoint, monitor))
+            metrics_server = MetricsServer(
+                metric_registry(core, endpoint, stats.publisher if stats else None)
+            )
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
         if config.debug_monitor_enabled:
@@ -359,11 +254,9 @@ async def serve(
             pid.write()
         await stopping.wait()
     finally:
-        if mon_timer is not None:
-            mon_timer.cancel()
         await endpoint.close()
-        if sink is not None:
-            await sink.close()
+        if stats is not None:
+            await stats.close()
         if metrics_server is not None:
             await metrics_server.close()
         if debug is not None:

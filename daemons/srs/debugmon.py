@@ -1,24 +1,22 @@
-"""The SRS debug monitor (``<debug-monitor>``): a read-only web page for support.
+"""The SRS debug monitor (``<debug-monitor>``): what the SRS's support page shows.
 
 Theory of operation
 -------------------
 UM's SRS can serve a web page describing its state, "for support only", when
 ``<debug-monitor><enabled>true</enabled>`` (off by default; ``interface`` localhost and
 ``port`` 27001 by default, the port the real SRS reports — trap 5: the documented 27000 would
-collide with the SRS's own listener).  pyum serves it with aiohttp inside the daemon's own event
-loop (``AppRunner``/``TCPSite``), so a request reads the core between two inputs, never
-concurrently with them:
+collide with the SRS's own listener).  The serving is the daemons' shared runner
+(:class:`umcore.daemon.web.WebPages`: aiohttp in the daemon's loop, sampling at most every
+``MIN_SAMPLE_INTERVAL``, HTML escaping, each page with its JSON twin); this module is only the
+SRS's content, one page:
 
 - ``GET /``: an HTML overview — version, uptime, listening address, the SRS_STATS counters,
   the connected clients with their session ids and record counts, and the topics with their
   sources and interested clients;
-- ``GET /json``: the same data as one JSON object (:func:`snapshot`).
+- ``GET /json``: its JSON twin, the same data as one JSON object (:func:`snapshot`).
 
 Bounds.  The client and topic lists show at most ``MAX_CLIENTS_SHOWN`` / ``MAX_TOPICS_SHOWN``
-entries (in name order) and say how many more exist ("N more"); a sample walks every table, so
-it is taken at most every ``MIN_SAMPLE_INTERVAL`` seconds and reused in between — a browser
-reloading in a loop cannot take the event loop from topic resolution.  Every string from a
-client (topics, addresses) is HTML-escaped.
+entries (in name order) and say how many more exist ("N more").
 
 ``ping-interval`` (the one ping interval of the SRS; the daemon monitor's overrides it, see
 :mod:`umcore.config.srs`) is the page's refresh period: the HTML asks the browser to reload
@@ -31,8 +29,6 @@ the period at which internal statistics are sampled.
 
 from __future__ import annotations
 
-import html
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -40,13 +36,15 @@ from typing import Any
 
 from umcore import __version__ as pyum_version
 from umcore.config.srs import SRSConfig
+from umcore.daemon.web import Block, Heading, Para, Table, WebPages, render_page
 from umcore.srs.server import PROTOCOL_VERSION, UNBOUNDED_CREDIT, Client, SRSServer
 
 __all__ = [
     "MAX_CLIENTS_SHOWN",
     "MAX_TOPICS_SHOWN",
-    "MIN_SAMPLE_INTERVAL",
-    "DebugMonitor",
+    "TITLE",
+    "debug_pages",
+    "page_blocks",
     "render_html",
     "snapshot",
 ]
@@ -57,8 +55,8 @@ log = logging.getLogger("SRS")
 # build; the totals are always given ("N more").
 MAX_CLIENTS_SHOWN = 200
 MAX_TOPICS_SHOWN = 200
-# A sample walks every table (O(records)); no more than one per second whatever the requests.
-MIN_SAMPLE_INTERVAL = 1.0
+
+TITLE = "pyum SRS (Stateful Resolver Service)"
 
 
 def _client_row(c: Client) -> dict[str, Any]:
@@ -121,26 +119,15 @@ def snapshot(
     }
 
 
-def _table(headers: list[str], rows: list[list[object]]) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _refresh_s(ping_interval_ms: int) -> int:
+    return max(1, int(ping_interval_ms) // 1000)
 
 
-def render_html(data: dict[str, Any]) -> str:
-    """The overview page of a :func:`snapshot`."""
-    refresh = max(1, int(data["ping_interval_ms"]) // 1000)
+def page_blocks(data: dict[str, Any]) -> list[Block]:
+    """The overview page of a :func:`snapshot`, as blocks for the shared renderer."""
     lst = data["listening"]
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<meta http-equiv='refresh' content='{refresh}'>",
-        "<title>pyum SRS debug monitor</title>",
-        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}"
-        "table{border-collapse:collapse}tr:nth-child(even){background:#eee}</style>",
-        "</head><body>",
-        "<h1>pyum SRS (Stateful Resolver Service)</h1>",
-        _table(
+    blocks: list[Block] = [
+        Table(
             ["", ""],
             [
                 ["version", data["version"]],
@@ -156,12 +143,12 @@ def render_html(data: dict[str, Any]) -> str:
                 ],
             ],
         ),
-        "<h2>SRS_STATS</h2>",
-        _table(["counter", "value"], [[k, v] for k, v in data["srs_stats"].items()]),
-        "<h2>SRS_ERROR_STATS</h2>",
-        _table(["counter", "value"], [[k, v] for k, v in data["srs_error_stats"].items()]),
-        "<h2>Refused by bounds, held back</h2>",
-        _table(["counter", "value"], [[k, v] for k, v in data["refused"].items()]),
+        Heading("SRS_STATS"),
+        Table(["counter", "value"], data["srs_stats"].items()),
+        Heading("SRS_ERROR_STATS"),
+        Table(["counter", "value"], data["srs_error_stats"].items()),
+        Heading("Refused by bounds, held back"),
+        Table(["counter", "value"], data["refused"].items()),
     ]
     clients = data["clients"]
     cols = [
@@ -169,9 +156,9 @@ def render_html(data: dict[str, Any]) -> str:
         "receiver_topics", "wildcard_patterns", "routes", "context_names", "sir_sent",
         "ser_sent", "record_queue_depth", "records_held_back", "stream_credit",
     ]  # fmt: skip
-    parts.append(f"<h2>Connected clients ({clients['total']})</h2>")
-    parts.append(
-        _table(
+    blocks.append(Heading(f"Connected clients ({clients['total']})"))
+    blocks.append(
+        Table(
             cols,
             [
                 [("unbounded" if v is None else v) for v in (row[c] for c in cols)]
@@ -180,91 +167,56 @@ def render_html(data: dict[str, Any]) -> str:
         )
     )
     if clients["more"]:
-        parts.append(f"<p>{clients['more']} more clients not shown</p>")
+        blocks.append(Para(f"{clients['more']} more clients not shown"))
     topics = data["topics"]
-    parts.append(f"<h2>Topics ({topics['total']})</h2>")
-    parts.append(
-        _table(
+    blocks.append(Heading(f"Topics ({topics['total']})"))
+    blocks.append(
+        Table(
             ["topic", "sources", "interested clients"],
             [[t["topic"], t["sources"], t["interested"]] for t in topics["shown"]],
         )
     )
     if topics["more"]:
-        parts.append(f"<p>{topics['more']} more topics not shown</p>")
-    parts.append("<p><a href='json'>this page as JSON</a></p></body></html>")
-    return "".join(parts)
+        blocks.append(Para(f"{topics['more']} more topics not shown"))
+    return blocks
 
 
-class DebugMonitor:
-    """Serves :func:`snapshot` as ``/`` (HTML) and ``/json`` on the running loop."""
+def render_html(data: dict[str, Any]) -> str:
+    """The overview page of a :func:`snapshot` as the runner serves it at ``/``."""
+    return render_page(
+        TITLE,
+        page_blocks(data),
+        refresh_s=_refresh_s(data["ping_interval_ms"]),
+        json_href="/json",
+    )
 
-    def __init__(
-        self,
-        core: SRSServer,
-        config: SRSConfig,
-        *,
-        listening: tuple[str, int],
-        monotonic: Callable[[], float],
-        wall_clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.core = core
-        self.config = config
-        self.listening = listening
-        self.monotonic = monotonic
-        self.wall_clock = wall_clock
-        self.started = monotonic()
-        self.address: tuple[str, int] | None = None
-        #: Requests served, and samples taken (at most one per MIN_SAMPLE_INTERVAL).
-        self.requests = 0
-        self.samples = 0
-        self._sample: dict[str, Any] | None = None
-        self._sampled_at = 0.0
-        self._runner: Any = None
 
-    def data(self) -> dict[str, Any]:
-        """The current sample, taken again when older than MIN_SAMPLE_INTERVAL."""
-        now = self.monotonic()
-        if self._sample is None or now - self._sampled_at >= MIN_SAMPLE_INTERVAL:
-            self._sample = snapshot(
-                self.core,
-                self.config,
-                listening=self.listening,
-                uptime=now - self.started,
-                wall_clock=self.wall_clock(),
-            )
-            self._sampled_at = now
-            self.samples += 1
-        return self._sample
+def debug_pages(
+    core: SRSServer,
+    config: SRSConfig,
+    *,
+    listening: tuple[str, int],
+    monotonic: Callable[[], float],
+    wall_clock: Callable[[], float] = time.time,
+) -> WebPages:
+    """The SRS's pages on the shared runner: :func:`snapshot` at ``/`` (and ``/json``)."""
+    started = monotonic()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on host:port (0 = ephemeral); returns the bound address."""
-        from aiohttp import web  # only when enabled: it costs start-up time
+    def data() -> dict[str, Any]:
+        return snapshot(
+            core,
+            config,
+            listening=listening,
+            uptime=monotonic() - started,
+            wall_clock=wall_clock(),
+        )
 
-        async def page(request: web.Request) -> web.Response:
-            self.requests += 1
-            return web.Response(text=render_html(self.data()), content_type="text/html")
-
-        async def as_json(request: web.Request) -> web.Response:
-            self.requests += 1
-            return web.Response(text=json.dumps(self.data()), content_type="application/json")
-
-        app = web.Application()
-        app.router.add_get("/", page)
-        app.router.add_get("/json", as_json)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        bound = runner.addresses[0]
-        self.address = (str(bound[0]), int(bound[1]))
-        return self.address
-
-    async def close(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+    pages = WebPages(monotonic=monotonic, label="debug monitor", title=TITLE, log=log)
+    pages.add_page(
+        "/",
+        title=TITLE,
+        data=data,
+        render=page_blocks,
+        refresh_s=_refresh_s(config.ping_interval),
+    )
+    return pages

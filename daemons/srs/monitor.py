@@ -1,56 +1,62 @@
-"""SRS daemon statistics: what to publish, when, and in which format (``<daemon-monitor>``).
+"""SRS daemon statistics: what the SRS publishes under ``<daemon-monitor>``.
 
 Theory of operation
 -------------------
-:class:`SRSMonitor` is a sans-IO publisher: it reads the :class:`~umcore.srs.server.SRSServer`
-core's counters, the effective :class:`~umcore.config.srs.SRSConfig`, and the core's connection
-events, and produces one *message* (bytes) per statistics item, handed to a ``sink`` callable.
-The daemon plugs in the sink: a UM source on the ``<daemon-monitor topic>`` (the default), or
-anything else (tests, a file).
+The machinery — scheduling per category, pb/json framing with the attribute block, the bounded
+event queue, control requests, the UM source on the ``<daemon-monitor topic>`` and
+``--monitor-file`` — is the daemons' shared publisher (:mod:`umcore.daemon.statspub`).  This
+module is the SRS's content on top of it: :class:`SRSStats` reads the
+:class:`~umcore.srs.server.SRSServer` core's counters, the effective
+:class:`~umcore.config.srs.SRSConfig` and the core's connection events;
+:func:`monitor_settings` and :func:`control_handler` turn the configuration into the shared
+pieces' settings.
 
-- **When**: a :class:`~umcore.monitor.scheduler.PublishingScheduler` per category (seed 1.4:
+- **Categories**: the seven of :class:`~umcore.monitor.categories.Category` (seed 1.4:
   ``<default>`` = 0 means off; CONFIG_OPTS and INTERNAL_CONFIG_OPTS are also published at
-  start).  Nothing is published without a ``topic`` attribute (trap 3).
+  start).
 - **pb** (``monitor-format pb``): each message is an ``SRSMonMsg`` with ``attributes`` and
   exactly one of ``configs`` / ``stats`` / ``events``, framed as an lbmmon packet of type 10
-  (SRS) with the attribute block (:func:`umcore.monitor.attributes.encode_stats`).  Full values
-  every interval; SRS_ERROR_STATS is skipped while every error counter is 0 (OBS); the internal
-  configuration is its own message (trap 18).  ``sender_ipv4_address`` is the SRS interface
-  (trap 19).
+  (SRS).  Full values every interval; SRS_ERROR_STATS is skipped while every error counter is 0
+  (OBS); the internal configuration is its own message (trap 18).  ``sender_ipv4_address`` is
+  the SRS interface (trap 19).
 - **json** (deprecated default): the envelopes of :mod:`umcore.monitor.jsonfmt`, periodic
   updates carrying only changed statistics; the UM message is the JSON text itself [I].
 - **Per client**: UM_CLIENT_STATS / UM_CLIENT_ERROR_STATS, one message per connected client.
-- **CONNECTION_EVENTS**: only with ``publish-connection-events allow="true"``; events are queued
-  (bounded by ``MAX_QUEUED_EVENTS``, overflow counted in ``events_dropped``) and published at
-  the category's interval, one message each.
-- **Control requests** (REPORT_SRS_VERSION, REPORT_MONITOR_INFO, SET_PUBLISHING_INTERVAL):
-  :meth:`SRSMonitor.control` answers a request payload and applies its effect; refusals and
-  malformed requests are answered with ``ERROR: ...`` and counted by the handler.
+- **CONNECTION_EVENTS**: only with ``publish-connection-events allow="true"``; the connection
+  and record events are queued by the shared publisher and published at the category's
+  interval, one message each.
+- **Control requests**: REPORT_SRS_VERSION (answered ``SRS Version <version>``),
+  REPORT_MONITOR_INFO and SET_PUBLISHING_INTERVAL, by
+  :class:`~umcore.monitor.control.ControlHandler` with the configuration's ``allow`` switches.
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from typing import Any
 
 from umcore import __version__ as pyum_version
 from umcore.config.srs import PUBLISH_CATEGORIES, SRSConfig
+from umcore.daemon.statspub import MonitorSettings, StatsPublisher, sender_address
 from umcore.monitor import jsonfmt
-from umcore.monitor.attributes import MonAttributes, encode_stats
-from umcore.monitor.categories import Category
+from umcore.monitor.categories import ALL_CATEGORIES, Category
 from umcore.monitor.control import ControlHandler
 from umcore.monitor.framing import PacketType
 from umcore.monitor.pb import srs_mon_pb2
-from umcore.monitor.scheduler import PublishingScheduler
+from umcore.monitor.scheduler import DEFAULT_PUBLISH_AT_START
 from umcore.srs.server import Client, SRSEvent, SRSServer
 from umcore.srs.stats import fill_pb
 
-__all__ = ["MAX_QUEUED_EVENTS", "SRSMonitor", "configs_pb", "sender_address"]
+__all__ = [
+    "SRSPublisher",
+    "SRSStats",
+    "configs_pb",
+    "control_handler",
+    "monitor_settings",
+    "srs_publisher",
+]
 
-# Connection events waiting for the next CONNECTION_EVENTS publication.  A reconnect storm of
-# every client of a large TRD fits; beyond it events are counted, not queued.
-MAX_QUEUED_EVENTS = 50_000
+SRSPublisher = StatsPublisher[SRSEvent]
 
 SRSMonMsg = srs_mon_pb2.SRSMonMsg
 
@@ -58,14 +64,6 @@ _EVENT_TYPES = frozenset(
     {"UM_CLIENT_CONNECT", "UM_CLIENT_DISCONNECT", "SIR", "SDR", "SLR", "RIR", "RDR", "WIR", "WDR"}
     | {"RTIR", "CNIR", "CNQR"}
 )
-
-
-def sender_address(interface: str) -> str:
-    """The dotted IPv4 of the SRS interface (a host name is resolved; 0.0.0.0 if it fails)."""
-    try:
-        return socket.gethostbyname(interface)
-    except OSError:
-        return "0.0.0.0"
 
 
 def configs_pb(cfg: SRSConfig, out: Any = None) -> Any:
@@ -133,135 +131,80 @@ def _client_info(client: Client, out: Any) -> None:
     out.session_id = f"0x{client.session_id:08x}"
 
 
-class SRSMonitor:
-    """Publishes an SRS's statistics through ``sink`` per ``<daemon-monitor>``."""
+def monitor_settings(config: SRSConfig) -> MonitorSettings:
+    """The shared publisher's settings from the SRS's ``<daemon-monitor>``."""
+    return MonitorSettings(
+        config.monitor_topic,
+        format=config.monitor_format,
+        default_ms=config.publishing_default,
+        intervals={Category.from_element(cat).value: ms for cat, ms in config.publishing.items()},
+        publish_events=config.publish_connection_events,
+        allow_snapshot=config.remote_snapshot_request,
+        allow_config=config.remote_config_changes_request,
+        application_id=config.application_id or "",
+        context_attributes=config.monitor_attributes("context"),
+    )
 
-    def __init__(
-        self,
-        config: SRSConfig,
-        core: SRSServer,
-        sink: Callable[[bytes], None],
-        *,
-        now: float,
-        wall_clock: Callable[[], float],
-        pid: int = 0,
-        sender_ipv4: str | None = None,
-    ) -> None:
+
+def control_handler(config: SRSConfig) -> ControlHandler:
+    """The SRS's control requests: REPORT_SRS_VERSION answers pyum's version."""
+    return ControlHandler(
+        pyum_version,
+        allow_snapshot=config.remote_snapshot_request,
+        allow_config=config.remote_config_changes_request,
+    )
+
+
+class SRSStats:
+    """The SRS's statistics content for :class:`~umcore.daemon.statspub.StatsPublisher`."""
+
+    packet_type = PacketType.SRS
+    categories: tuple[str, ...] = tuple(c.value for c in ALL_CATEGORIES)
+    publish_at_start: tuple[str, ...] = DEFAULT_PUBLISH_AT_START
+
+    def __init__(self, config: SRSConfig, core: SRSServer) -> None:
         self.config = config
         self.core = core
-        self.sink = sink
-        self.wall_clock = wall_clock
-        self.pid = pid
-        self.sender_ipv4 = sender_ipv4 or sender_address(config.interface)
-        self.pb = config.monitor_format == "pb"
-        intervals = {Category.from_element(cat).value: ms for cat, ms in config.publishing.items()}
-        self.scheduler = PublishingScheduler(intervals, default_ms=config.publishing_default)
-        self.enabled = bool(config.monitor_topic)
-        self.control_handler = ControlHandler(
-            pyum_version,
-            allow_snapshot=config.remote_snapshot_request,
-            allow_config=config.remote_config_changes_request,
-        )
-        self.changes = jsonfmt.ChangeFilter()
-        self._events: list[SRSEvent] = []
-        #: Messages handed to the sink, and connection events not queued (queue full).
-        self.published = 0
-        self.events_dropped = 0
-        if self.enabled:
-            self.scheduler.start(now)
 
-    @property
-    def wants_events(self) -> bool:
-        return self.enabled and self.config.publish_connection_events
+    def accepts(self, event: SRSEvent) -> bool:
+        return event.kind in _EVENT_TYPES
 
-    # ------------------------------------------------------------------------------ inputs
-
-    def add_events(self, events: list[SRSEvent]) -> None:
-        if not self.wants_events:
-            return
-        for ev in events:
-            if ev.kind not in _EVENT_TYPES:
-                continue
-            if len(self._events) >= MAX_QUEUED_EVENTS:
-                self.events_dropped += 1
-                continue
-            self._events.append(ev)
-
-    def handle_timer(self, now: float) -> None:
-        if not self.enabled:
-            return
-        for item in self.scheduler.poll(now):
-            self.publish(Category(item.category), snapshot=item.snapshot)
-
-    def next_timer(self) -> float | None:
-        if not self.enabled:
-            return None
-        return self.scheduler.next_timer()
-
-    def control(self, payload: bytes, now: float) -> bytes:
-        """Answer a control request (UIM request payload) and apply it; the response text."""
-        reply = self.control_handler.handle(payload)
-        if reply.ok and reply.snapshot:
-            self.scheduler.request_snapshot([c.value for c in reply.snapshot])
-        if reply.ok and reply.interval is not None:
-            cats, ms = reply.interval
-            for c in cats:
-                self.scheduler.set_interval(c.value, ms, now)
-        return reply.payload()
-
-    # ---------------------------------------------------------------------------- messages
-
-    def _attributes(self) -> MonAttributes:
-        return MonAttributes(
-            sender_ipv4=self.sender_ipv4,
-            timestamp=int(self.wall_clock()),
-            application_id=self.config.application_id or "",
-            process_id=self.pid,
-        )
-
-    def _emit_pb(self, msg: Any) -> None:
-        self.sink(encode_stats(PacketType.SRS, msg, self._attributes()))
-        self.published += 1
-
-    def _emit_json(self, obj: dict[str, Any]) -> None:
-        self.sink(jsonfmt.dumps(obj))
-        self.published += 1
-
-    def publish(self, category: Category, *, snapshot: bool = False) -> None:
-        """Publish one category now (what a scheduler tick or a snapshot request does)."""
-        if category is Category.CONNECTION_EVENTS:
-            self._publish_events()
-        elif category is Category.CONFIG_OPTS:
-            if self.pb:
+    def publish(self, pub: SRSPublisher, category: str, snapshot: bool) -> None:
+        cat = Category(category)
+        if cat is Category.CONNECTION_EVENTS:
+            self._publish_events(pub)
+        elif cat is Category.CONFIG_OPTS:
+            if pub.pb:
                 msg = SRSMonMsg()
                 configs_pb(self.config, msg.configs)
-                self._emit_pb(msg)
+                pub.send_pb(msg)
             else:
                 opts = jsonfmt.config_from_pb(configs_pb(self.config))
-                self._emit_json(jsonfmt.config_message(category, opts))
-        elif category is Category.INTERNAL_CONFIG_OPTS:
+                pub.send_json(jsonfmt.config_message(cat, opts))
+        elif cat is Category.INTERNAL_CONFIG_OPTS:
             msg = SRSMonMsg()
             _internal_pb(self.config, msg.configs.internal)
-            if self.pb:
-                self._emit_pb(msg)
+            if pub.pb:
+                pub.send_pb(msg)
             else:
                 opts = jsonfmt.internal_config_from_pb(msg.configs)
-                self._emit_json(jsonfmt.config_message(category, opts))
-        elif category is Category.SRS_STATS:
-            self._publish_stats(category, self.core.snapshot_stats(), "srs", snapshot)
-        elif category is Category.SRS_ERROR_STATS:
+                pub.send_json(jsonfmt.config_message(cat, opts))
+        elif cat is Category.SRS_STATS:
+            self._publish_stats(pub, cat, self.core.snapshot_stats(), "srs", snapshot)
+        elif cat is Category.SRS_ERROR_STATS:
             errors = self.core.errors
-            if self.pb and not snapshot and not any(errors.as_dict().values()):
+            if pub.pb and not snapshot and not any(errors.as_dict().values()):
                 return  # OBS: never published while every error counter is 0
-            self._publish_stats(category, errors, "srs_error", snapshot)
-        elif category in (Category.UM_CLIENT_STATS, Category.UM_CLIENT_ERROR_STATS):
+            self._publish_stats(pub, cat, errors, "srs_error", snapshot)
+        elif cat in (Category.UM_CLIENT_STATS, Category.UM_CLIENT_ERROR_STATS):
             for client in self.core.connected_clients():
-                counters = client.stats if category is Category.UM_CLIENT_STATS else client.err
-                field = "um_client" if category is Category.UM_CLIENT_STATS else "um_client_error"
-                self._publish_stats(category, counters, field, snapshot, client)
+                counters = client.stats if cat is Category.UM_CLIENT_STATS else client.err
+                field = "um_client" if cat is Category.UM_CLIENT_STATS else "um_client_error"
+                self._publish_stats(pub, cat, counters, field, snapshot, client)
 
     def _publish_stats(
         self,
+        pub: SRSPublisher,
         category: Category,
         counters: Any,
         field: str,
@@ -273,8 +216,8 @@ class SRSMonitor:
         fill_pb(counters, part)
         if client is not None:
             _client_info(client, part.um_client_info)
-        if self.pb:
-            self._emit_pb(msg)
+        if pub.pb:
+            pub.send_pb(msg)
             return
         stats = jsonfmt.stats_from_pb(category, part)
         reg = (
@@ -282,16 +225,15 @@ class SRSMonitor:
             if client is not None
             else None
         )
-        items = self.changes.filter(category, stats, reg.key() if reg else None, snapshot=snapshot)
+        items = pub.changes.filter(category, stats, reg.key() if reg else None, snapshot=snapshot)
         if items is not None:
-            self._emit_json(jsonfmt.stats_message(category, items, reg))
+            pub.send_json(jsonfmt.stats_message(category, items, reg))
 
-    def _publish_events(self) -> None:
-        events, self._events = self._events, []
-        for ev in events:
+    def _publish_events(self, pub: SRSPublisher) -> None:
+        for ev in pub.take_events():
             c = ev.client
-            when = int(self.wall_clock())
-            if self.pb:
+            when = int(pub.wall_clock())
+            if pub.pb:
                 msg = SRSMonMsg()
                 e = msg.events
                 _client_info(c, e.um_client_info)
@@ -325,7 +267,7 @@ class SRSMonitor:
                     w.pattern, w.domain_id, w.timestamp = rec.pattern, rec.domain_id, when
                 else:
                     continue  # route / context-name records: not in this proto's events
-                self._emit_pb(msg)
+                pub.send_pb(msg)
             else:
                 if ev.kind not in jsonfmt.CONNECTION_EVENT_TYPES:
                     continue  # JSON has connect, disconnect, SIR and SDR only (trap 14)
@@ -334,8 +276,31 @@ class SRSMonitor:
                 source = getattr(ev.record, "source", "")
                 if ev.kind == "SDR":
                     source = ""  # an SDR carries no source string
-                self._emit_json(
+                pub.send_json(
                     jsonfmt.connection_event(
-                        ev.kind, reg, self.wall_clock(), topic=topic, source=source
+                        ev.kind, reg, pub.wall_clock(), topic=topic, source=source
                     )
                 )
+
+
+def srs_publisher(
+    config: SRSConfig,
+    core: SRSServer,
+    sink: Callable[[bytes], None],
+    *,
+    now: float,
+    wall_clock: Callable[[], float],
+    pid: int = 0,
+    sender_ipv4: str | None = None,
+) -> SRSPublisher:
+    """A publisher of this SRS's statistics into ``sink`` (without the loop: tests, tools)."""
+    return StatsPublisher(
+        monitor_settings(config),
+        SRSStats(config, core),
+        sink,
+        control_handler(config),
+        now=now,
+        wall_clock=wall_clock,
+        sender_ipv4=sender_ipv4 or sender_address(config.interface),
+        pid=pid,
+    )

@@ -1,18 +1,15 @@
-"""The SRS daemon's pieces without processes: CLI acceptance checks 1-4, log rolling, the
+"""The SRS daemon's pieces without processes: CLI acceptance checks 1-4, the
 statistics publisher (pb and JSON) and control requests."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import logging
 from pathlib import Path
 
 import pytest
 
 from daemons.srs.__main__ import main
-from daemons.srs.logroll import RollingFileHandler, rolled_files
-from daemons.srs.monitor import SRSMonitor
+from daemons.srs.monitor import srs_publisher
 from tests.srs.harness import Net, sir
 from umcore.config import srs as srs_config
 from umcore.monitor.attributes import decode_stats
@@ -136,43 +133,6 @@ def test_h_says_what_pyum_does_with_the_internal_elements(
     assert "<shards>" in out and "without effect" in out and "one map" in out
 
 
-def test_log_rolls_by_size_with_pid_date_sequence_and_history(tmp_path: Path) -> None:
-    path = tmp_path / "srs.log"
-    day = dt.datetime(2024, 5, 1, 12, 0, 0)
-    handler = RollingFileHandler(str(path), size_mb=1, max_history=2, clock=lambda: day)
-    logger = logging.getLogger("test.srs.roll")
-    logger.propagate = False
-    logger.addHandler(handler)
-    try:
-        line = "x" * 1000
-        for _ in range(3 * 1100):  # > 3 MiB: three rolls
-            logger.warning(line)
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
-    rolled = rolled_files(path)
-    names = sorted(p.name for p in rolled)
-    import os
-
-    pid = os.getpid()
-    assert names == [f"srs.log_{pid}.2024-05-01.2", f"srs.log_{pid}.2024-05-01.3"]
-    assert all(p.stat().st_size >= 1 << 20 for p in rolled)
-    assert path.stat().st_size < 1 << 20
-
-
-def test_log_rolls_daily_at_midnight(tmp_path: Path) -> None:
-    path = tmp_path / "srs.log"
-    now = [dt.datetime(2024, 5, 1, 23, 59, 0)]
-    handler = RollingFileHandler(str(path), frequency="daily", clock=lambda: now[0])
-    rec = logging.LogRecord("x", logging.INFO, "", 0, "hello", (), None)
-    handler.emit(rec)
-    assert rolled_files(path) == []
-    now[0] = dt.datetime(2024, 5, 2, 0, 0, 1)
-    handler.emit(rec)
-    handler.close()
-    assert [p.name.rsplit(".", 2)[1:] for p in rolled_files(path)] == [["2024-05-01", "1"]]
-
-
 def _net_with_clients() -> tuple[Net, SRSServer]:
     net = Net()
     server = net.add_server(("127.0.0.1", 27000), SRSServer())
@@ -206,7 +166,9 @@ def _config(fmt: str, **extra: str) -> srs_config.SRSConfig:
 def test_pb_publication_schedule_and_values() -> None:
     _net, server = _net_with_clients()
     out: list[bytes] = []
-    mon = SRSMonitor(_config("pb"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9, pid=42)
+    mon = srs_publisher(
+        _config("pb"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9, pid=42
+    )
     mon.handle_timer(0.0)
     first = [decode_stats(b).message for b in out]
     assert len(first) == 2  # CONFIG_OPTS and INTERNAL_CONFIG_OPTS at start
@@ -228,7 +190,7 @@ def test_pb_publication_schedule_and_values() -> None:
 def test_json_publication_only_changed_stats() -> None:
     net, server = _net_with_clients()
     out: list[bytes] = []
-    mon = SRSMonitor(_config("json"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
+    mon = srs_publisher(_config("json"), server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
     mon.handle_timer(1.0)
     docs = [json.loads(b) for b in out]
     first = next(d for d in docs if d["monitorInfoCategory"] == "SRS_STATS")
@@ -246,7 +208,7 @@ def test_json_publication_only_changed_stats() -> None:
 def test_control_requests() -> None:
     _net, server = _net_with_clients()
     out: list[bytes] = []
-    mon = SRSMonitor(
+    mon = srs_publisher(
         _config("pb", **{"remote-snapshot-request": "", "remote-config-changes-request": ""}),
         server,
         out.append,
@@ -255,23 +217,23 @@ def test_control_requests() -> None:
     )
     mon.handle_timer(0.0)
     out.clear()
-    assert mon.control(b'{"commandMessageType":"REPORT_SRS_VERSION"}', 0.1).startswith(
+    assert mon.receive_control(b'{"commandMessageType":"REPORT_SRS_VERSION"}', 0.1).startswith(
         b"SRS Version "
     )
-    reply = mon.control(
+    reply = mon.receive_control(
         b'{"commandMessageType":"REPORT_MONITOR_INFO","monitorInfoCategory":"SRS_STATS"}', 0.1
     )
     assert reply == b"snap SRS_STATS - OK!"
     mon.handle_timer(0.1)
     assert len(out) == 1 and decode_stats(out[0]).message.stats.HasField("srs")
-    reply = mon.control(
+    reply = mon.receive_control(
         b'{"commandMessageType":"SET_PUBLISHING_INTERVAL","monitorInfoCategory":"SRS_STATS",'
         b'"publishingInterval":60000}',
         0.2,
     )
     assert reply == b"SRS_STATS 60000 - OK!"
     assert mon.scheduler.interval("SRS_STATS") == 60000
-    assert mon.control(b"not json", 0.3).startswith(b"ERROR:")
+    assert mon.receive_control(b"not json", 0.3).startswith(b"ERROR:")
 
 
 def test_nothing_published_without_intervals() -> None:
@@ -281,7 +243,7 @@ def test_nothing_published_without_intervals() -> None:
         '<daemon-monitor topic="/29west/statistics"/></um-srs>'
     )
     out: list[bytes] = []
-    mon = SRSMonitor(cfg, server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
+    mon = srs_publisher(cfg, server, out.append, now=0.0, wall_clock=lambda: 1.7e9)
     assert mon.next_timer() is None
     mon.handle_timer(1000.0)
     assert out == []

@@ -1,11 +1,15 @@
-"""The SRS debug monitor's data and page, without a process: bounded lists, escaping, sampling."""
+"""The SRS debug monitor's data and page, without a process: bounded lists, escaping, and the
+SRS page on the shared runner (sampling, JSON twin)."""
 
 from __future__ import annotations
 
+import json
+
 from daemons.srs import debugmon
-from daemons.srs.debugmon import DebugMonitor, render_html, snapshot
+from daemons.srs.debugmon import debug_pages, render_html, snapshot
 from tests.srs.harness import Net, sir
 from umcore.config.srs import SRSConfig
+from umcore.daemon import web
 from umcore.srs.client import SRSClient
 from umcore.srs.server import SRSServer
 
@@ -59,14 +63,18 @@ def test_clients_list_is_capped(monkeypatch) -> None:  # type: ignore[no-untyped
 def test_samples_are_reused_within_the_minimum_interval() -> None:
     net, server = _net(1)
     clock = [100.0]
-    mon = DebugMonitor(server, SRSConfig(), listening=ADDR, monotonic=lambda: clock[0])
-    first = mon.data()
+    pages = debug_pages(server, SRSConfig(), listening=ADDR, monotonic=lambda: clock[0])
+    first = pages.sample("/")
     assert first["sources"] == 1
     net.clients[0].add_source(sir("new", 999))
     net.pump()
-    clock[0] += debugmon.MIN_SAMPLE_INTERVAL / 2
-    assert mon.data() is first and mon.samples == 1
-    clock[0] += debugmon.MIN_SAMPLE_INTERVAL
-    again = mon.data()
-    assert again["sources"] == 2 and mon.samples == 2
-    assert again["uptime_s"] == 1.5 * debugmon.MIN_SAMPLE_INTERVAL
+    clock[0] += web.MIN_SAMPLE_INTERVAL / 2
+    assert pages.sample("/") is first and pages.samples == 1
+    assert json.loads(pages.json_text("/"))["sources"] == 1  # the twin shares the sample
+    clock[0] += web.MIN_SAMPLE_INTERVAL
+    again = pages.sample("/")
+    assert again["sources"] == 2 and pages.samples == 2
+    assert again["uptime_s"] == 1.5 * web.MIN_SAMPLE_INTERVAL
+    page = pages.html("/")
+    assert "0x000000a1" in page and "&lt;script&gt;" in page and "<script>" not in page
+    assert "href='/json'" in page and "content='60'" in page  # ping-interval 60 s: the refresh

@@ -1,4 +1,4 @@
-"""The SRS's ``<log>`` element: console, or a file rolled by size and/or time.
+"""A daemon's ``<log>`` element: a file rolled by size and/or time (every pyum daemon).
 
 Theory of operation
 -------------------
