@@ -19,9 +19,9 @@ def _net(topics: int) -> tuple[Net, SRSServer]:
     rcv = net.add_client(SRSClient([ADDR], session_id=0xB2, client_port=2))
     net.pump()
     for i in range(topics):
-        net.clients[src].add_source(sir(f"t/{i:04d}", i))
-    net.clients[rcv].add_receiver("t/0000")
-    net.clients[rcv].add_receiver("<script>")
+        net.clients[src].send_source(sir(f"t/{i:04d}", i))
+    net.clients[rcv].send_receiver("t/0000")
+    net.clients[rcv].send_receiver("<script>")
     net.pump()
     return net, server
 
@@ -62,7 +62,7 @@ def test_samples_are_reused_within_the_minimum_interval() -> None:
     mon = DebugMonitor(server, SRSConfig(), listening=ADDR, monotonic=lambda: clock[0])
     first = mon.data()
     assert first["sources"] == 1
-    net.clients[0].add_source(sir("new", 999))
+    net.clients[0].send_source(sir("new", 999))
     net.pump()
     clock[0] += debugmon.MIN_SAMPLE_INTERVAL / 2
     assert mon.data() is first and mon.samples == 1
