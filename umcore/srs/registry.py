@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from umcore.srs.common import UNBOUNDED_CREDIT, SessionKey, SourceKey
+from umcore.srs.common import SessionKey, SourceKey
 from umcore.srs.stats import ClientErrorStats, ClientStats
 from umcore.wire.srs_messages import (
     INTEREST_MODE_FILTER,
@@ -137,6 +137,7 @@ class Client:
 
     @property
     def credit(self) -> int:
+        """The stream's RSocket credit (UNBOUNDED_CREDIT: no limit; 0 while inactive)."""
         return self.conn.credit if self.conn is not None else 0
 
     @property
@@ -159,9 +160,6 @@ class Client:
 
     def describe(self) -> str:
         return f"client[{self.addr}:{self.port}] sessionID[0x{self.session_id:08x}]"
-
-
-assert UNBOUNDED_CREDIT == 0x7FFFFFFF  # Client.credit reports the session's RSocket credit
 
 
 class Registry:
@@ -215,10 +213,6 @@ class Registry:
             ):
                 oldest = c
         return oldest
-
-    def streaming_others(self, client: Client) -> Iterable[Client]:
-        """Every other client with its record stream open."""
-        return [c for c in self.clients.values() if c is not client and c.streaming]
 
     # -- sources
 

@@ -113,7 +113,7 @@ class Relay:
         if conn is not None:
             self.queues.queue(conn, raw)
 
-    def schedule_ser(self, src: Source, now: float) -> None:
+    def _schedule_ser(self, src: Source, now: float) -> None:
         """A source was deleted: its SER goes out after the back-off (at once without one)."""
         if not self.lifetimes.schedule_ser(src, now):
             self.send_ser(src)
@@ -247,7 +247,7 @@ class Relay:
         client.stats.client_active_sir_count = len(client.sources)
         if self.events.keep:
             self.events.add("SDR", client, now, rec)
-        self.schedule_ser(src, now)
+        self._schedule_ser(src, now)
 
     def send_ser(self, src: Source) -> None:
         raw = ser_of(src.raw)
@@ -432,7 +432,7 @@ class Relay:
             for src in [x for x in client.sources.values() if not x.active]:
                 self.registry.remove_source(src)
                 s.clients_expired_sir_count += 1
-                self.schedule_ser(src, now)
+                self._schedule_ser(src, now)
             client.stats.client_active_sir_count = len(client.sources)
         elif kind == "interest":
             for topic in [t for t, a in client.interest.items() if not a]:
