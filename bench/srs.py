@@ -71,11 +71,11 @@ def baseline_in_memory(sources: list[SourceInfo]) -> float:
     ]
     for r in rcvs:
         for s in sources:
-            net.clients[r].add_receiver(s.topic)
+            net.clients[r].send_receiver(s.topic)
     net.pump()
     start = time.perf_counter()
     for s in sources:
-        net.clients[src].add_source(s)
+        net.clients[src].send_source(s)
     net.pump()
     elapsed = time.perf_counter() - start
     assert all(net.clients[r].resolved_count == TOPICS for r in rcvs)
@@ -137,14 +137,14 @@ async def over_tcp(sources: list[SourceInfo]) -> dict[str, float]:
             rcvs = [connect(2 + i) for i in range(RECEIVERS)]
             for core in rcvs:
                 for s in sources:
-                    core.add_receiver(s.topic)
+                    core.send_receiver(s.topic)
             for conn in conns:
                 conn.flush()
             await _wait(lambda: all(c.registered_slots() for c in [src, *rcvs]), "registration")
             await asyncio.sleep(0.3)  # the SRS has taken in 100,000 RIRs
             start = time.perf_counter()
             for s in sources:
-                src.add_source(s)
+                src.send_source(s)
             conns[0].flush()
             await _wait(lambda: all(c.resolved_count == TOPICS for c in rcvs), "fan-out")
             fanout = time.perf_counter() - start
@@ -153,7 +153,7 @@ async def over_tcp(sources: list[SourceInfo]) -> dict[str, float]:
             late = [connect(100 + i) for i in range(RECEIVERS)]
             for core in late:
                 for s in sources:
-                    core.add_receiver(s.topic)
+                    core.send_receiver(s.topic)
             for conn in conns[-RECEIVERS:]:
                 conn.flush()
             await _wait(lambda: all(c.resolved_count == TOPICS for c in late), "late join")

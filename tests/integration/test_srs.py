@@ -85,11 +85,11 @@ async def test_receiver_started_after_source_resolves_it(tmp_path: Path) -> None
     a = b = None
     try:
         a = Ctx([srs.address], 1).start()
-        a.do(a.core.add_source, sir("late.topic", 1))
+        a.do(a.core.send_source, sir("late.topic", 1))
         await wait_for(lambda: a.core.registered_slots(), WAIT, what="A registered", proc=srs)
         await asyncio.sleep(0)  # A's SIR is written in the same flush as its state
         b = Ctx([srs.address], 2).start()
-        b.do(b.core.add_receiver, "late.topic")
+        b.do(b.core.send_receiver, "late.topic")
         await wait_for(lambda: "late.topic" in b.topics(), WAIT, what="B resolves", proc=srs)
         assert a.topics() == set()  # nobody else advertises
     finally:
@@ -105,8 +105,8 @@ async def test_stopped_source_is_withdrawn_after_the_lifetimes(tmp_path: Path) -
     a = Ctx([srs.address], 1).start()
     b = Ctx([srs.address], 2).start()
     try:
-        b.do(b.core.add_receiver, "T")
-        a.do(a.core.add_source, sir("T", 1))
+        b.do(b.core.send_receiver, "T")
+        a.do(a.core.send_source, sir("T", 1))
         await wait_for(lambda: "T" in b.topics(), WAIT, what="B resolves", proc=srs)
         await a.conn.close()  # the source's context dies: no SDR
         await wait_for(lambda: b.withdrawn() == ["T"], WAIT, what="SER after lifetime", proc=srs)
@@ -124,16 +124,16 @@ async def test_two_srs_one_killed_resolution_keeps_working(tmp_path: Path) -> No
     ctxs = [Ctx(servers, i).start() for i in (1, 2, 3)]
     a, b, c = ctxs
     try:
-        a.do(a.core.add_source, sir("T", 1))
-        b.do(b.core.add_receiver, "T")
+        a.do(a.core.send_source, sir("T", 1))
+        b.do(b.core.send_receiver, "T")
         await wait_for(
             lambda: len(b.core.registered_slots()) == 2 and "T" in b.topics(),
             WAIT,
             what="B resolves via both",
         )
         await one.kill()  # SIGKILL: no goodbye
-        a.do(a.core.add_source, sir("U", 2))
-        c.do(c.core.add_receiver, "U")
+        a.do(a.core.send_source, sir("U", 2))
+        c.do(c.core.send_receiver, "U")
         await wait_for(
             lambda: "U" in c.topics(), WAIT, what="C resolves via the survivor", proc=two
         )
@@ -154,8 +154,8 @@ async def test_srs_restart_clients_recover_unaided(tmp_path: Path) -> None:
     srs: DaemonProcess | None = None
     try:
         for i in range(50):
-            a.core.add_source(sir(f"T{i}", i))
-            b.core.add_receiver(f"T{i}")
+            a.core.send_source(sir(f"T{i}", i))
+            b.core.send_receiver(f"T{i}")
         a.conn.flush()
         b.conn.flush()
         await wait_for(lambda: len(b.topics()) == 50, WAIT, what="50 resolved", proc=first)
@@ -169,8 +169,8 @@ async def test_srs_restart_clients_recover_unaided(tmp_path: Path) -> None:
             proc=srs,
         )
         # new state after the restart, nobody restarted: a new source and a new receiver
-        a.do(a.core.add_source, sir("NEW", 99))
-        b.do(b.core.add_receiver, "NEW")
+        a.do(a.core.send_source, sir("NEW", 99))
+        b.do(b.core.send_receiver, "NEW")
         await wait_for(lambda: "NEW" in b.topics(), WAIT, what="B resolves NEW", proc=srs)
         assert b.withdrawn() == []
         assert len(b.topics()) == 51
@@ -205,7 +205,7 @@ async def test_statistics_published_in_pb_carry_the_srs_values(tmp_path: Path) -
     srs = await DaemonProcess.start("srs", "--monitor-file", str(out), str(path))
     a = Ctx([srs.address], 7).start()
     try:
-        a.do(a.core.add_source, sir("T", 1))
+        a.do(a.core.send_source, sir("T", 1))
 
         def stats() -> list[object]:
             data = out.read_bytes() if out.exists() else b""
@@ -311,8 +311,8 @@ async def test_debug_monitor_pages_show_the_connected_client(tmp_path: Path) -> 
         m = await srs.wait_for_line(re.compile(r"debug monitor on http://([\d.]+):(\d+)/"), WAIT)
         address = (m.group(1), int(m.group(2)))
         assert address[1] != 0
-        a.do(a.core.add_source, sir("debug<&>topic", 1))
-        b.do(b.core.add_receiver, "debug<&>topic")
+        a.do(a.core.send_source, sir("debug<&>topic", 1))
+        b.do(b.core.send_receiver, "debug<&>topic")
         await wait_for(lambda: "debug<&>topic" in b.topics(), WAIT, what="B resolves", proc=srs)
         status, ctype, page = await _http_get(address, "/")
         assert status == 200 and ctype.startswith("text/html")

@@ -55,7 +55,7 @@ class Net:
             if a == addr:
                 del self.links[(ci, slot)]
                 del self.back[(a, cid)]
-                self.clients[ci].connection_lost(slot, self.now)
+                self.clients[ci].receive_disconnected(slot, self.now)
         self.pump()
 
     def cut(self, ci: int, slot: int) -> None:
@@ -64,8 +64,8 @@ class Net:
         del self.back[(addr, cid)]
         server = self.servers[addr]
         if server is not None:
-            server.connection_lost(cid, self.now)
-        self.clients[ci].connection_lost(slot, self.now)
+            server.receive_disconnected(cid, self.now)
+        self.clients[ci].receive_disconnected(slot, self.now)
         self.pump()
 
     def pump(self) -> None:
@@ -76,14 +76,14 @@ class Net:
                     moved = True
                     server = self.servers.get(addr)
                     if server is None:
-                        client.connection_failed(slot, self.now)
+                        client.receive_connect_failed(slot, self.now)
                         continue
                     cid = self.next_conn
                     self.next_conn += 1
                     self.links[(ci, slot)] = (addr, cid)
                     self.back[(addr, cid)] = (ci, slot)
-                    server.connection_made(cid, ("127.0.0.1", 40000 + cid), self.now)
-                    client.connection_made(slot, self.now)
+                    server.receive_connected(cid, ("127.0.0.1", 40000 + cid), self.now)
+                    client.receive_connected(slot, self.now)
                 for slot, data in client.take_writes():
                     link = self.links.get((ci, slot))
                     if link is None:
@@ -91,7 +91,7 @@ class Net:
                     moved = True
                     server = self.servers[link[0]]
                     assert server is not None
-                    server.data_received(link[1], data, self.now)
+                    server.receive_data(link[1], data, self.now)
                 for slot in client.take_closes():
                     link = self.links.pop((ci, slot), None)
                     if link is not None:
@@ -99,7 +99,7 @@ class Net:
                         del self.back[link]
                         server = self.servers[link[0]]
                         if server is not None:
-                            server.connection_lost(link[1], self.now)
+                            server.receive_disconnected(link[1], self.now)
                 self.events[ci].extend(client.take_events())
             for addr, server in self.servers.items():
                 if server is None:
@@ -109,13 +109,13 @@ class Net:
                     if target is None:
                         continue
                     moved = True
-                    self.clients[target[0]].data_received(target[1], data, self.now)
+                    self.clients[target[0]].receive_data(target[1], data, self.now)
                 for cid in server.take_closes():
                     target = self.back.pop((addr, cid), None)
                     if target is not None:
                         moved = True
                         del self.links[target]
-                        self.clients[target[0]].connection_lost(target[1], self.now)
+                        self.clients[target[0]].receive_disconnected(target[1], self.now)
             if not moved:
                 # The SRS sends records at its queue service interval: let that much time pass
                 # (and nothing else: other deadlines run in advance()).

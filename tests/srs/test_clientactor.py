@@ -19,8 +19,8 @@ SRC, RCV = 1, 2  # connection ids: the advertising context and the receiving one
 
 
 def register(server: SRSServer, cid: int, now: float, request_n: int = UNBOUNDED_CREDIT) -> None:
-    server.connection_made(cid, ("127.0.0.1", 5000 + cid), now)
-    server.data_received(
+    server.receive_connected(cid, ("127.0.0.1", 5000 + cid), now)
+    server.receive_data(
         cid,
         rs.encode(rs.Setup(1000, 30000))
         + rs.encode(rs.RequestResponse(1, RegistrationRequest("10.0.0.9", 1, cid)))
@@ -37,13 +37,13 @@ def setup(
     register(server, SRC, now)
     register(server, RCV, now, request_n)
     interest = Batch([ReceiverInfo(t) for t in topics])
-    server.data_received(RCV, rs.encode(rs.Payload(3, interest)), now)
+    server.receive_data(RCV, rs.encode(rs.Payload(3, interest)), now)
     server.take_writes()
     return server
 
 
 def advertise(server: SRSServer, sources: list[SourceInfo], now: float) -> None:
-    server.data_received(SRC, rs.encode(rs.Payload(3, Batch(sources))), now)
+    server.receive_data(SRC, rs.encode(rs.Payload(3, Batch(sources))), now)
 
 
 def frames_to(server: SRSServer, cid: int = RCV) -> list[rs.Payload]:
@@ -143,17 +143,17 @@ def test_stream_credit_bounds_payloads_and_request_n_releases_them() -> None:
     assert rcv.credit == 0
     assert rcv.held_back == 80 and server.refused.records_held_back == 80
     assert server.service_deadline is None  # nothing to do until the client grants more
-    server.data_received(RCV, rs.encode(rs.RequestN(3, 3)), 3.0)
+    server.receive_data(RCV, rs.encode(rs.RequestN(3, 3)), 3.0)
     assert server.service_deadline == 3.0  # what waited is due at once
     server.handle_timer(3.0)
     assert len(frames_to(server)) == 3
     assert receiver(server).stats.record_queue_depth == 50
-    server.data_received(RCV, rs.encode(rs.RequestN(3, UNBOUNDED_CREDIT)), 4.0)
+    server.receive_data(RCV, rs.encode(rs.RequestN(3, UNBOUNDED_CREDIT)), 4.0)
     assert rcv.credit == UNBOUNDED_CREDIT  # saturates: unbounded from now on
     server.handle_timer(4.0)
     got = frames_to(server)
     assert len(got) == 5 and len(rcv.queue) == 0
-    server.data_received(RCV, rs.encode(rs.RequestN(3, 0)), 5.0)
+    server.receive_data(RCV, rs.encode(rs.RequestN(3, 0)), 5.0)
     assert rcv.err.client_invalid_srs_message_received_count == 1  # request_n must be > 0
 
 
@@ -178,12 +178,12 @@ def test_request_stream_max_msg_count_bounds_each_service() -> None:
 
 def test_paused_writing_keeps_records_in_the_core_until_resumed() -> None:
     server = setup(["T"])
-    server.set_writing_paused(RCV, True, 2.0)
+    server.receive_writing_paused(RCV, True, 2.0)
     advertise(server, [sir("T", 1)], 2.0)
     server.handle_timer(2.01)
     assert frames_to(server) == []
     assert len(receiver(server).queue) == 1
-    server.set_writing_paused(RCV, False, 2.5)
+    server.receive_writing_paused(RCV, False, 2.5)
     assert server.service_deadline == 2.5
     server.handle_timer(2.5)
     assert records(frames_to(server)) == ["T"]
@@ -192,7 +192,7 @@ def test_paused_writing_keeps_records_in_the_core_until_resumed() -> None:
 def test_a_queue_past_its_bound_costs_the_client_its_connection() -> None:
     topics = [f"T{i}" for i in range(10)]
     server = setup(topics, max_queued_records=5)
-    server.set_writing_paused(RCV, True, 2.0)  # the client stopped reading
+    server.receive_writing_paused(RCV, True, 2.0)  # the client stopped reading
     advertise(server, [sir(t, i) for i, t in enumerate(topics)], 2.0)
     assert server.take_closes() == [RCV]
     assert server.refused.queue_overflow == 1

@@ -146,8 +146,8 @@ def _net_with_clients() -> tuple[Net, SRSServer]:
             )
         )
     net.pump()
-    net.clients[0].add_source(sir("T", 1))
-    net.clients[1].add_receiver("T")
+    net.clients[0].send_source(sir("T", 1))
+    net.clients[1].send_receiver("T")
     net.pump()
     return net, server
 
@@ -196,7 +196,7 @@ def test_json_publication_only_changed_stats() -> None:
     first = next(d for d in docs if d["monitorInfoCategory"] == "SRS_STATS")
     assert {"name": "active.clients.count", "value": 2} in first["stats"]
     out.clear()
-    net.clients[0].add_source(sir("U", 2))
+    net.clients[0].send_source(sir("U", 2))
     net.pump()
     mon.handle_timer(2.0)
     docs = [json.loads(b) for b in out]

@@ -23,9 +23,9 @@ def _net(topics: int) -> tuple[Net, SRSServer]:
     rcv = net.add_client(SRSClient([ADDR], session_id=0xB2, client_port=2))
     net.pump()
     for i in range(topics):
-        net.clients[src].add_source(sir(f"t/{i:04d}", i))
-    net.clients[rcv].add_receiver("t/0000")
-    net.clients[rcv].add_receiver("<script>")
+        net.clients[src].send_source(sir(f"t/{i:04d}", i))
+    net.clients[rcv].send_receiver("t/0000")
+    net.clients[rcv].send_receiver("<script>")
     net.pump()
     return net, server
 
@@ -66,7 +66,7 @@ def test_samples_are_reused_within_the_minimum_interval() -> None:
     pages = debug_pages(server, SRSConfig(), listening=ADDR, monotonic=lambda: clock[0])
     first = pages.sample("/")
     assert first["sources"] == 1
-    net.clients[0].add_source(sir("new", 999))
+    net.clients[0].send_source(sir("new", 999))
     net.pump()
     clock[0] += web.MIN_SAMPLE_INTERVAL / 2
     assert pages.sample("/") is first and pages.samples == 1

@@ -73,10 +73,10 @@ def test_receiver_created_later_gets_the_sir_from_the_srs() -> None:
     server = net.servers[SRS_A]
     a, b = client(net), client(net)
     net.pump()
-    net.clients[a].add_source(sir("T1", 1))
+    net.clients[a].send_source(sir("T1", 1))
     net.pump()
     assert net.resolved_topics(b) == set()  # filter mode: no interest yet
-    net.clients[b].add_receiver("T1")
+    net.clients[b].send_receiver("T1")
     net.pump()
     assert net.resolved_topics(b) == {"T1"}
     owner = next(c for c in server.clients() if c.session_id == net.clients[a].session_id)
@@ -89,10 +89,10 @@ def test_filter_flood_and_wildcard() -> None:
     net = make_net()
     src, filt, flood, wild = client(net), client(net), client(net), client(net)
     net.clients[flood].interest_mode = INTEREST_MODE_FLOOD
-    net.clients[wild].add_wildcard("^T.*")
+    net.clients[wild].send_wildcard("^T.*")
     net.pump()
     for i, topic in enumerate(("T1", "T2", "X1"), 1):
-        net.clients[src].add_source(sir(topic, i))
+        net.clients[src].send_source(sir(topic, i))
     net.pump()
     assert net.resolved_topics(filt) == set()
     assert net.resolved_topics(flood) == {"T1", "T2", "X1"}
@@ -107,15 +107,15 @@ def test_sdr_gives_ser_after_the_backoff() -> None:
     net = make_net(source_leave_backoff_ms=500)
     server = net.servers[SRS_A]
     a, b, c = client(net), client(net), client(net)
-    net.clients[b].add_receiver("T")
-    net.clients[c].add_receiver("T")
+    net.clients[b].send_receiver("T")
+    net.clients[c].send_receiver("T")
     net.pump()
     rec = sir("T", 7)
-    net.clients[a].add_source(rec)
+    net.clients[a].send_source(rec)
     net.pump()
     assert net.resolved_topics(b) == {"T"}
     net.now = 10.0
-    net.clients[a].remove_source(rec.otid, rec.topic)
+    net.clients[a].send_source_delete(rec.otid, rec.topic)
     net.advance(10.45)
     assert withdrawn(net, b) == []
     net.advance(10.55)
@@ -128,14 +128,14 @@ def test_sdr_gives_ser_after_the_backoff() -> None:
 def test_sir_again_inside_the_backoff_cancels_the_ser() -> None:
     net = make_net(source_leave_backoff_ms=500)
     a, b = client(net), client(net)
-    net.clients[b].add_receiver("T")
+    net.clients[b].send_receiver("T")
     net.pump()
     rec = sir("T", 7)
-    net.clients[a].add_source(rec)
+    net.clients[a].send_source(rec)
     net.pump()
-    net.clients[a].remove_source(rec.otid, rec.topic)
+    net.clients[a].send_source_delete(rec.otid, rec.topic)
     net.advance(0.2)
-    net.clients[a].add_source(rec)
+    net.clients[a].send_source(rec)
     net.advance(5.0)
     assert withdrawn(net, b) == []
     assert resolved_events(net, b) == ["T"]
@@ -146,9 +146,9 @@ def test_lifetime_expiry_after_disconnect_without_delete() -> None:
     server = net.servers[SRS_A]
     a = client(net, reconnect_min=100, reconnect_max=100)  # stays away
     b = client(net)
-    net.clients[b].add_receiver("T")
+    net.clients[b].send_receiver("T")
     net.pump()
-    net.clients[a].add_source(sir("T", 1))
+    net.clients[a].send_source(sir("T", 1))
     net.pump()
     net.now = 1.0
     net.cut(a, 0)
@@ -167,9 +167,9 @@ def test_reconnect_within_the_lifetime_sends_no_ser() -> None:
     server = net.servers[SRS_A]
     a = client(net, reconnect_min=2.0, reconnect_max=2.0)
     b = client(net)
-    net.clients[b].add_receiver("T")
+    net.clients[b].send_receiver("T")
     net.pump()
-    net.clients[a].add_source(sir("T", 1))
+    net.clients[a].send_source(sir("T", 1))
     net.pump()
     net.now = 1.0
     net.cut(a, 0)
@@ -189,7 +189,7 @@ def test_interest_lifetime_and_rer_to_forward_interest_clients() -> None:
     dro = client(net, interest_mode=INTEREST_MODE_FLOOD_FORWARD_INTEREST)
     rcv = client(net, reconnect_min=100, reconnect_max=100)
     net.pump()
-    net.clients[rcv].add_receiver("T")
+    net.clients[rcv].send_receiver("T")
     net.pump()
     d = next(c for c in server.clients() if c.session_id == net.clients[dro].session_id)
     assert d.stats.client_rir_sent_count == 1
@@ -206,8 +206,8 @@ def test_two_srs_one_killed_resolution_keeps_working() -> None:
     a = client(net, servers=(SRS_A, SRS_B))
     b = client(net, servers=(SRS_A, SRS_B))
     net.pump()
-    net.clients[a].add_source(sir("T", 1))
-    net.clients[b].add_receiver("T")
+    net.clients[a].send_source(sir("T", 1))
+    net.clients[b].send_receiver("T")
     net.pump()
     assert net.resolved_topics(b) == {"T"}
     net.kill_server(SRS_A)
@@ -215,16 +215,16 @@ def test_two_srs_one_killed_resolution_keeps_working() -> None:
     assert withdrawn(net, b) == []
     assert net.resolved_topics(b) == {"T"}
     # new state still flows through the surviving SRS
-    net.clients[a].add_source(sir("U", 2))
+    net.clients[a].send_source(sir("U", 2))
     c = client(net, servers=(SRS_A, SRS_B))
-    net.clients[c].add_receiver("U")
-    net.clients[b].add_receiver("U")
+    net.clients[c].send_receiver("U")
+    net.clients[b].send_receiver("U")
     net.advance(11.0)
     assert net.resolved_topics(c) == {"U"}
     assert net.resolved_topics(b) == {"T", "U"}
     # and a delete still withdraws (one SRS left vouching)
     rec = sir("T", 1)
-    net.clients[a].remove_source(rec.otid, rec.topic)
+    net.clients[a].send_source_delete(rec.otid, rec.topic)
     net.advance(12.0)
     assert withdrawn(net, b) == ["T"]
 
@@ -234,8 +234,8 @@ def test_server_restart_clients_resync_unaided() -> None:
     a, b = client(net, reconnect_max=1.0), client(net, reconnect_max=1.0)
     net.pump()
     for i in range(20):
-        net.clients[a].add_source(sir(f"T{i}", i))
-        net.clients[b].add_receiver(f"T{i}")
+        net.clients[a].send_source(sir(f"T{i}", i))
+        net.clients[b].send_receiver(f"T{i}")
     net.pump()
     assert len(net.resolved_topics(b)) == 20
     net.kill_server(SRS_A)
@@ -248,8 +248,8 @@ def test_server_restart_clients_resync_unaided() -> None:
     assert len(server.connected_clients()) == 2
     assert withdrawn(net, b) == []
     assert len(net.resolved_topics(b)) == 20
-    net.clients[a].add_source(sir("NEW", 99))
-    net.clients[b].add_receiver("NEW")
+    net.clients[a].send_source(sir("NEW", 99))
+    net.clients[b].send_receiver("NEW")
     net.pump()
     assert "NEW" in net.resolved_topics(b)
 
@@ -259,12 +259,12 @@ def test_source_gone_while_srs_was_away_is_withdrawn_after_resync() -> None:
     a = client(net, reconnect_max=1.0)
     b = client(net, reconnect_max=1.0, resync_grace=2.0)
     net.pump()
-    net.clients[a].add_source(sir("T", 1))
-    net.clients[b].add_receiver("T")
+    net.clients[a].send_source(sir("T", 1))
+    net.clients[b].send_receiver("T")
     net.pump()
     net.kill_server(SRS_A)
     rec = sir("T", 1)
-    net.clients[a].remove_source(rec.otid, rec.topic)  # nobody hears the delete
+    net.clients[a].send_source_delete(rec.otid, rec.topic)  # nobody hears the delete
     net.add_server(SRS_A, SRSServer(ServerConfig(), now=net.now))
     net.advance(1.0)
     assert withdrawn(net, b) == []
@@ -279,7 +279,7 @@ def test_bounded_sources_and_clients() -> None:
     a = client(net)
     net.pump()
     for i in range(8):
-        net.clients[a].add_source(sir(f"T{i}", i))
+        net.clients[a].send_source(sir(f"T{i}", i))
     net.pump()
     assert server.source_count() == 5
     assert server.refused.sources == 3
@@ -298,8 +298,8 @@ def test_bounded_sources_and_clients() -> None:
 
 
 def _registered_raw(server: SRSServer, cid: int, now: float = 0.0) -> bytes:
-    server.connection_made(cid, ("127.0.0.1", 5000 + cid), now)
-    server.data_received(
+    server.receive_connected(cid, ("127.0.0.1", 5000 + cid), now)
+    server.receive_data(
         cid,
         rs.encode(rs.Setup(1000, 3000))
         + rs.encode(rs.RequestResponse(1, RegistrationRequest("10.0.0.9", 1, cid)))
@@ -315,19 +315,19 @@ def test_garbage_costs_only_that_connection() -> None:
     frames = rs.SRSStreamDecoder().feed(good)
     assert isinstance(frames[0].message, RegistrationResponse)  # type: ignore[union-attr]
     _registered_raw(server, 2)
-    server.data_received(2, b"\x00\x00\x08garbage!", 0.0)
+    server.receive_data(2, b"\x00\x00\x08garbage!", 0.0)
     assert server.take_closes() == [2]
     assert server.refused.connections_malformed == 1
     # the good client still works
-    server.data_received(1, rs.encode(rs.Payload(3, Batch([ReceiverInfo("T")]))), 0.1)
+    server.receive_data(1, rs.encode(rs.Payload(3, Batch([ReceiverInfo("T")]))), 0.1)
     assert server.take_closes() == []
     assert server.connections == 1
 
 
 def test_out_of_order_frames_close_the_connection() -> None:
     server = SRSServer()
-    server.connection_made(1, ("127.0.0.1", 1), 0.0)
-    server.data_received(1, rs.encode(rs.Payload(3, Batch([ReceiverInfo("T")]))), 0.0)
+    server.receive_connected(1, ("127.0.0.1", 1), 0.0)
+    server.receive_data(1, rs.encode(rs.Payload(3, Batch([ReceiverInfo("T")]))), 0.0)
     assert server.take_closes() == [1]
     assert server.refused.connections_malformed == 1
 
@@ -338,7 +338,7 @@ def test_fuzz_never_raises(data: bytes) -> None:
     server = SRSServer()
     _registered_raw(server, 1)
     server.take_writes()
-    server.data_received(1, data, 0.5)
+    server.receive_data(1, data, 0.5)
     server.handle_timer(100.0)
     assert server.connections in (0, 1)
 
@@ -346,7 +346,7 @@ def test_fuzz_never_raises(data: bytes) -> None:
 def test_keepalive_answered_and_silent_connection_closed() -> None:
     server = SRSServer()
     _registered_raw(server, 1)  # SETUP max lifetime 3 s
-    server.data_received(1, rs.encode(rs.Keepalive(True)), 1.0)
+    server.receive_data(1, rs.encode(rs.Keepalive(True)), 1.0)
     out = rs.SRSStreamDecoder().feed(b"".join(d for _c, d in server.take_writes()))
     assert out == [rs.Keepalive(False, 0)]
     server.handle_timer(3.5)
@@ -370,18 +370,18 @@ def test_dro_and_store_records_relayed() -> None:
     _registered_raw(server, 2)
     server.take_writes()
     route = RouteInfo([1, 2], "10.0.0.5", 4000, route_index=1)
-    server.data_received(1, rs.encode(rs.Payload(3, Batch([DomainInfo(7), route]))), 0.1)
+    server.receive_data(1, rs.encode(rs.Payload(3, Batch([DomainInfo(7), route]))), 0.1)
     got = rs.SRSStreamDecoder().feed(serviced(server)[2])
     assert got[0].message.records == (DomainInfo(7), route)  # type: ignore[union-attr]
     store = ContextNameInfo("store1", "10.0.0.6", 5000)
-    server.data_received(2, rs.encode(rs.Payload(3, Batch([ContextNameQuery("store1")]))), 0.2)
-    server.data_received(1, rs.encode(rs.Payload(3, Batch([store]))), 0.3)
+    server.receive_data(2, rs.encode(rs.Payload(3, Batch([ContextNameQuery("store1")]))), 0.2)
+    server.receive_data(1, rs.encode(rs.Payload(3, Batch([store]))), 0.3)
     got = rs.SRSStreamDecoder().feed(serviced(server)[2])
     assert got[0].message.records == (store,)  # type: ignore[union-attr]
     s = server.snapshot_stats()
     assert (s.clients_active_dir_count, s.clients_active_rtir_count) == (1, 1)
     assert s.clients_active_cnir_count == 1
-    server.connection_lost(1, 1.0)
+    server.receive_disconnected(1, 1.0)
     server.handle_timer(2.9)
     assert server.take_writes() == []
     server.handle_timer(3.1)
@@ -406,10 +406,10 @@ def test_many_clients_random_interest_matches_a_model() -> None:
         who = rng.choice(ids)
         topic = rng.choice(topics)
         if rng.random() < 0.5:
-            net.clients[who].add_receiver(topic)
+            net.clients[who].send_receiver(topic)
             interest[who].add(topic)
         else:
-            net.clients[who].add_source(sir(topic, who * 1000 + k))
+            net.clients[who].send_source(sir(topic, who * 1000 + k))
             sources[who].add(topic)
         net.pump()
     for i in ids:
@@ -422,7 +422,7 @@ def test_ser_from_client_is_refused_and_counted() -> None:
     _registered_raw(server, 1)
     bad = sir("T", 1)
     bad.cost = -1
-    server.data_received(1, rs.encode(rs.Payload(3, Batch([bad]))), 0.1)
+    server.receive_data(1, rs.encode(rs.Payload(3, Batch([bad]))), 0.1)
     assert server.source_count() == 0
     assert server.clients()[0].err.client_invalid_srs_message_received_count == 1
 
@@ -433,7 +433,7 @@ def test_bad_wildcard_pattern_is_counted_not_fatal(pattern: str) -> None:
 
     server = SRSServer()
     _registered_raw(server, 1)
-    server.data_received(1, rs.encode(rs.Payload(3, Batch([WildcardReceiverInfo(pattern)]))), 0.1)
+    server.receive_data(1, rs.encode(rs.Payload(3, Batch([WildcardReceiverInfo(pattern)]))), 0.1)
     assert server.take_closes() == []
     assert server.clients()[0].err.client_invalid_srs_message_received_count == 1
 
@@ -442,10 +442,10 @@ def test_sourceinfo_unchanged() -> None:
     # the relayed SIR is byte-identical to what the source's context sent
     net = make_net()
     a, b = client(net), client(net)
-    net.clients[b].add_receiver("T")
+    net.clients[b].send_receiver("T")
     net.pump()
     rec = sir("T", 3)
-    net.clients[a].add_source(rec)
+    net.clients[a].send_source(rec)
     net.pump()
     got = net.clients[b].resolved("T")
     assert got == [rec] and isinstance(got[0], SourceInfo)

@@ -31,17 +31,17 @@ def record_session() -> list[bytes]:
             moved = False
             for i, c in enumerate(clients):
                 for slot, _addr in c.take_connects():
-                    server.connection_made(i, flows[i].client, now)
-                    c.connection_made(slot, now)
+                    server.receive_connected(i, flows[i].client, now)
+                    c.receive_connected(slot, now)
                 for _slot, data in c.take_writes():
                     moved = True
                     frames.append(flows[i].segment(True, data))
-                    server.data_received(i, data, now)
+                    server.receive_data(i, data, now)
                 c.take_events()
             for cid, data in server.take_writes():
                 moved = True
                 frames.append(flows[cid].segment(False, data))
-                clients[cid].data_received(0, data, now)
+                clients[cid].receive_data(0, data, now)
             if not moved:
                 due = server.service_deadline  # the SRS sends at its queue service interval
                 if due is None:
@@ -51,14 +51,14 @@ def record_session() -> list[bytes]:
 
     pump()
     a, b = clients
-    b.add_receiver("orders.nyse")
-    b.add_wildcard("^fx\\.")
+    b.send_receiver("orders.nyse")
+    b.send_wildcard("^fx\\.")
     pump()
     for n, topic in enumerate(("orders.nyse", "fx.eurusd", "other"), 1):
-        a.add_source(sir(topic, n))
+        a.send_source(sir(topic, n))
     pump()
     rec = sir("orders.nyse", 1)
-    a.remove_source(rec.otid, rec.topic)
+    a.send_source_delete(rec.otid, rec.topic)
     pump()
     now = 1.0
     server.handle_timer(now)  # the SER after the back-off (sent at the next queue service)

@@ -10,7 +10,7 @@ close, hands its events to a callback, and re-arms the core's single :class:`Cor
 :class:`SRSServerEndpoint` listens on one address; connection ids are small integers it hands
 out.  TCP back-pressure goes to the core: when a transport's write buffer passes its high-water
 mark (``pause_writing``) the core keeps that client's records in its own bounded record queue
-until ``resume_writing`` (:meth:`SRSServer.set_writing_paused`).  What still reaches a paused
+until ``resume_writing`` (:meth:`SRSServer.receive_writing_paused`).  What still reaches a paused
 transport (keepalive answers) is bounded too: a connection whose write buffer passes
 ``max_write_buffer`` is aborted and counted (``slow_dropped``) — its state becomes inactive like
 any disconnect.
@@ -141,24 +141,24 @@ class SRSServerEndpoint:
         self._transports[cid] = transport
         _nodelay(transport)
         peer = transport.get_extra_info("peername") or ("?", 0)
-        self.core.connection_made(cid, (str(peer[0]), int(peer[1])), self.now())
+        self.core.receive_connected(cid, (str(peer[0]), int(peer[1])), self.now())
         self._flush()
 
     def _data(self, proto: _ServerProtocol, data: bytes) -> None:
         self.bytes_in += len(data)
-        self.core.data_received(proto.conn_id, data, self.now())
+        self.core.receive_data(proto.conn_id, data, self.now())
         self._flush()
 
     def _lost(self, proto: _ServerProtocol) -> None:
         if self._transports.pop(proto.conn_id, None) is not None:
-            self.core.connection_lost(proto.conn_id, self.now())
+            self.core.receive_disconnected(proto.conn_id, self.now())
             self._flush()
 
     def _writing(self, proto: _ServerProtocol, paused: bool) -> None:
         if proto.conn_id in self._transports:
             if paused:
                 self.writes_paused += 1
-            self.core.set_writing_paused(proto.conn_id, paused, self.now())
+            self.core.receive_writing_paused(proto.conn_id, paused, self.now())
             self._flush()
 
 
@@ -269,7 +269,7 @@ class SRSClientConnector:
             )
         except (OSError, TimeoutError) as exc:
             if not self._closed:
-                self.core.connection_failed(index, self.now(), f"connect to {addr}: {exc}")
+                self.core.receive_connect_failed(index, self.now(), f"connect to {addr}: {exc}")
                 self._flush()
 
     # -- called by the protocols
@@ -279,19 +279,19 @@ class SRSClientConnector:
             return
         _nodelay(transport)
         self._transports[index] = transport
-        self.core.connection_made(index, self.now())
+        self.core.receive_connected(index, self.now())
         self._flush()
 
     def _data(self, index: int, transport: asyncio.Transport, data: bytes) -> None:
         if self._transports.get(index) is transport:
-            self.core.data_received(index, data, self.now())
+            self.core.receive_data(index, data, self.now())
             self._flush()
 
     def _lost(self, index: int, transport: asyncio.Transport) -> None:
         if self._transports.get(index) is transport:
             del self._transports[index]
             if not self._closed:
-                self.core.connection_lost(index, self.now())
+                self.core.receive_disconnected(index, self.now())
                 self._flush()
 
 

@@ -370,7 +370,7 @@ class SRSResolution:
         )
         key = SourceInfo(topic, index, transport).key
         self._mine[(topic, index, key)] = (rec.otid, topic)
-        self.core.add_source(rec)
+        self.core.send_source(rec)
         self._flush()
 
     def source_removed(self, topic: str, index: int, transport: Transport) -> None:
@@ -379,27 +379,27 @@ class SRSResolution:
         key = SourceInfo(topic, index, transport).key
         sir = self._mine.pop((topic, index, key), None)
         if sir is not None:
-            self.core.remove_source(*sir)
+            self.core.send_source_delete(*sir)
             self._flush()
 
     def receiver_added(self, topic: str) -> None:
         if self.core is not None:
-            self.core.add_receiver(topic)
+            self.core.send_receiver(topic)
             self._flush()
 
     def receiver_removed(self, topic: str) -> None:
         if self.core is not None:
-            self.core.remove_receiver(topic)
+            self.core.send_receiver_delete(topic)
             self._flush()
 
     def wildcard_added(self, pattern: str) -> None:
         if self.core is not None:
-            self.core.add_wildcard(pattern)
+            self.core.send_wildcard(pattern)
             self._flush()
 
     def wildcard_removed(self, pattern: str) -> None:
         if self.core is not None:
-            self.core.remove_wildcard(pattern)
+            self.core.send_wildcard_delete(pattern)
             self._flush()
 
     def known(self, topic: str) -> list[SourceInfo]:

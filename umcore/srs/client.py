@@ -9,17 +9,25 @@ they send back.  :class:`SRSClient` manages those connections as numbered *slots
 configuration order) without touching a socket:
 
 - the adapter asks :meth:`SRSClient.take_connects` which slots to (re)connect now, reports
-  :meth:`~SRSClient.connection_made` / :meth:`~SRSClient.connection_failed` /
-  :meth:`~SRSClient.connection_lost`, feeds bytes with :meth:`~SRSClient.data_received`,
+  :meth:`~SRSClient.receive_connected` / :meth:`~SRSClient.receive_connect_failed` /
+  :meth:`~SRSClient.receive_disconnected`, feeds bytes with :meth:`~SRSClient.receive_data`,
   writes what :meth:`~SRSClient.take_writes` returns, closes what
   :meth:`~SRSClient.take_closes` returns, and calls :meth:`~SRSClient.handle_timer` at
   :meth:`~SRSClient.next_timer`;
-- the context calls :meth:`~SRSClient.add_source` / :meth:`~SRSClient.remove_source` (SIR /
-  SDR), :meth:`~SRSClient.add_receiver` / :meth:`~SRSClient.remove_receiver` (RIR / RDR,
-  reference-counted per topic) and :meth:`~SRSClient.add_wildcard` /
-  :meth:`~SRSClient.remove_wildcard` (WIR / WDR), and reads :meth:`~SRSClient.take_events`:
-  :class:`SourceResolved` when a source is first learned (or its advertisement changed) and
-  :class:`SourceWithdrawn` when it ended.
+- the context calls :meth:`~SRSClient.send_source` / :meth:`~SRSClient.send_source_delete`
+  (SIR / SDR), :meth:`~SRSClient.send_receiver` / :meth:`~SRSClient.send_receiver_delete`
+  (RIR / RDR, reference-counted per topic) and :meth:`~SRSClient.send_wildcard` /
+  :meth:`~SRSClient.send_wildcard_delete` (WIR / WDR), and reads
+  :meth:`~SRSClient.take_events`: :class:`SourceResolved` when a source is first learned (or
+  its advertisement changed) and :class:`SourceWithdrawn` when it ended (all events derive from
+  :class:`Event`).
+
+Each slot is a small state machine (:class:`SlotState`, moved by :class:`SlotInput` along the
+one table :data:`SLOT_TRANSITIONS`): DOWN -> CONNECTING -> REGISTERING -> STREAMING, and back
+to DOWN on a lost connection, bad input or silence.  An input the table does not allow is
+refused: the SRS's fault (a registration response while streaming, records before it) costs the
+slot its connection; the adapter's (reporting a connect for a slot it was not asked to
+connect) raises :class:`~umcore.errors.LocalProtocolError`.
 
 Session per slot: SETUP (keepalive interval, max lifetime), registration request on stream 1
 (same ``session_id`` for the whole life of the context, so an SRS recognises a reconnect and
@@ -43,9 +51,12 @@ context.
 
 from __future__ import annotations
 
+import enum
 import os
 import struct
+from dataclasses import dataclass
 
+from umcore.errors import LocalProtocolError, RemoteProtocolError
 from umcore.wire.srs import (
     FLAG_NEXT,
     Error,
@@ -77,9 +88,13 @@ from umcore.wire.srs_messages import (
 __all__ = [
     "MAX_RESOLVED",
     "MAX_SERVERS",
+    "SLOT_TRANSITIONS",
+    "Event",
     "Registered",
     "SRSClient",
     "SlotDown",
+    "SlotInput",
+    "SlotState",
     "SourceResolved",
     "SourceWithdrawn",
 ]
@@ -99,69 +114,86 @@ RECORD_STREAM = 3
 _HEAD = struct.Struct("!IH")
 _PAYLOAD_NEXT = (0x0A << 10) | FLAG_NEXT
 
-# Slot states
-DOWN = 0  # waiting for the reconnect time
-CONNECTING = 1  # the adapter is connecting
-REGISTERING = 2  # SETUP + registration request sent
-STREAMING = 3  # registered, stream open, state sent
-
 SourceKey = tuple[bytes, str]
 
 
-class SourceResolved:
+class SlotState(enum.Enum):
+    """Where one SRS connection (a *slot*) is in its life."""
+
+    DOWN = "down"  # waiting for the reconnect time
+    CONNECTING = "connecting"  # the adapter is connecting
+    REGISTERING = "registering"  # SETUP + registration request sent
+    STREAMING = "streaming"  # registered, stream open, state sent
+
+
+class SlotInput(enum.Enum):
+    """What moves a slot: the adapter's reports, the SRS's answers and our timers."""
+
+    RECONNECT_DUE = "reconnect due"  # timer: the back-off ran out
+    CONNECTED = "connected"  # adapter: the TCP connection is up
+    CONNECT_FAILED = "connect failed"  # adapter: the connect failed or timed out
+    REGISTERED = "registered"  # SRS: the registration response
+    RECORDS = "records"  # SRS: a batch of records
+    LOST = "lost"  # connection lost, bad input or silence: back to DOWN
+
+
+#: The slot machine: (state, input) -> next state.  Anything else is refused by _transition.
+SLOT_TRANSITIONS: dict[tuple[SlotState, SlotInput], SlotState] = {
+    (SlotState.DOWN, SlotInput.RECONNECT_DUE): SlotState.CONNECTING,
+    (SlotState.CONNECTING, SlotInput.CONNECTED): SlotState.REGISTERING,
+    (SlotState.CONNECTING, SlotInput.CONNECT_FAILED): SlotState.DOWN,
+    (SlotState.CONNECTING, SlotInput.LOST): SlotState.DOWN,
+    (SlotState.REGISTERING, SlotInput.REGISTERED): SlotState.STREAMING,
+    (SlotState.REGISTERING, SlotInput.LOST): SlotState.DOWN,
+    (SlotState.STREAMING, SlotInput.RECORDS): SlotState.STREAMING,
+    (SlotState.STREAMING, SlotInput.LOST): SlotState.DOWN,
+}
+#: Inputs that come from the SRS: refusing one is the peer's fault (RemoteProtocolError).
+REMOTE_SLOT_INPUTS = frozenset({SlotInput.REGISTERED, SlotInput.RECORDS})
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of everything :meth:`SRSClient.take_events` returns (each names its ``slot``)."""
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SourceResolved(Event):
     """A source was learned (``updated`` when a known source's advertisement changed)."""
 
-    __slots__ = ("record", "slot", "updated")
-
-    def __init__(self, record: SourceInfo, slot: int, updated: bool = False) -> None:
-        self.record = record
-        self.slot = slot
-        self.updated = updated
+    record: SourceInfo
+    slot: int
+    updated: bool = False
 
     def __repr__(self) -> str:
         return f"SourceResolved({self.record.topic!r}, {self.record.source!r}, slot={self.slot})"
 
 
-class SourceWithdrawn:
+@dataclass(frozen=True, slots=True, repr=False)
+class SourceWithdrawn(Event):
     """Every SRS that reported the source sent its SER: the source is gone."""
 
-    __slots__ = ("record", "slot")
-
-    def __init__(self, record: SourceInfo, slot: int) -> None:
-        self.record = record
-        self.slot = slot
+    record: SourceInfo
+    slot: int
 
     def __repr__(self) -> str:
         return f"SourceWithdrawn({self.record.topic!r}, {self.record.source!r}, slot={self.slot})"
 
 
-class Registered:
+@dataclass(frozen=True, slots=True)
+class Registered(Event):
     """Slot ``slot`` registered with its SRS (``client_id`` from the response)."""
 
-    __slots__ = ("client_id", "slot")
-
-    def __init__(self, slot: int, client_id: int) -> None:
-        self.slot = slot
-        self.client_id = client_id
-
-    def __repr__(self) -> str:
-        return f"Registered(slot={self.slot}, client_id={self.client_id})"
+    slot: int
+    client_id: int
 
 
-class SlotDown:
+@dataclass(frozen=True, slots=True)
+class SlotDown(Event):
     """Slot ``slot`` lost (or failed to open) its connection; ``reason`` for the log."""
 
-    __slots__ = ("reason", "slot")
-
-    def __init__(self, slot: int, reason: str) -> None:
-        self.slot = slot
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return f"SlotDown(slot={self.slot}, {self.reason!r})"
-
-
-Event = SourceResolved | SourceWithdrawn | Registered | SlotDown
+    slot: int
+    reason: str
 
 
 class _Slot:
@@ -182,7 +214,7 @@ class _Slot:
     def __init__(self, index: int, address: tuple[str, int]) -> None:
         self.index = index
         self.address = address
-        self.state = DOWN
+        self.state = SlotState.DOWN
         self.reconnect_at = 0.0
         self.backoff = 0.0
         self.decoder = SRSStreamDecoder()
@@ -191,6 +223,19 @@ class _Slot:
         self.client_id: int | None = None
         self.connects = 0
         self.resync_at: float | None = None
+
+    def _transition(self, what: SlotInput) -> SlotState:
+        """Move along :data:`SLOT_TRANSITIONS`; an input the table does not allow in this state
+        is the SRS's fault (:class:`RemoteProtocolError`) or the adapter's
+        (:class:`LocalProtocolError`)."""
+        nxt = SLOT_TRANSITIONS.get((self.state, what))
+        if nxt is None:
+            message = f"slot {self.index}: {what.value} while {self.state.value}"
+            if what in REMOTE_SLOT_INPUTS:
+                raise RemoteProtocolError(message, record="SRS session")
+            raise LocalProtocolError(message)
+        self.state = nxt
+        return nxt
 
 
 class _Known:
@@ -285,12 +330,12 @@ class SRSClient:
         #: Events dropped: nobody drained them.
         self.refused_events = 0
         for slot in self.slots:  # connect to every SRS at once
-            slot.state = CONNECTING
+            slot._transition(SlotInput.RECONNECT_DUE)
             self._connects.append(slot.index)
 
     # ------------------------------------------------------------------ the context's side
 
-    def add_source(self, record: SourceInfo) -> None:
+    def send_source(self, record: SourceInfo) -> None:
         """Advertise a source (SIR) to every SRS; replaces an earlier one with the same key."""
         raw = record.encode()
         key = (record.otid, record.topic)
@@ -299,12 +344,12 @@ class SRSClient:
         self._sources[key] = raw
         self._broadcast(raw)
 
-    def remove_source(self, otid: bytes, topic: str) -> None:
+    def send_source_delete(self, otid: bytes, topic: str) -> None:
         """Delete a source (SDR) at every SRS."""
         if self._sources.pop((otid, topic), None) is not None:
             self._broadcast(SourceDelete(otid, topic).encode())
 
-    def add_receiver(self, topic: str) -> None:
+    def send_receiver(self, topic: str) -> None:
         """Register interest in ``topic`` (one RIR per topic, however many receivers)."""
         count = self._receivers.get(topic, 0)
         self._receivers[topic] = count + 1
@@ -313,7 +358,8 @@ class SRSClient:
             self._receiver_raw[topic] = raw
             self._broadcast(raw)
 
-    def remove_receiver(self, topic: str) -> None:
+    def send_receiver_delete(self, topic: str) -> None:
+        """Drop one receiver's interest in ``topic`` (the RDR goes with the last one)."""
         count = self._receivers.get(topic, 0)
         if count > 1:
             self._receivers[topic] = count - 1
@@ -322,7 +368,7 @@ class SRSClient:
             del self._receiver_raw[topic]
             self._broadcast(self._interest_record(ReceiverDelete, topic))
 
-    def add_wildcard(self, pattern: str) -> None:
+    def send_wildcard(self, pattern: str) -> None:
         """Register a wildcard receiver's pattern (WIR)."""
         count = self._patterns.get(pattern, 0)
         self._patterns[pattern] = count + 1
@@ -331,7 +377,8 @@ class SRSClient:
             self._pattern_raw[pattern] = raw
             self._broadcast(raw)
 
-    def remove_wildcard(self, pattern: str) -> None:
+    def send_wildcard_delete(self, pattern: str) -> None:
+        """Drop one wildcard receiver's pattern (the WDR goes with the last one)."""
         count = self._patterns.get(pattern, 0)
         if count > 1:
             self._patterns[pattern] = count - 1
@@ -349,7 +396,7 @@ class SRSClient:
         return len(self._known)
 
     def registered_slots(self) -> list[int]:
-        return [s.index for s in self.slots if s.state == STREAMING]
+        return [s.index for s in self.slots if s.state is SlotState.STREAMING]
 
     def _interest_record(self, cls: type[ReceiverInfo | ReceiverDelete], topic: str) -> bytes:
         return cls(
@@ -365,7 +412,7 @@ class SRSClient:
 
     def _broadcast(self, raw: bytes) -> None:
         for slot in self.slots:
-            if slot.state == STREAMING:
+            if slot.state is SlotState.STREAMING:
                 self._send(slot.index, _frames([raw]))
 
     # ------------------------------------------------------------------ the adapter's side
@@ -391,9 +438,10 @@ class SRSClient:
         events, self._events = self._events, []
         return events
 
-    def connection_made(self, index: int, now: float) -> None:
+    def receive_connected(self, index: int, now: float) -> None:
+        """The adapter connected slot ``index``: SETUP and the registration request go out."""
         slot = self.slots[index]
-        slot.state = REGISTERING
+        slot._transition(SlotInput.CONNECTED)
         slot.decoder = SRSStreamDecoder()
         slot.last_rx = now
         slot.next_keepalive = now + self.keepalive_interval
@@ -410,17 +458,22 @@ class SRSClient:
         )
         self._send(index, encode(setup) + encode(RequestResponse(REGISTRATION_STREAM, request)))
 
-    def connection_failed(self, index: int, now: float, reason: str = "connect failed") -> None:
-        self._down(self.slots[index], now, reason, close=False)
+    def receive_connect_failed(
+        self, index: int, now: float, reason: str = "connect failed"
+    ) -> None:
+        """The adapter's connect for slot ``index`` failed: reconnect after the back-off."""
+        self._down(self.slots[index], now, reason, close=False, what=SlotInput.CONNECT_FAILED)
 
-    def connection_lost(self, index: int, now: float) -> None:
+    def receive_disconnected(self, index: int, now: float) -> None:
+        """Slot ``index``'s connection is gone (ignored when the core already dropped it)."""
         slot = self.slots[index]
-        if slot.state != DOWN:
+        if slot.state is not SlotState.DOWN:
             self._down(slot, now, "connection lost", close=False)
 
-    def data_received(self, index: int, data: bytes | bytearray | memoryview, now: float) -> None:
+    def receive_data(self, index: int, data: bytes | bytearray | memoryview, now: float) -> None:
+        """Bytes from slot ``index``'s SRS."""
         slot = self.slots[index]
-        if slot.state not in (REGISTERING, STREAMING):
+        if slot.state not in (SlotState.REGISTERING, SlotState.STREAMING):
             return
         slot.last_rx = now
         try:
@@ -433,27 +486,24 @@ class SRSClient:
                     raise SRSError(f"SRS sent ERROR 0x{frame.code:x}: {frame.text[:80]}")
                 message = getattr(frame, "message", None)
                 if isinstance(message, RegistrationResponse):
-                    if slot.state != REGISTERING:
-                        raise SRSError("unexpected registration response")
                     self._registered(slot, message, now)
                 elif isinstance(message, Batch):
-                    if slot.state != STREAMING:
-                        raise SRSError("records before the registration response")
+                    slot._transition(SlotInput.RECORDS)
                     for rec in message.records:
                         self._record(slot, rec)
                 elif message is not None:
                     raise SRSError(f"unexpected {type(message).__name__} from the SRS")
-        except SRSError as exc:
+        except RemoteProtocolError as exc:  # SRSError included
             self.malformed += 1
             self._down(slot, now, f"bad input from the SRS: {exc}", close=True)
 
     def handle_timer(self, now: float) -> None:
         for slot in self.slots:
-            if slot.state == DOWN:
+            if slot.state is SlotState.DOWN:
                 if now >= slot.reconnect_at:
-                    slot.state = CONNECTING
+                    slot._transition(SlotInput.RECONNECT_DUE)
                     self._connects.append(slot.index)
-            elif slot.state in (REGISTERING, STREAMING):
+            elif slot.state in (SlotState.REGISTERING, SlotState.STREAMING):
                 if slot.resync_at is not None and now >= slot.resync_at:
                     slot.resync_at = None
                     self._drop_unconfirmed()
@@ -466,9 +516,9 @@ class SRSClient:
     def next_timer(self) -> float | None:
         deadline: float | None = None
         for slot in self.slots:
-            if slot.state == DOWN:
+            if slot.state is SlotState.DOWN:
                 t = slot.reconnect_at
-            elif slot.state in (REGISTERING, STREAMING):
+            elif slot.state in (SlotState.REGISTERING, SlotState.STREAMING):
                 t = min(slot.next_keepalive, slot.last_rx + self.max_lifetime)
                 if slot.resync_at is not None:
                     t = min(t, slot.resync_at)
@@ -481,7 +531,7 @@ class SRSClient:
     # -------------------------------------------------------------------------- internals
 
     def _registered(self, slot: _Slot, response: RegistrationResponse, now: float) -> None:
-        slot.state = STREAMING
+        slot._transition(SlotInput.REGISTERED)
         slot.client_id = response.client_id
         slot.backoff = 0.0
         slot.resync_at = now + self.resync_grace
@@ -532,13 +582,21 @@ class SRSClient:
             known = self._known.pop(key)
             self._event(SourceWithdrawn(known.record, -1))
 
-    def _down(self, slot: _Slot, now: float, reason: str, *, close: bool) -> None:
+    def _down(
+        self,
+        slot: _Slot,
+        now: float,
+        reason: str,
+        *,
+        close: bool,
+        what: SlotInput = SlotInput.LOST,
+    ) -> None:
         was = slot.state
-        slot.state = DOWN
+        slot._transition(what)
         slot.client_id = None
         slot.resync_at = None
         self._writes.pop(slot.index, None)
-        if close and was != DOWN:
+        if close and was is not SlotState.DOWN:
             self._closes.append(slot.index)
         if slot.backoff <= 0:
             slot.backoff = self.reconnect_min

@@ -1,0 +1,485 @@
+"""Who gets which record: the SRS's relay, and the meaning of every record a client sends.
+
+Theory of operation
+-------------------
+:meth:`Relay.receive_record` applies one record from a registered client to the tables
+(:mod:`umcore.srs.registry`) and queues what other clients must hear, on their sessions'
+record queues (:mod:`umcore.srs.session`):
+
+- a new SIR goes to every *other* streaming client interested in its topic (an RIR for it, or a
+  WIR pattern matching it) and to every flood-mode client; a new RIR/WIR is answered with the
+  matching known SIRs;
+- forward-interest clients (interest modes 2/3, DROs) also receive other clients' RIR/WIR and
+  the RER/WER (receiver / wildcard receiver end records) when that interest ends;
+- DIR (domain info) and RTIR (route info) go to every client, CNIR (context name info) to the
+  clients that asked with a CNQR (context name query) for that name;
+- an SDR (source delete) removes the source at once and its SER (the SIR with cost -1) follows
+  after the back-off held by :mod:`umcore.srs.lifetimes`; a SIR for the same source inside the
+  back-off cancels the SER.  The SRS never relays SDRs.
+
+:meth:`Relay.send_stream_opening` is the SRS side of a stream opening (routes and domains of
+the TRD, every SIR for a flood client, the matching SIRs of interest kept across a
+reconnect); :meth:`Relay.expire_unconfirmed` deletes what a lifetime expired and announces the
+ends.  Duplicates, mismatches and records a client may not send are counted in the SRS and
+client statistics; what the bounds refuse in :class:`~umcore.srs.common.Refused`.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+from umcore.srs.common import (
+    MAX_INTEREST_PER_CLIENT,
+    MAX_NAMES_PER_CLIENT,
+    MAX_PATTERNS_PER_CLIENT,
+    MAX_ROUTES_PER_CLIENT,
+    MAX_SOURCES_PER_CLIENT,
+    EventLog,
+    Refused,
+    ServerConfig,
+)
+from umcore.srs.lifetimes import Lifetimes
+from umcore.srs.registry import Client, Registry, Source
+from umcore.srs.session import QueueService
+from umcore.srs.stats import SRSErrorStats, SRSStats
+from umcore.wire.srs_messages import (
+    SER_COST,
+    BatchRecord,
+    ContextNameEnd,
+    ContextNameInfo,
+    ContextNameQuery,
+    DomainInfo,
+    ReceiverDelete,
+    ReceiverEnd,
+    ReceiverInfo,
+    RouteEnd,
+    RouteInfo,
+    SourceDelete,
+    SourceInfo,
+    SourceLeave,
+    WildcardReceiverDelete,
+    WildcardReceiverEnd,
+    WildcardReceiverInfo,
+)
+
+__all__ = ["Relay"]
+
+_SER_TAIL = struct.pack("!i", SER_COST)
+
+
+def ser_of(raw: bytes) -> bytes:
+    """The SER (source end record) for a source: its SIR with cost -1.  ``cost`` is the SIR's
+    last field (an i32), so the SER is the SIR's bytes with their last four replaced."""
+    return raw[:-4] + _SER_TAIL
+
+
+class Relay:
+    """The records' semantics and their fan-out; see the module docstring."""
+
+    __slots__ = (
+        "config",
+        "errors",
+        "events",
+        "lifetimes",
+        "queues",
+        "refused",
+        "registry",
+        "stats",
+    )
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        registry: Registry,
+        queues: QueueService,
+        lifetimes: Lifetimes,
+        events: EventLog,
+        stats: SRSStats,
+        errors: SRSErrorStats,
+        refused: Refused,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.queues = queues
+        self.lifetimes = lifetimes
+        self.events = events
+        self.stats = stats
+        self.errors = errors
+        self.refused = refused
+
+    def _queue(self, client: Client, raw: bytes) -> None:
+        conn = client.conn
+        if conn is not None:
+            self.queues.queue(conn, raw)
+
+    def _schedule_ser(self, src: Source, now: float) -> None:
+        """A source was deleted: its SER goes out after the back-off (at once without one)."""
+        if not self.lifetimes.schedule_ser(src, now):
+            self.send_ser(src)
+
+    def send_stream_opening(self, client: Client) -> None:
+        """Initial exchange, SRS side: routes and domains of the TRD, every SIR in flood mode,
+        and the matching SIRs of interest the client kept across a reconnect."""
+        for other in self.registry.clients.values():
+            if other is client:
+                continue
+            for dr, _flag in other.dr_records.values():
+                self._queue(client, dr.encode())
+                client.stats.client_dir_sent_count += 1
+            for rt, _flag in other.routes.values():
+                self._queue(client, rt.encode())
+                client.stats.client_rtir_sent_count += 1
+        if not client.filter_mode:
+            for src in self.registry.sources.values():
+                if src.owner is not client:
+                    self._queue_sir(client, src)
+
+    def receive_record(self, client: Client, rec: BatchRecord, now: float) -> None:
+        t = type(rec)
+        if t is SourceInfo:
+            assert isinstance(rec, SourceInfo)
+            self._sir(client, rec, now)
+        elif t is ReceiverInfo:
+            assert isinstance(rec, ReceiverInfo)
+            self._rir(client, rec, now)
+        elif t is SourceDelete:
+            assert isinstance(rec, SourceDelete)
+            self._sdr(client, rec, now)
+        elif t is ReceiverDelete:
+            assert isinstance(rec, ReceiverDelete)
+            self._rdr(client, rec, now)
+        elif t is WildcardReceiverInfo:
+            assert isinstance(rec, WildcardReceiverInfo)
+            self._wir(client, rec, now)
+        elif t is WildcardReceiverDelete:
+            assert isinstance(rec, WildcardReceiverDelete)
+            self._wdr(client, rec, now)
+        elif t is SourceLeave:
+            assert isinstance(rec, SourceLeave)
+            self._slr(client, rec, now)
+        elif t is DomainInfo:
+            assert isinstance(rec, DomainInfo)
+            self._dir(client, rec, now)
+        elif t is RouteInfo:
+            assert isinstance(rec, RouteInfo)
+            self._rtir(client, rec, now)
+        elif t is ContextNameInfo:
+            assert isinstance(rec, ContextNameInfo)
+            self._cnir(client, rec, now)
+        elif t is ContextNameQuery:
+            assert isinstance(rec, ContextNameQuery)
+            self._cnqr(client, rec, now)
+        elif t is ContextNameEnd:
+            client.stats.client_unexpected_cner_received_count += 1
+        else:  # RER, WER, RTER: the SRS's own records, never sent by a client
+            client.err.client_invalid_srs_message_received_count += 1
+
+    def _sir(self, client: Client, rec: SourceInfo, now: float) -> None:
+        st = client.stats
+        if rec.cost == SER_COST:  # a client may not end sources by SER; SDR is the way
+            client.err.client_invalid_srs_message_received_count += 1
+            return
+        topic = rec.topic = sys.intern(rec.topic)  # one string per topic, however many refer
+        key = (rec.otid, topic)
+        src = self.registry.sources.get(key)
+        raw = rec.encode()
+        if src is not None:
+            if src.owner is not client:
+                self.errors.clients_duplicate_sir_count += 1
+                return
+            pending = self.lifetimes.cancel_ser(key)
+            changed = src.raw != raw
+            if not src.active:  # re-confirmed after a reconnect
+                src.active = True
+            elif pending is None and not changed:
+                self.errors.clients_duplicate_sir_count += 1
+                return
+            src.raw = raw
+            if changed:
+                self._relay_sir(src)
+            return
+        deleted = self.lifetimes.pending_ser(key)
+        if deleted is not None and deleted.owner is client:
+            # Deleted and re-created inside the back-off: cancel the SER; receivers still
+            # hold the source, so relay only if it changed.
+            self.lifetimes.cancel_ser(key)
+            changed = deleted.raw != raw
+        else:
+            changed = True
+        if len(self.registry.sources) >= self.config.max_sources or (
+            len(client.sources) >= MAX_SOURCES_PER_CLIENT
+        ):
+            self.refused.sources += 1
+            return
+        st.client_sir_received_count += 1
+        src = Source(key, raw, client)
+        self.registry.add_source(src)
+        st.client_active_sir_count = len(client.sources)
+        if st.client_active_sir_count > st.client_max_concurrent_sir_count:
+            st.client_max_concurrent_sir_count = st.client_active_sir_count
+        if self.events.keep:
+            self.events.add("SIR", client, now, rec)
+        if changed:
+            self._relay_sir(src)
+
+    def _relay_sir(self, src: Source) -> None:
+        for c in self.registry.recipients(src.key[1], src.owner):
+            if c.streaming:
+                self._queue_sir(c, src)
+
+    def _queue_sir(self, client: Client, src: Source) -> None:
+        self._queue(client, src.raw)
+        client.stats.client_sir_sent_count += 1
+
+    def _sdr(self, client: Client, rec: SourceDelete, now: float) -> None:
+        client.stats.client_sdr_received_count += 1
+        key = (rec.otid, rec.topic)
+        src = client.sources.get(key)
+        if src is None:
+            if rec.topic not in self.registry.by_topic:
+                self.errors.clients_invalid_sdr_no_topic_match_count += 1
+            else:
+                self.errors.clients_invalid_sdr_no_otid_match_count += 1
+            client.err.client_invalid_sdr_received_count += 1
+            return
+        self.registry.remove_source(src)
+        client.stats.client_active_sir_count = len(client.sources)
+        if self.events.keep:
+            self.events.add("SDR", client, now, rec)
+        self._schedule_ser(src, now)
+
+    def send_ser(self, src: Source) -> None:
+        raw = ser_of(src.raw)
+        for c in self.registry.recipients(src.key[1], src.owner):
+            if c.streaming:
+                self._queue(c, raw)
+                c.stats.client_ser_sent_count += 1
+
+    def _rir(self, client: Client, rec: ReceiverInfo, now: float) -> None:
+        topic = rec.topic = sys.intern(rec.topic)
+        state = client.interest.get(topic)
+        if state is True:
+            self.errors.clients_duplicate_rir_count += 1
+            client.err.client_duplicate_rir_received_count += 1
+            return
+        if state is None:
+            if len(client.interest) >= MAX_INTEREST_PER_CLIENT:
+                self.refused.interest += 1
+                return
+            client.stats.client_rir_received_count += 1
+            self.registry.add_interest(client, topic)
+            if self.events.keep:
+                self.events.add("RIR", client, now, rec)
+            self._forward_interest(client, rec, "rir")
+        client.interest[topic] = True
+        if client.streaming:
+            for src in self.registry.by_topic.get(topic, {}).values():
+                if src.owner is not client:
+                    self._queue_sir(client, src)
+
+    def _rdr(self, client: Client, rec: ReceiverDelete, now: float) -> None:
+        client.stats.client_rdr_received_count += 1
+        if client.interest.pop(rec.topic, None) is None:
+            return
+        self.registry.drop_interest(client, rec.topic)
+        if self.events.keep:
+            self.events.add("RDR", client, now, rec)
+        self._forward_interest(client, ReceiverEnd(rec.topic, domain_id=rec.domain_id), "rer")
+
+    def _wir(self, client: Client, rec: WildcardReceiverInfo, now: float) -> None:
+        pattern = rec.pattern
+        state = client.patterns.get(pattern)
+        if state is True:
+            self.errors.clients_duplicate_wir_count += 1
+            client.err.client_duplicate_wir_received_count += 1
+            return
+        entry = self.registry.patterns.get(pattern)
+        regex = entry[0] if entry is not None else None
+        if state is None:
+            if len(client.patterns) >= MAX_PATTERNS_PER_CLIENT:
+                self.refused.patterns += 1
+                return
+            regex = self.registry.add_pattern(client, pattern)
+            if regex is None:
+                client.err.client_invalid_srs_message_received_count += 1
+                return
+            client.stats.client_wir_received_count += 1
+            if self.events.keep:
+                self.events.add("WIR", client, now, rec)
+            self._forward_interest(client, rec, "wir")
+        client.patterns[pattern] = True
+        if client.streaming and regex is not None:
+            for topic, sources in self.registry.by_topic.items():
+                if regex.search(topic) is not None:
+                    for src in sources.values():
+                        if src.owner is not client:
+                            self._queue_sir(client, src)
+
+    def _wdr(self, client: Client, rec: WildcardReceiverDelete, now: float) -> None:
+        client.stats.client_wdr_received_count += 1
+        if client.patterns.pop(rec.pattern, None) is None:
+            return
+        self.registry.drop_pattern(client, rec.pattern)
+        if self.events.keep:
+            self.events.add("WDR", client, now, rec)
+        end = WildcardReceiverEnd(rec.pattern, domain_id=rec.domain_id)
+        self._forward_interest(client, end, "wer")
+
+    def _forward_interest(self, origin: Client, rec: BatchRecord, kind: str) -> None:
+        if not self.registry.forward:
+            return
+        raw = rec.encode()
+        for c in self.registry.forward:
+            if c is not origin and c.streaming:
+                self._queue(c, raw)
+                counter = f"client_{kind}_sent_count"
+                setattr(c.stats, counter, getattr(c.stats, counter) + 1)
+
+    def _slr(self, client: Client, rec: SourceLeave, now: float) -> None:
+        client.stats.client_slr_received_count += 1
+        if (rec.otid, rec.topic) in self.registry.sources:
+            pass
+        elif rec.topic not in self.registry.by_topic:
+            self.errors.clients_invalid_slr_no_topic_match_count += 1
+        else:
+            self.stats.clients_slr_no_otid_match_count += 1
+        if self.events.keep:
+            self.events.add("SLR", client, now, rec)
+
+    def _dir(self, client: Client, rec: DomainInfo, now: float) -> None:
+        entry = client.dr_records.get(rec.domain_id)
+        if entry is not None and entry[1]:
+            self.errors.clients_duplicate_dir_count += 1
+            return
+        if self.registry.dir_domain is not None and self.registry.dir_domain != rec.domain_id:
+            self.errors.clients_mismatched_dir_count += 1
+        self.registry.dir_domain = rec.domain_id
+        if entry is None and len(client.dr_records) >= MAX_ROUTES_PER_CLIENT:
+            self.refused.routes += 1
+            return
+        client.dr_records[rec.domain_id] = (rec, True)
+        if entry is None:
+            raw = rec.encode()
+            for c in self.registry.clients.values():
+                if c is not client and c.streaming:
+                    self._queue(c, raw)
+                    c.stats.client_dir_sent_count += 1
+
+    def _rtir(self, client: Client, rec: RouteInfo, now: float) -> None:
+        client.stats.client_rtir_received_count += 1
+        raw = rec.encode()
+        entry = client.routes.get(raw)
+        if entry is not None and entry[1]:
+            self.errors.clients_duplicate_rtir_count += 1
+            client.err.client_duplicate_rtir_received_count += 1
+            return
+        if entry is None and len(client.routes) >= MAX_ROUTES_PER_CLIENT:
+            self.refused.routes += 1
+            return
+        client.routes[raw] = (rec, True)
+        if self.events.keep:
+            self.events.add("RTIR", client, now, rec)
+        if entry is None:
+            for c in self.registry.clients.values():
+                if c is not client and c.streaming:
+                    self._queue(c, raw)
+                    c.stats.client_rtir_sent_count += 1
+
+    def _cnir(self, client: Client, rec: ContextNameInfo, now: float) -> None:
+        client.stats.client_cnir_received_count += 1
+        entry = client.names.get(rec.name)
+        if entry is not None and entry[1]:
+            if entry[0] == rec:
+                self.stats.clients_duplicate_cnir_count += 1
+                client.err.client_duplicate_cnir_received_count += 1
+                return
+            self.errors.clients_invalid_cnir_name_mismatch_count += 1
+        elif client.names and rec.name not in client.names:
+            self.errors.clients_invalid_cnir_name_mismatch_count += 1
+        if entry is None and len(client.names) >= MAX_NAMES_PER_CLIENT:
+            self.refused.names += 1
+            return
+        client.names[rec.name] = (rec, True)
+        if self.events.keep:
+            self.events.add("CNIR", client, now, rec)
+        raw = rec.encode()
+        for c in self.registry.clients.values():
+            if c is not client and rec.name in c.cname_query and c.streaming:
+                self._queue(c, raw)
+                c.stats.client_cnir_sent_count += 1
+
+    def _cnqr(self, client: Client, rec: ContextNameQuery, now: float) -> None:
+        client.stats.client_cnqr_received_count += 1
+        if rec.name in client.cname_query:
+            client.err.client_duplicate_cnqr_received_count += 1
+        elif len(client.cname_query) >= MAX_NAMES_PER_CLIENT:
+            self.refused.names += 1
+            return
+        client.cname_query.add(rec.name)
+        if self.events.keep:
+            self.events.add("CNQR", client, now, rec)
+        if client.streaming:
+            for other in self.registry.clients.values():
+                entry = other.names.get(rec.name)
+                if entry is not None and other is not client:
+                    self._queue(client, entry[0].encode())
+                    client.stats.client_cnir_sent_count += 1
+
+    def expire_unconfirmed(self, client: Client, kind: str, now: float) -> None:
+        s = self.stats
+        if kind == "sources":
+            for src in [x for x in client.sources.values() if not x.active]:
+                self.registry.remove_source(src)
+                s.clients_expired_sir_count += 1
+                self._schedule_ser(src, now)
+            client.stats.client_active_sir_count = len(client.sources)
+        elif kind == "interest":
+            for topic in [t for t, a in client.interest.items() if not a]:
+                del client.interest[topic]
+                self.registry.drop_interest(client, topic)
+                s.clients_expired_rir_count += 1
+                self._forward_interest(client, ReceiverEnd(topic), "rer")
+            for pattern in [p for p, a in client.patterns.items() if not a]:
+                del client.patterns[pattern]
+                self.registry.drop_pattern(client, pattern)
+                s.clients_expired_wir_count += 1
+                self._forward_interest(client, WildcardReceiverEnd(pattern), "wer")
+        elif kind == "routes":
+            for key, (rt, active) in list(client.routes.items()):
+                if not active:
+                    del client.routes[key]
+                    s.clients_expired_rtir_count += 1
+                    end = RouteEnd(
+                        rt.domains,
+                        rt.ip,
+                        rt.port,
+                        route_index=rt.route_index,
+                        context_instance=rt.context_instance,
+                        context_type=rt.context_type,
+                    ).encode()
+                    for c in self.registry.clients.values():
+                        if c is not client and c.streaming:
+                            self._queue(c, end)
+                            c.stats.client_rter_sent_count += 1
+            for dom, (_d, active) in list(client.dr_records.items()):
+                if not active:
+                    del client.dr_records[dom]
+                    s.clients_expired_dir_count += 1
+        elif kind == "names":
+            for name, (cn, active) in list(client.names.items()):
+                if not active:
+                    del client.names[name]
+                    s.clients_expired_cnir_count += 1
+                    end = ContextNameEnd(
+                        cn.name,
+                        cn.ip,
+                        cn.port,
+                        domain_id=cn.domain_id,
+                        origin_context_instance=cn.origin_context_instance,
+                        context_instance=cn.context_instance,
+                        context_type=cn.context_type,
+                    ).encode()
+                    for c in self.registry.clients.values():
+                        if c is not client and name in c.cname_query and c.streaming:
+                            self._queue(c, end)
