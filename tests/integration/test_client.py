@@ -59,7 +59,7 @@ async def test_100k_messages_complete_and_in_order(
         assert state["errors"] == 0
         assert state["frag"] == 10
         assert [x.type for x in got] == [m.MSG_BOS]
-        assert src._core.stats.datagrams_sent < n / 10  # implicit batching happened
+        assert src.core.stats.datagrams_sent < n / 10  # implicit batching happened
         await src.close()
         await until(lambda: got[-1].type == m.MSG_EOS)
     assert any("new client" in line for line in lbmrd.lines)

@@ -11,6 +11,7 @@ import pytest
 from tests.integration.helpers import load_configuration, until
 from umcore.api import Context, Message
 from umcore.api import message as m
+from umcore.wire import lbmc
 from umcore.config.attributes import Configuration
 from umcore.features.properties import PROP_BYTE, PROP_FLOAT, PROP_SHORT, MessageProperties
 
@@ -74,12 +75,14 @@ async def test_otr_fills_gap_the_transport_gave_up_on(config: Configuration) -> 
         await until(lambda: src.receivers > 0, "receiver connected")
         # Inject a gap in the sans-IO layer: the source skips sqn 5 on the wire (as if the
         # transport had lost it for good); it is still in the retention buffer.
+        now = asyncio.get_running_loop().time
         for i in range(10):
             if i == 5:
-                ext = src._ext
-                ext.retention.add(5, b"five", asyncio.get_running_loop().time())
-                topic = src._core._topics[src.tidx]
-                topic.sqn += 1
+                src.ext.retention.add(5, b"five", now())
+                continue
+            if i == 6:  # sent with its own sqn: the topic's sequence numbers skip 5
+                frame = lbmc.encode_data(src.tidx, 6, b"m6")
+                src.session.write(src.core.send_framed(src.tidx, frame, 6, now(), flush=True))
                 continue
             await src.send(f"m{i}".encode(), flush=True)
         data = [x for x in got if x.type == m.MSG_DATA]
@@ -115,7 +118,7 @@ async def test_request_response_round_trip(config: Configuration) -> None:
         req2 = await src.send_request(b"q2", responses.append)
         req2.close()
         await until(lambda: len(answered) == 2, "second request answered")
-        await until(lambda: qctx._features.requests.stats.responses_dropped == 3, "dropped")
+        await until(lambda: qctx.features.requests.stats.responses_dropped == 3, "dropped")
         assert len(responses) == 3
         await rcv.close()
         await src.close()

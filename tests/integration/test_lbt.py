@@ -75,7 +75,7 @@ async def _run(
                     await asyncio.sleep(0)
             src.flush()
             await done.wait()
-        dropped = a._lbt.fault_dropped + b._lbt.fault_dropped
+        dropped = a.lbt.fault_dropped + b.lbt.fault_dropped
         await src.close()
         await rcv.close()
     return got, events, dropped

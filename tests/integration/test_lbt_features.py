@@ -49,7 +49,7 @@ async def test_late_join_then_live_no_gap_no_duplicate(transport: str) -> None:
         rcv = await rctx.create_receiver(
             "lj.lbt", lambda msg: got.append(msg) if msg.type == m.MSG_DATA else None
         )
-        await until(lambda: any(js.conn is not None for js in rctx._joined.values()), "joined")
+        await until(lambda: any(js.conn is not None for js in rctx.joined.values()), "joined")
         for i in range(300, 400):
             await src.send(i.to_bytes(4, "big"), flush=True)
             await asyncio.sleep(0.002)
@@ -96,7 +96,7 @@ async def test_otr_fills_the_gaps_the_transport_gave_up_on(transport: str) -> No
             # alone loses 10% of its datagrams (the injector reads the fraction per datagram).
             await src.send((0).to_bytes(4, "big"), flush=True)
             await until(lambda: len(data()) >= 1, "message 0 before loss starts")
-            rctx._lbt.drop_receive = 0.1
+            rctx.lbt.drop_receive = 0.1
             for i in range(1, n):
                 await src.send(i.to_bytes(4, "big"), flush=True)
                 await asyncio.sleep(0.001)
@@ -106,8 +106,8 @@ async def test_otr_fills_the_gaps_the_transport_gave_up_on(transport: str) -> No
             assert [int.from_bytes(x.data, "big") for x in data()] == list(range(n))
             otr = [x for x in data() if x.flags & m.MSG_FLAG_OTR]
             assert otr, "no message came through OTR"
-            assert rctx._lbt.fault_dropped > 0
-            (js,) = rctx._joined.values()
+            assert rctx.lbt.fault_dropped > 0
+            (js,) = rctx.joined.values()
             assert js.core.stats.naks_sent == 0 and js.core.stats.unrecovered_tmo > 0
             lost = (m.MSG_UNRECOVERABLE_LOSS, m.MSG_UNRECOVERABLE_LOSS_BURST)
             assert not any(x.type in lost for x in got)

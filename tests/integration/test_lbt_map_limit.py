@@ -29,7 +29,7 @@ async def test_context_option_sizes_every_dc_order_map(transport: str) -> None:
         for s in srcs:
             await s.send(b"x", flush=True)
         await until(lambda: sum(x.type == m.MSG_DATA for x in got) >= 2, "two messages")
-        dcs = [dc for js in rctx._joined.values() for dc in js.core.dcs.values()]
+        dcs = [dc for js in rctx.joined.values() for dc in js.core.dcs.values()]
         assert len(dcs) == 2
         assert [dc.max_map_entries for dc in dcs] == [1234, 1234]
         for r in rcvs:

@@ -61,8 +61,8 @@ async def test_lbt_sessions_are_sampled_with_their_counters(transport: str) -> N
                 if i & 0x3F == 0:
                     await asyncio.sleep(0.001)
             await done.wait()
-        score = src._core
-        (js,) = b._joined.values()
+        score = src.core
+        (js,) = b.joined.values()
         rcore = js.core
 
         (s_sample,) = [t for t in automatic.sample_context(a).transports if t.kind == transport]

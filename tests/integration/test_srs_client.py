@@ -80,12 +80,12 @@ async def closing(*ctxs: Context) -> AsyncIterator[None]:
         yield
     finally:
         for ctx in ctxs:
-            for s in list(ctx._sources):
+            for s in list(ctx.sources):
                 await s.close()
-            for rs in list(ctx._receivers.values()):
+            for rs in list(ctx.receivers.values()):
                 for r in list(rs):
                     await r.close()
-            for w in list(ctx._wildcards):
+            for w in list(ctx.wildcards):
                 await w.close()
             await ctx.close()
 
@@ -129,7 +129,7 @@ async def test_pubsub_with_udp_tr_disabled_sends_no_resolver_datagram(
             await until(lambda: len(inbox.data()) == 100, "100 messages", srs)
             assert inbox.data() == [b"m%d" % i for i in range(100)]
             assert inbox.count(m.MSG_BOS) == 1
-            assert a._endpoint is None and b._endpoint is None
+            assert a.endpoint is None and b.endpoint is None
             for ctx in (a, b):
                 st = ctx.resolver_stats
                 assert (st.datagrams_sent, st.datagrams_received, st.keepalives_sent) == (0, 0, 0)
@@ -140,7 +140,7 @@ async def test_pubsub_with_udp_tr_disabled_sends_no_resolver_datagram(
             async with closing(c):
                 await c.create_source("udp.on")
                 await probe.recv(WAIT)
-                assert c._endpoint is not None
+                assert c.endpoint is not None
     finally:
         probe.close()
         assert await srs.stop(signal.SIGINT) == 0
@@ -359,7 +359,7 @@ async def test_srs_and_udp_tr_together(
         udp_only = await Context.create({"resolver_service": "0.0.0.0:0"})
         srs_only = await Context.create({"resolver_disable_udp_topic_resolution": "1"})
         async with closing(both, udp_only, srs_only):
-            assert udp_only.srs is None and srs_only._endpoint is None
+            assert udp_only.srs is None and srs_only.endpoint is None
             s1 = await udp_only.create_source("mix.udp")
             s2 = await srs_only.create_source("mix.srs")
             in1, in2 = Inbox(), Inbox()
@@ -421,7 +421,7 @@ async def test_failed_join_is_retried(tmp_path: Path, configure: Callable[..., N
             # A re-join is counted when its connect starts: wait for the second one to have
             # failed too (a failed connect leaves no joined session behind).
             await until(
-                lambda: b.srs.rejoins >= 2 and not b._joined,  # type: ignore[union-attr]
+                lambda: b.srs.rejoins >= 2 and not b.joined,  # type: ignore[union-attr]
                 "two failed re-joins",
             )
             assert inbox.messages == []

@@ -165,7 +165,7 @@ async def test_srs_statistics_count_the_connected_contexts(tmp_path: Path, mcast
             assert heads == {10}  # SRS
             assert all(s.attributes.application_id == "srs-e2e" for s in stats.messages)
             # Live values: y leaves, the count follows.
-            for s in list(y._sources):
+            for s in list(y.sources):
                 await s.close()
             await y.close()
             n = len(stats.srs_stats())

@@ -136,7 +136,7 @@ async def test_context_publishes_what_it_counted(loopback: Path) -> None:
         assert rt.WhichOneof("TransportType") == "tcp"
         assert rt.tcp.lbm_msgs_no_topic_rcved == 0
         assert rt.tcp.bytes_rcved >= n * size  # payloads plus LBMC headers
-        assert rt.tcp.bytes_rcved == app._joined[next(iter(app._joined))].core.stats.bytes_received
+        assert rt.tcp.bytes_rcved == app.joined[next(iter(app.joined))].core.stats.bytes_received
         assert r.attributes.process_id == os.getpid()
         assert r.attributes.object_id == id(app)
         assert r.attributes.sender_ipv4 == "127.0.0.1"
@@ -156,7 +156,7 @@ async def test_context_publishes_what_it_counted(loopback: Path) -> None:
         assert ctx.tr_src_topics == 1
         assert ctx.tr_rcv_topics == 2
         assert ctx.tr_rcv_unresolved_topics == 1
-        ep = app._endpoint
+        ep = app.endpoint
         assert ep is not None
         assert 0 < ctx.tr_dgrams_sent <= ep.datagrams_sent
         assert 0 < ctx.tr_bytes_sent <= ep.bytes_sent
@@ -279,7 +279,7 @@ async def test_unrecoverable_loss_is_counted(loopback: Path) -> None:
         await src.send(b"first", flush=True)
         await asyncio.wait_for(delivered.wait(), WAIT)
         assert automatic.sample_context(app).context["fragments_unrecoverably_lost"] == 0
-        (js,) = app._joined.values()
+        (js,) = app.joined.values()
         (fan,) = js.fanouts.values()
         # A gap of three sequence numbers, as a DRO or a broken peer could cause: TCP cannot
         # repair it, the receiver is told at once.
