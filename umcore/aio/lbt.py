@@ -238,7 +238,7 @@ class LbtSourceEndpoint:
             ready = core.ready
             if ready:
                 ep = self.endpoint
-                sendto = ep._sock.sendto
+                sendto = ep.sock.sendto
                 for d in ready:
                     try:
                         nbytes = sendto(d, dest)

@@ -209,7 +209,7 @@ async def lbt_source_session(ctx: Context, kind: str, o: Any) -> _SourceSession:
             sndbuf=int(c.get("transport_lbtrm_source_socket_buffer", 1048576)),
         )
         core_rm.ucast_port = ep.local_address[1]
-        set_multicast_sender(ep._sock, host, int(c.get("resolver_multicast_ttl", 16)))
+        set_multicast_sender(ep.sock, host, int(c.get("resolver_multicast_ttl", 16)))
         endpoint = LbtSourceEndpoint(lctx, core_rm, ep)
         endpoint.group = (group, dport)
     s: _SourceSession = _lbt_session_class()(ctx, endpoint.core, endpoint)
