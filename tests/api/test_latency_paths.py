@@ -241,7 +241,7 @@ async def test_inline_send_bytes_counters_and_fallbacks(opts: None) -> None:
         rcv = await b.create_receiver("snd", lambda msg: None)
         src = await a.create_source("snd")
         await wait_for(lambda: src.receivers == 1)
-        assert src._one is src._core._topics[src.tidx]
+        assert src._one is src._core.topics[src.tidx]
         cap = _Capture()
         listener = src._listener
         saved = listener._writers
@@ -257,10 +257,10 @@ async def test_inline_send_bytes_counters_and_fallbacks(opts: None) -> None:
                 before[1] + 2,
                 before[2] + 15 + 16,
             )
-            assert src._core._topics[src.tidx].last_data > 0
+            assert src._core.topics[src.tidx].last_data > 0
             # A batched message first: the flush sends both, in order, in one write.
             await src.send(b"batched")
-            assert src._core._len and len(cap.writes) == 2
+            assert src._core.batch_len and len(cap.writes) == 2
             src.send_nowait(b"flushed", flush=True)
             assert cap.writes[2:] == [
                 frame(src.tidx, 2, b"batched") + frame(src.tidx, 3, b"flushed")
@@ -393,7 +393,7 @@ async def test_fused_paths_wrap_sequence_numbers_at_2_32(opts: None) -> None:
         saved = listener._writers
         listener._writers = [cap]
         try:
-            src._core._topics[t].sqn = 0xFFFFFFFF
+            src._core.topics[t].sqn = 0xFFFFFFFF
             src.send_nowait(b"x", flush=True)
             src.send_nowait(b"y", flush=True)
             assert cap.writes == [frame(t, 0xFFFFFFFF, b"x"), frame(t, 0, b"y")]

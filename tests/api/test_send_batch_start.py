@@ -60,7 +60,7 @@ async def test_batch_start_inline_keeps_timer_and_deadline(
         core = src._core
         for _ in range(27):  # batch 1: started on the general path (arms timer and TSNI)
             await src.send(P)
-        assert len(w.chunks) == 1 and core._len == 0
+        assert len(w.chunks) == 1 and core.batch_len == 0
         first = src._session.timer.deadline
         assert first == pytest.approx(100.2) and core.next_timer() == first
         assert core._tsni_check is not None
@@ -75,7 +75,7 @@ async def test_batch_start_inline_keeps_timer_and_deadline(
             assert not core.timer_dirty
             for _ in range(26):
                 await src.send(P)  # the 27th hands on inline
-            assert len(w.chunks) == b + 1 and core._len == 0
+            assert len(w.chunks) == b + 1 and core.batch_len == 0
         assert calls == []
         msgs = _data(w.chunks)
         assert [m.sqn for m in msgs] == list(range(6 * 27))
@@ -97,7 +97,7 @@ async def test_batch_start_goes_general_when_something_is_due(opts: None) -> Non
         core = src._core
         for _ in range(27):
             await src.send(P)
-        assert core._len == 0 and core._run_n == ~64
+        assert core.batch_len == 0 and core._run_n == ~64
         core._batch_timer = None  # as after a fired timer found no batch
         clock[0] = 101.0
         await src.send(P)
@@ -105,7 +105,7 @@ async def test_batch_start_goes_general_when_something_is_due(opts: None) -> Non
         assert src._session.timer.deadline == pytest.approx(101.2)
         for _ in range(26):
             await src.send(P)
-        assert core._len == 0
+        assert core.batch_len == 0
         core._tsni_check = None  # as after every topic went idle
         clock[0] = 102.0
         await src.send(P)
@@ -157,7 +157,7 @@ async def test_inline_paths_interleave_with_flush_and_send_nowait(opts: None) ->
                 out = core.handle_timer(deadline)
                 if out:
                     src._listener.write(out)
-            if not core._len:
+            if not core.batch_len:
                 oldest = None
             else:
                 assert oldest is not None
@@ -180,7 +180,7 @@ async def test_inline_paths_interleave_with_flush_and_send_nowait(opts: None) ->
             else:
                 await src.send(data)
             sent[s.topic].append(data)
-            if core._len and (oldest is None or core.stats.datagrams_sent != before):
+            if core.batch_len and (oldest is None or core.stats.datagrams_sent != before):
                 oldest = clock[0]
         src.flush()
         msgs = _data(w.chunks)

@@ -78,7 +78,7 @@ async def test_otr_fills_gap_the_transport_gave_up_on(config: Configuration) -> 
             if i == 5:
                 ext = src._ext
                 ext.retention.add(5, b"five", asyncio.get_running_loop().time())
-                topic = src._core._topics[src.tidx]
+                topic = src._core.topics[src.tidx]
                 topic.sqn += 1
                 continue
             await src.send(f"m{i}".encode(), flush=True)

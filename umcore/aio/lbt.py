@@ -353,7 +353,7 @@ class LbtSourceEndpoint:
         if self.closed:
             return
         core = self.core
-        if core._len:
+        if core.batch_len:
             core.flush()
         self.write()
         self.closed = True

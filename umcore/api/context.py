@@ -283,7 +283,7 @@ class Source:
         self.tidx = self._core.add_topic(topic, self._loop.time())
         #: The core's per-topic record while :meth:`send`'s inline fast path may run (open, no
         #: retention: :attr:`_ext`), else a marker that is never the core's open run.
-        self._rec: Any = self._core._topics[self.tidx]
+        self._rec: Any = self._core.topics[self.tidx]
         #: The open run's ``append`` (the core never replaces that list), bound once.
         self._push = self._core._run_pl.append
         #: A TCP session (its core and listener exactly ours): :meth:`send_nowait`'s
@@ -366,7 +366,7 @@ class Source:
     def _set_fast(self, fast: bool) -> None:
         self._fast = fast
         core = self._core
-        rec = core._topics[self.tidx]
+        rec = core.topics[self.tidx]
         if not fast and rec is not None and core._run is rec:
             core.end_run()  # its messages are framed; the next ones take the general path
         self._rec = rec if fast else _NOT_FAST
@@ -403,7 +403,7 @@ class Source:
         # _send_slow, which starts and hands on batches of the run inline as well.
         core = self._core
         n = len(data)
-        size = core._len + 12 + n
+        size = core.batch_len + 12 + n
         if (
             n == core._run_n
             and size < core.fast_limit
@@ -413,7 +413,7 @@ class Source:
             and properties is None
             and not app_headers
         ):
-            core._len = size
+            core.batch_len = size
             push = self._push  # a bound list.append held in an attribute: calling it as
             push(data)  # self._push(...) would take CPython 3.11's generic LOAD_METHOD
             return self._done
@@ -457,16 +457,16 @@ class Source:
                     core._run_n = n
                     core._run_time = now
                     core._batch_due = due
-                    core._len = size
+                    core.batch_len = size
                     push = self._push
                     push(data)
                     return self._done
             elif n == run_n:
-                size = core._len + 12 + n
+                size = core.batch_len + 12 + n
                 if core.batching_minimum_length <= size <= core.max_size:
                     push = self._push
                     push(data)
-                    core._len = size
+                    core.batch_len = size
                     listener = self._listener
                     clock = self._time
                     listener.write(core.hand_on_run(clock()))
@@ -533,7 +533,7 @@ class Source:
         core = self._core
         listener = self._listener
         n = len(data)
-        if core._len or listener._paused or n > core.max_payload:
+        if core.batch_len or listener._paused or n > core.max_payload:
             return self._send_nowait_general(data, flush, properties, app_headers)
         sqn = t.sqn
         if n == self._one_n:

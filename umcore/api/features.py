@@ -293,7 +293,7 @@ class ContextFeatures:
         # The batching source has no header-carrying send yet: whatever is batched goes first,
         # then this message on its own, taking the topic's next sequence number.
         pre = core.flush()
-        topic = core._topics[tidx]
+        topic = core.topics[tidx]
         assert topic is not None
         sqn = topic.sqn
         topic.sqn = (sqn + 1) & 0xFFFFFFFF

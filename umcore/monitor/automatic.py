@@ -69,7 +69,7 @@ log = logging.getLogger("umcore.monitor.automatic")
 # ------------------------------------------------------------------------------ sampling
 def _tcp_source_sample(ctx: Any, session: Any) -> TransportSample:
     core, listener = session.core, session.listener
-    buffered = int(getattr(core, "_len", 0))  # implicit batching buffer not yet written
+    buffered = int(getattr(core, "batch_len", 0))  # implicit batching buffer not yet written
     for w in getattr(listener, "_writers", ()):
         buffered += int(w.get_write_buffer_size())
     ip = getattr(ctx, "advertised_ip", "0.0.0.0")
