@@ -1,6 +1,7 @@
 """umcore: the shared library of pyum.
 
-Layers, lowest first (a layer imports only from layers below it):
+Layers, lowest first (a layer imports only from its own rank or below; the cores from
+resolver to srs are one rank):
 
 - ``umcore.errors``     one exception hierarchy for the whole project
 - ``umcore.wire``       sans-IO codecs for UM's wire protocols (LBMR, LBMC, LBT-RM, LBT-RU, LBT-TCP, SRS)
@@ -11,9 +12,10 @@ Layers, lowest first (a layer imports only from layers below it):
 - ``umcore.lbmrd``      sans-IO lbmrd core (the unicast resolution relay)
 - ``umcore.srs``        sans-IO SRS cores (server and client)
 - ``umcore.aio``        thin asyncio adapters around the sans-IO cores
-- ``umcore.daemon``     runtime shared by the daemons (CLI, logging, pid file, signals, services)
-- ``umcore.monitor``    statistics, Prometheus
+- ``umcore.engine``     adapters and client cores composed into running contexts (being written)
+- ``umcore.monitor``    statistics, lbmmon framing, automatic monitoring
 - ``umcore.api``        the public asyncio client API
+- ``umcore.daemon``     runtime shared by the daemons (CLI, logging, pid file, signals, services)
 - ``umcore.tools``      command-line tools
 
 Where a daemon's code goes: its sans-IO core in ``umcore/<daemon>/`` (``lbmrd``, ``srs``; later
