@@ -531,8 +531,8 @@ async def _stream(transport: str, recommended: bool, phases: int) -> _Stream:
     every message delivered, in order, with no loss event."""
     from umcore.api import Context
     from umcore.api import message as m
-    from umcore.engine.lbt import lbt_state
     from umcore.config.attributes import reset_global_configuration
+    from umcore.engine.lbt import lbt_state
 
     _configure(transport, _lossy(transport, recommended))
     bos = asyncio.Event()

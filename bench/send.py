@@ -63,8 +63,8 @@ async def _pyum(transport: str, payloads: list[bytes]) -> float:
             lst._writers.append(_DummyWriter())
         else:
             ep = lst.endpoint
-            sock = ep._sock
-            ep._sock = _DummySock()
+            sock = ep.sock
+            ep.sock = _DummySock()
             if lst.core.limiter is not None:
                 lst.core.limiter.data.budget = 0  # unlimited: the loop's clock does not move
             lst._dest = ("127.0.0.1", 9)
@@ -74,7 +74,7 @@ async def _pyum(transport: str, payloads: list[bytes]) -> float:
             if transport == "tcp":
                 lst._writers.clear()
             else:
-                ep._sock = sock
+                ep.sock = sock
                 lst._dest = None
             await src.close()
 

@@ -17,7 +17,7 @@ from umcore.daemon.lifecycle import StopSignals
 from umcore.daemon.logs import LogSetup, RateLimitedLog
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
-from umcore.resolver.lbmrd import LbmrdRelay, NatRule, NatTable
+from umcore.lbmrd.core import LbmrdRelay, NatRule, NatTable
 
 __all__ = ["metric_specs", "nat_table", "serve"]
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.daemon import lbmr_samples as S
-from umcore.resolver.lbmrd import (
+from umcore.lbmrd.core import (
     RESOLVER_KEEPALIVE_INTERVAL,
     LbmrdRelay,
     NatRule,

@@ -315,7 +315,7 @@ def test_endpoint_close_stops_reading_at_once_and_releases_the_port(run: Any) ->
                 s.sendto(b"%d" % i, ep.local_address)
             await wait_until(lambda: ep is not None and ep.closed)
         assert got == [b"0"] and ep.datagrams_received == 1
-        assert ep._sock.fileno() == -1
+        assert ep.sock.fileno() == -1
 
         def port_free() -> bool:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -366,7 +366,7 @@ def test_endpoint_counts_icmp_errors(run: Any) -> None:
             peer.bind(("127.0.0.1", 0))
             dead = peer.getsockname()
         try:
-            ep._sock.connect(dead)
+            ep.sock.connect(dead)
             assert ep.sendto(b"anyone?", dead)
             await wait_until(lambda: ep.receive_errors >= 1)
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:

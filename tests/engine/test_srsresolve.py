@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from umcore.config.values import ResolverEntry
 from umcore.engine.srsresolve import (
     info_from_sir,
     parse_source_string,
@@ -12,7 +13,6 @@ from umcore.engine.srsresolve import (
     source_string,
     srs_servers,
 )
-from umcore.config.values import ResolverEntry
 from umcore.features.latejoin import parse_otid
 from umcore.resolver.core import SourceInfo
 from umcore.wire import lbmr, lbmr_options

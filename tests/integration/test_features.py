@@ -11,9 +11,9 @@ import pytest
 from tests.integration.helpers import load_configuration, until
 from umcore.api import Context, Message
 from umcore.api import message as m
-from umcore.wire import lbmc
 from umcore.config.attributes import Configuration
 from umcore.features.properties import PROP_BYTE, PROP_FLOAT, PROP_SHORT, MessageProperties
+from umcore.wire import lbmc
 
 
 @pytest.fixture

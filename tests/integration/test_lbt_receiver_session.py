@@ -29,8 +29,8 @@ def session() -> tuple[LbtReceiverSession, LbtrmReceiver]:
 async def test_early_timer_sends_the_due_nak_once() -> None:
     s, core = session()
     now = asyncio.get_running_loop().time()
-    core._data(0, 0, False, b"", 0, now)
-    core._data(2, 0, False, b"", 0, now)  # sequence number 1 is missing: a NAK timer
+    core.receive_data(0, 0, False, b"", 0, now)
+    core.receive_data(2, 0, False, b"", 0, now)  # sequence number 1 is missing: a NAK timer
     due = core.next_timer()
     assert due is not None and due == core._nak_due
     assert isinstance(s.timer, SourceTimer)
@@ -48,8 +48,8 @@ async def test_timer_run_by_the_loop_is_never_early_for_the_core() -> None:
     earlier loop time a timer run early would see), and the due NAK goes out."""
     s, core = session()
     loop = asyncio.get_running_loop()
-    core._data(0, 0, False, b"", 0, loop.time())
-    core._data(2, 0, False, b"", 0, loop.time())
+    core.receive_data(0, 0, False, b"", 0, loop.time())
+    core.receive_data(2, 0, False, b"", 0, loop.time())
     due = core.next_timer()
     assert due is not None
     fired = asyncio.Event()

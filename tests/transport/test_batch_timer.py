@@ -99,7 +99,7 @@ def test_lbt_run_with_transport_header_across_sequence_boundaries() -> None:
     for start in (0, 250, 0xFFF0, 0xFFFFFFF0):
         src = LbtrmSource(9, 14400, now=0.0)
         t = src.add_topic("t")
-        src._topics[t].sqn = start  # type: ignore[union-attr]
+        src.topics[t].sqn = start  # type: ignore[union-attr]
         for i in range(60):
             src.send(t, bytes([i]) * 64, 0.0)
         src.flush()
@@ -140,14 +140,14 @@ def test_random_sends_keep_one_by_one_bytes_and_deadlines(seed: int, lbt: bool) 
             core.ready.clear()
         elif out:
             chunks.append(out)
-        if not core._len:
+        if not core.batch_len:
             oldest = None
 
     for _ in range(150):
         now += rng.choice((0.0, 0.001, 0.05, 0.15))
         while (deadline := core.next_timer()) is not None and deadline <= now:
             took(core.handle_timer(deadline))
-        if core._len:
+        if core.batch_len:
             assert oldest is not None
             deadline = core.next_timer()
             assert deadline is not None and deadline <= oldest + 0.2 + 1e-9
@@ -159,12 +159,12 @@ def test_random_sends_keep_one_by_one_bytes_and_deadlines(seed: int, lbt: bool) 
             before = core.stats.datagrams_sent
             took(core.send(tidx, payload, now, rng.random() < 0.05))
             # a hand-on takes the whole batch: what is left came with this message
-            if core._len and (oldest is None or core.stats.datagrams_sent != before):
+            if core.batch_len and (oldest is None or core.stats.datagrams_sent != before):
                 oldest = now
         elif op < 0.85:
             payload = b"one" + bytes([sqn[tidx] & 0xFF])
             took(core.send_one(tidx, payload, now))
-            assert not core._len
+            assert not core.batch_len
         else:
             took(core.flush())
             continue

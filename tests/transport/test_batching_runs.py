@@ -36,7 +36,7 @@ def test_run_bytes_are_one_by_one_framing(start: int, k: int, size: int) -> None
     """Runs of any length from any first sequence number (256 and 2**32 boundaries included)."""
     core = TcpSourceSession(7, batching_minimum_length=60000)
     tidx = core.add_topic("t")
-    core._topics[tidx].sqn = start  # type: ignore[union-attr]
+    core.topics[tidx].sqn = start  # type: ignore[union-attr]
     out = []
     for i in range(k):
         o = core.send(tidx, (i & 0xFF).to_bytes(1, "big") * size, 0.0)
@@ -170,7 +170,7 @@ def test_single_sends_count_as_messages_and_datagrams() -> None:
         assert core.send(tidx, b"xyz", 0.0) is None  # batched
     assert core.flush() is not None
     st = core.stats
-    assert (st.singles, st.single_n, st._messages, st._datagrams) == (2, 2, 6, 2)
+    assert (st.singles, st.single_n, st.messages_base, st.datagrams_base) == (2, 2, 6, 2)
     assert (st.messages_sent, st.datagrams_sent) == (8, 4)
     assert st.bytes_sent == 13 + 14 + 14 + 5 * 15
     st.messages_sent = 100
@@ -192,4 +192,4 @@ def test_singles_fold_every_max_singles_messages() -> None:
         core.send_one(tidx, b"pq", 0.0)
         assert 1 <= st.singles <= MAX_SINGLES  # a cached small int, always
     assert (st.messages_sent, st.datagrams_sent, st.bytes_sent) == (n, n, n * 14)
-    assert st._messages == n - st.singles
+    assert st.messages_base == n - st.singles

@@ -69,12 +69,12 @@ def test_headers_survive_a_lost_datagram_through_the_cores() -> None:
 
     def send(i: int, headers: list[lbmc.Header]) -> None:
         sqn = src.next_sequence_number(tidx)
-        topic = src._topics[tidx]
+        topic = src.topics[tidx]
         assert topic is not None
         topic.sqn = sqn + 1
         msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, headers, bytes([i]) * 8))
-        src._parts.append(msg)
-        src._len += len(msg)
+        src.parts.append(msg)
+        src.batch_len += len(msg)
         src._take()
 
     sends = [(0.01 * (i + 1), (lambda t, i=i: send(i, [req] if i == 2 else []))) for i in range(4)]

@@ -360,7 +360,7 @@ class LbtSourceEndpoint:
         if self.closed:
             return
         core = self.core
-        if core.batched_bytes:
+        if core.batch_len:
             core.flush()
         self.write()
         self.closed = True

@@ -109,7 +109,6 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         "_on_datagram",
         "_opening",
         "_paused",
-        "_sock",
         "_transport",
         "_uv",
         "_view",
@@ -122,13 +121,16 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         "receive_errors",
         "send_dropped",
         "send_errors",
+        "sock",
     )
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, sock: socket.socket, on_datagram: OnDatagram
     ) -> None:
         self._loop = loop
-        self._sock = sock
+        #: The bound, non-blocking socket (public: a caller sets its socket options, and an
+        #: adapter sending on a hot path keeps ``sock.sendto``).
+        self.sock = sock
         self._on_datagram = on_datagram
         self._closed = False
         self._paused = False
@@ -161,11 +163,6 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         """Hand later datagrams to ``on_datagram`` (an adapter taking over an endpoint that was
         bound before it existed)."""
         self._on_datagram = on_datagram
-
-    @property
-    def sock(self) -> socket.socket:
-        """The socket (an adapter's own fast path may ``sendto`` on it directly)."""
-        return self._sock
 
     @classmethod
     async def bind(
@@ -221,8 +218,8 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         """The (SO_RCVBUF, SO_SNDBUF) sizes the kernel granted (Linux reports double the
         requested size: it counts its bookkeeping)."""
         return (
-            self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
-            self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+            self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+            self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
         )
 
     @property
@@ -239,7 +236,7 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         """Send one datagram without blocking.  Returns False when it was dropped (full send
         buffer, counted in :attr:`send_dropped`; other kernel refusals in :attr:`send_errors`)."""
         try:
-            sent = self._sock.sendto(data, addr)
+            sent = self.sock.sendto(data, addr)
         except (BlockingIOError, InterruptedError):
             self.send_dropped += 1
             return False
@@ -256,7 +253,7 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
     def send_batch(self, items: Iterable[tuple[bytes | bytearray | memoryview, Address]]) -> int:
         """Send each ``(data, addr)`` like :meth:`sendto`, with less overhead per datagram (one
         method call for a relay's whole fan-out).  Returns how many were sent."""
-        send = self._sock.sendto
+        send = self.sock.sendto
         sent = 0
         nbytes = 0
         for data, addr in items:
@@ -279,14 +276,14 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
     # -- reading: start/stop
     def _start(self) -> None:
         if not self._uv:
-            self._loop.add_reader(self._sock.fileno(), self._on_readable)
+            self._loop.add_reader(self.sock.fileno(), self._on_readable)
         elif self._opening is None and self._transport is None:
             self._opening = self._loop.create_task(self._open_transport())
 
     def _stop(self) -> None:
         if not self._uv:
             with contextlib.suppress(Exception):
-                self._loop.remove_reader(self._sock.fileno())
+                self._loop.remove_reader(self.sock.fileno())
             return
         transport, self._transport = self._transport, None
         if transport is not None:
@@ -296,7 +293,7 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
         """uvloop: open a datagram transport on a duplicate of the socket, this endpoint as its
         protocol (:meth:`connection_made` keeps it, or closes it if no longer wanted)."""
         try:
-            dup = self._sock.dup()
+            dup = self.sock.dup()
             try:
                 await self._loop.create_datagram_endpoint(lambda: self, sock=dup)
             except OSError:
@@ -335,11 +332,11 @@ class DatagramEndpoint(asyncio.DatagramProtocol):
             return
         self._closed = True
         self._stop()
-        self._sock.close()
+        self.sock.close()
 
     # -- the Python path
     def _on_readable(self) -> None:
-        recv = self._sock.recvfrom_into
+        recv = self.sock.recvfrom_into
         buf = self._buffer
         view = self._view
         on_datagram = self._on_datagram

@@ -15,9 +15,11 @@ will (a malformed datagram per packet would otherwise fill a disk): at most ``bu
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 from collections.abc import Callable
+from typing import cast
 
 __all__ = ["LOG_FORMAT", "LogSetup", "RateLimitedLog", "configure"]
 
@@ -34,13 +36,22 @@ class LogSetup:
 
     def reopen(self) -> None:
         """Close and re-open the log file (after logrotate moved it); no-op on the console."""
-        if isinstance(self.handler, logging.FileHandler):
-            self.handler.acquire()
+        handler = self.handler
+        if isinstance(handler, logging.FileHandler):
+            handler.acquire()
             try:
-                self.handler.close()
-                self.handler.stream = self.handler._open()
+                handler.close()
+                # What FileHandler opens, through its documented attributes (its own opener is
+                # private): the same file, mode, encoding and error handling.
+                stream = open(  # noqa: SIM115 - the handler owns the stream and closes it
+                    handler.baseFilename,
+                    handler.mode,
+                    encoding=handler.encoding,
+                    errors=handler.errors,
+                )
+                handler.setStream(cast(io.TextIOWrapper, stream))  # text mode: one
             finally:
-                self.handler.release()
+                handler.release()
 
     def close(self) -> None:
         logging.getLogger().removeHandler(self.handler)

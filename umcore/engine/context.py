@@ -614,7 +614,7 @@ class Engine:
         for s in self.sessions:
             core: Any = s.core
             writer: Any = s.writer
-            buffered = core.batched_bytes + writer.buffered_bytes
+            buffered = core.batch_len + writer.buffered_bytes
             out.append(
                 (
                     "source",

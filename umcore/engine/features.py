@@ -287,7 +287,7 @@ class ContextFeatures:
                                (lbmc.Frag(first, off, n),))  # fmt: skip
             return out
         payload = bytes(data) + tail
-        overhead = sum(h.wire_length() for h in headers)
+        overhead = sum(2 + len(h.body_bytes()) for h in headers)
         if len(payload) + overhead > core.max_payload:
             raise LocalProtocolError(
                 "a message with properties, application headers or a request header must fit "

@@ -131,7 +131,10 @@ def _encode_tsni(records: list[tuple[int, int]]) -> bytes:
     return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[tsni]))
 
 
-class _Topic:
+class BatchTopic:
+    """One topic of a batching source: its next sequence number and when it last sent data and
+    a TSNI (the subclasses and the API's fast paths read and advance these in place)."""
+
     __slots__ = ("last_data", "last_tsni", "sqn", "topic")
 
     def __init__(self, topic: str) -> None:
@@ -150,22 +153,23 @@ class SourceStats:
     large ones (updating a large int allocates one: ~250 instructions): :meth:`count_single`
     folds them into ``messages_sent``, ``datagrams_sent`` and ``bytes_sent`` when the limit
     is reached or the length changes, and those three add what is not folded when read.
-    Internal sites add to the ``_``-prefixed fields."""
+    Internal sites (this module and the LBT sessions) add to the ``*_base`` fields: the counts
+    without the singles not yet folded."""
 
     __slots__ = (
-        "_bytes",
-        "_datagrams",
-        "_messages",
+        "bytes_base",
+        "datagrams_base",
         "fragments_sent",
+        "messages_base",
         "single_n",
         "singles",
         "tsnis_sent",
     )
 
     def __init__(self) -> None:
-        self._messages = 0
-        self._datagrams = 0
-        self._bytes = 0
+        self.messages_base = 0
+        self.datagrams_base = 0
+        self.bytes_base = 0
         self.singles = 0
         self.single_n = 0
         self.fragments_sent = 0
@@ -182,35 +186,35 @@ class SourceStats:
     def restart_singles(self, n: int) -> None:
         """Fold the singles counted so far; count one of ``n`` payload bytes."""
         k = self.singles
-        self._messages += k
-        self._datagrams += k
-        self._bytes += k * (_DATA_HEADER + self.single_n)
+        self.messages_base += k
+        self.datagrams_base += k
+        self.bytes_base += k * (_DATA_HEADER + self.single_n)
         self.singles = 1
         self.single_n = n
 
     @property
     def messages_sent(self) -> int:
-        return self._messages + self.singles
+        return self.messages_base + self.singles
 
     @messages_sent.setter
     def messages_sent(self, value: int) -> None:
-        self._messages = value - self.singles
+        self.messages_base = value - self.singles
 
     @property
     def datagrams_sent(self) -> int:
-        return self._datagrams + self.singles
+        return self.datagrams_base + self.singles
 
     @datagrams_sent.setter
     def datagrams_sent(self, value: int) -> None:
-        self._datagrams = value - self.singles
+        self.datagrams_base = value - self.singles
 
     @property
     def bytes_sent(self) -> int:
-        return self._bytes + self.singles * (_DATA_HEADER + self.single_n)
+        return self.bytes_base + self.singles * (_DATA_HEADER + self.single_n)
 
     @bytes_sent.setter
     def bytes_sent(self, value: int) -> None:
-        self._bytes = value - self.singles * (_DATA_HEADER + self.single_n)
+        self.bytes_base = value - self.singles * (_DATA_HEADER + self.single_n)
 
 
 class BatchingSource:
@@ -225,23 +229,23 @@ class BatchingSource:
         "__dict__",
         "_batch_due",
         "_batch_timer",
-        "_len",
-        "_parts",
         "_run",
         "_run_n",
         "_run_pl",
         "_run_tidx",
         "_run_time",
-        "_topics",
         "_tsni_check",
+        "batch_len",
         "batching_interval",
         "batching_minimum_length",
         "fast_limit",
         "max_payload",
         "max_size",
         "now",
+        "parts",
         "stats",
         "timer_dirty",
+        "topics",
         "tsni_active_threshold",
         "tsni_interval",
     )
@@ -266,11 +270,11 @@ class BatchingSource:
         self.tsni_interval = tsni_interval
         self.tsni_active_threshold = tsni_active_threshold
         self.stats = SourceStats()
-        self._topics: list[_Topic | None] = []
+        self.topics: list[BatchTopic | None] = []
         # The batch: encoded messages joined on send (measured 3x cheaper per 64-byte message
         # than encoding into one preallocated bytearray).
-        self._parts: list[bytes] = []
-        self._len = 0
+        self.parts: list[bytes] = []
+        self.batch_len = 0
         # The open run (module docstring): its topic record (None: no run), topic index,
         # payload length (-1: no run, so no payload length matches; ``~n`` < 0: a run kept
         # open, empty, across a hand-on, see "Batch start"), time stamp (for TSNI
@@ -278,7 +282,7 @@ class BatchingSource:
         # advanced until the run is framed).  ``_run_pl`` is never replaced (the API binds its
         # ``append``).  A run may be open and empty: kept open across a hand-on by :meth:`send`
         # (module docstring, "Batch start").
-        self._run: _Topic | None = None
+        self._run: BatchTopic | None = None
         self._run_tidx = 0
         self._run_n = -1
         self._run_time = 0.0
@@ -301,22 +305,22 @@ class BatchingSource:
     # ------------------------------------------------------------------ topics
     def add_topic(self, topic: str, now: float = 0.0) -> int:
         """A new topic source on this session; returns its topic index."""
-        self._topics.append(_Topic(topic))
-        t = self._topics[-1]
+        self.topics.append(BatchTopic(topic))
+        t = self.topics[-1]
         assert t is not None
         t.last_data = now
-        return len(self._topics) - 1
+        return len(self.topics) - 1
 
     def remove_topic(self, tidx: int) -> None:
-        if self._run is not None and self._run is self._topics[tidx]:
+        if self._run is not None and self._run is self.topics[tidx]:
             self._settle()
-        self._topics[tidx] = None
+        self.topics[tidx] = None
 
     def topic_count(self) -> int:
-        return sum(1 for t in self._topics if t is not None)
+        return sum(1 for t in self.topics if t is not None)
 
     def next_sequence_number(self, tidx: int) -> int:
-        t = self._topics[tidx]
+        t = self.topics[tidx]
         if t is None:
             raise KeyError(tidx)
         if t is self._run:
@@ -324,7 +328,7 @@ class BatchingSource:
         return t.sqn
 
     # ------------------------------------------------------------------ runs
-    def _frame_run(self, t: _Topic, prefix: bytes) -> bytes | bytearray:
+    def frame_run(self, t: BatchTopic, prefix: bytes) -> bytes | bytearray:
         """``prefix`` followed by the open run's messages framed (one join; see the module
         docstring); the run's list is emptied and its topic's sequence number, last-data time
         and the message counter advance by the run's length.  The run stays open."""
@@ -359,7 +363,7 @@ class BatchingSource:
         pl.clear()
         t.sqn = (sqn + k) & 0xFFFFFFFF
         t.last_data = self._run_time
-        self.stats._messages += k
+        self.stats.messages_base += k
         return buf
 
     def _settle(self, keep: bool = False) -> None:
@@ -369,7 +373,7 @@ class BatchingSource:
         if t is None:
             return
         if self._run_pl:
-            self._parts.append(bytes(self._frame_run(t, b"")))
+            self.parts.append(bytes(self.frame_run(t, b"")))
         if not keep:
             self._run = None
             self._run_n = -1
@@ -386,7 +390,7 @@ class BatchingSource:
         t = self._run
         if t is None:
             return self._take()
-        if self._run_pl and not self._parts:
+        if self._run_pl and not self.parts:
             out = self._take_run(t)
             if not keep:
                 self._run = None
@@ -408,7 +412,7 @@ class BatchingSource:
         self.now = now
         self._run_time = now
         t = self._run
-        if self._parts or t is None:
+        if self.parts or t is None:
             return self._hand_on(True)
         out = self._take_run(t)  # the data path: the batch is the run alone
         self._run_n = ~self._run_n
@@ -427,22 +431,22 @@ class BatchingSource:
 
     # ------------------------------------------------------------------ sending
     def _take(self) -> bytes:
-        parts = self._parts
+        parts = self.parts
         out = parts[0] if len(parts) == 1 else b"".join(parts)
         parts.clear()
-        self._len = 0
+        self.batch_len = 0
         st = self.stats
-        st._datagrams += 1
-        st._bytes += len(out)
+        st.datagrams_base += 1
+        st.bytes_base += len(out)
         return out
 
-    def _take_run(self, t: _Topic) -> bytes:
+    def _take_run(self, t: BatchTopic) -> bytes:
         """:meth:`_take` of a batch that is the open run ``t`` alone (not empty)."""
-        out = bytes(self._frame_run(t, b""))
-        self._len = 0
+        out = bytes(self.frame_run(t, b""))
+        self.batch_len = 0
         st = self.stats
-        st._datagrams += 1
-        st._bytes += len(out)
+        st.datagrams_base += 1
+        st.bytes_base += len(out)
         return out
 
     def send(
@@ -450,46 +454,46 @@ class BatchingSource:
     ) -> bytes | None:
         """Frame one message; returns bytes to write to every receiver now, or None (batched)."""
         # Fast path (the data path: one more message of the open run that leaves the batch
-        # below fast_limit, no flush); the general rules are in _send_general.
+        # below fast_limit, no flush); the general rules are in send_general.
         n = len(payload)
-        size = self._len + _DATA_HEADER + n
+        size = self.batch_len + _DATA_HEADER + n
         if (
             n == self._run_n
             and size < self.fast_limit
             and not flush
-            and self._run is self._topics[tidx]
+            and self._run is self.topics[tidx]
             and type(payload) is bytes
         ):
             self._run_pl.append(payload)
             self._run_time = now
-            self._len = size
+            self.batch_len = size
             return None
-        return self._send_general(tidx, payload, now, flush)
+        return self.send_general(tidx, payload, now, flush)
 
     def send_one(self, tidx: int, payload: bytes | memoryview, now: float) -> bytes | None:
         """``send(tidx, payload, now, flush=True)`` for the latency case: when the batch is
         empty and the message needs no fragmentation it is framed and handed on at once,
         without the batching rules (which would hand it on at once too)."""
-        t = self._topics[tidx]
+        t = self.topics[tidx]
         n = len(payload)
-        if self._len or t is None or n > self.max_payload:
-            return self._send_general(tidx, payload, now, True)
+        if self.batch_len or t is None or n > self.max_payload:
+            return self.send_general(tidx, payload, now, True)
         self.now = now
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
-        self.stats._messages += 1
+        self.stats.messages_base += 1
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
-        self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
-        self._len = _DATA_HEADER + n
+        self.parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+        self.batch_len = _DATA_HEADER + n
         return self._take()
 
-    def _send_general(
+    def send_general(
         self, tidx: int, payload: bytes | memoryview, now: float, flush: bool
     ) -> bytes | None:
-        t = self._topics[tidx]
+        t = self.topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
         self.now = now
@@ -497,7 +501,7 @@ class BatchingSource:
         if n > self.max_payload:
             return self._send_fragmented(t, tidx, payload, now, flush)
         out: bytes | None = None
-        length = self._len
+        length = self.batch_len
         if length + _DATA_HEADER + n > self.max_size:
             out = self._hand_on()
             length = 0
@@ -514,8 +518,8 @@ class BatchingSource:
             t.sqn = (sqn + 1) & 0xFFFFFFFF
             t.last_data = now
             # lbmc.encode_data's bytes, inline (n <= max_payload: none of its checks can fail).
-            self._parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
-            self.stats._messages += 1
+            self.parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+            self.stats.messages_base += 1
         else:
             if self._run is not None:
                 self._settle()
@@ -524,14 +528,14 @@ class BatchingSource:
             self._run_n = n
             self._run_time = now
             self._run_pl.append(payload)
-        self._len = length + _DATA_HEADER + n
+        self.batch_len = length + _DATA_HEADER + n
         # A message that joins an open run without completing the batch takes the fast path,
         # so this runs at least once per batch: the TSNI check is (re)armed often enough, since
         # a batch never outlives the TSNI interval's first check.
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
-        if flush or self._len >= self.batching_minimum_length:
+        if flush or self.batch_len >= self.batching_minimum_length:
             # The run stays open: the topic's next message starts the next batch on the
             # API's fast path (module docstring, "Batch start").
             chunk = self._hand_on(True)
@@ -541,12 +545,12 @@ class BatchingSource:
         return out
 
     def _send_fragmented(
-        self, t: _Topic, tidx: int, payload: bytes | memoryview, now: float, flush: bool
+        self, t: BatchTopic, tidx: int, payload: bytes | memoryview, now: float, flush: bool
     ) -> bytes | None:
         view = memoryview(payload)
         total = len(view)
         chunks: list[bytes] = []
-        if self._len:
+        if self.batch_len:
             chunks.append(self._hand_on())
         first = t.sqn
         step = self.max_payload
@@ -556,15 +560,15 @@ class BatchingSource:
             t.sqn = (sqn + 1) & 0xFFFFFFFF
             msg = _encode_fragment(tidx, sqn, piece, first, offset, total)
             self.stats.fragments_sent += 1
-            if self._len + len(msg) > self.max_size:
+            if self.batch_len + len(msg) > self.max_size:
                 chunks.append(self._take())
-            self._parts.append(msg)
-            self._len += len(msg)
+            self.parts.append(msg)
+            self.batch_len += len(msg)
         t.last_data = now
-        self.stats._messages += 1
-        if flush or self._len >= self.batching_minimum_length:
+        self.stats.messages_base += 1
+        if flush or self.batch_len >= self.batching_minimum_length:
             chunks.append(self._take())
-        elif self._len:
+        elif self.batch_len:
             self._start_batch(now)  # the last fragment starts a batch
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
@@ -580,7 +584,7 @@ class BatchingSource:
         batch is handed on first if the frame would overflow it, and after it once it holds
         ``batching_minimum_length`` bytes or on ``flush``.  Returns bytes for every receiver
         now, or None (batched)."""
-        t = self._topics[tidx]
+        t = self.topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
         n = len(frame)
@@ -589,18 +593,18 @@ class BatchingSource:
         self.now = now
         self._settle()
         out: bytes | None = None
-        if self._len + n > self.max_size:
+        if self.batch_len + n > self.max_size:
             out = self._hand_on()
-        length = self._len
-        self._parts.append(frame)
-        self._len = length + n
+        length = self.batch_len
+        self.parts.append(frame)
+        self.batch_len = length + n
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
-        self.stats._messages += 1
+        self.stats.messages_base += 1
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
-        if flush or self._len >= self.batching_minimum_length:
+        if flush or self.batch_len >= self.batching_minimum_length:
             chunk = self._hand_on()
             return chunk if out is None else out + chunk
         if length == 0:
@@ -614,7 +618,7 @@ class BatchingSource:
         request) on its own: what is batched goes first, then this message, with the topic's
         next sequence number.  Returns that sequence number and the bytes to write now (None:
         nothing yet).  Such a message must fit one LBMC message (no UM fragmentation)."""
-        t = self._topics[tidx]
+        t = self.topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
         pre = self.flush()
@@ -622,20 +626,15 @@ class BatchingSource:
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
-        self.stats._messages += 1
+        self.stats.messages_base += 1
         msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, list(headers), payload))
         if flush or pre:
             return sqn, msg if pre is None else pre + msg
         return sqn, msg
 
-    @property
-    def batched_bytes(self) -> int:
-        """Bytes held by implicit batching, not yet handed on."""
-        return self._len
-
     def flush(self) -> bytes | None:
         """``lbm_src_flush``: whatever is batched, now."""
-        return self._hand_on() if self._len else None
+        return self._hand_on() if self.batch_len else None
 
     # ------------------------------------------------------------------ timers
     def next_timer(self) -> float | None:
@@ -652,7 +651,7 @@ class BatchingSource:
         parts: list[bytes] = []
         bt = self._batch_timer
         if bt is not None and now >= bt:
-            if not self._len:
+            if not self.batch_len:
                 self._batch_timer = None  # left from a batch already handed on
             elif now >= self._batch_due:
                 parts.append(self._hand_on())
@@ -668,7 +667,7 @@ class BatchingSource:
         interval, threshold = self.tsni_interval, self.tsni_active_threshold
         records: list[tuple[int, int]] = []
         next_check: float | None = None
-        for tidx, t in enumerate(self._topics):
+        for tidx, t in enumerate(self.topics):
             if t is None or t.sqn == 0:
                 continue
             idle = now - t.last_data
@@ -686,7 +685,7 @@ class BatchingSource:
         for i in range(0, len(records), MAX_TSNI_RECORDS):
             out.append(_encode_tsni(records[i : i + MAX_TSNI_RECORDS]))
             self.stats.tsnis_sent += 1
-        if out and self._len:
+        if out and self.batch_len:
             # Anything batched goes first: a TSNI must not overtake the data it describes.
             out.insert(0, self._hand_on())
         return out
@@ -716,7 +715,7 @@ class TopicSender:
         self.tidx = core.add_topic(topic, now)
         #: The core's record of this topic while the fast case may run, else a marker that is
         #: never the core's open run.
-        self.fast_rec: object = core._topics[self.tidx]
+        self.fast_rec: object = core.topics[self.tidx]
         #: The open run's ``append`` (the core never replaces that list), bound once.
         self.push = core._run_pl.append
         self.done = done
@@ -732,7 +731,7 @@ class TopicSender:
         (the API's send-ex options) always take :meth:`send_slow`."""
         core = self.core
         n = len(data)
-        size = core._len + _DATA_HEADER + n
+        size = core.batch_len + _DATA_HEADER + n
         if (
             n == core._run_n
             and size < core.fast_limit
@@ -742,7 +741,7 @@ class TopicSender:
             and properties is None
             and not app_headers
         ):
-            core._len = size
+            core.batch_len = size
             push = self.push  # a bound list.append held in an attribute: calling it as
             push(data)  # self.push(...) would take CPython 3.11's generic LOAD_METHOD
             return self.done
@@ -758,7 +757,7 @@ class TopicSender:
         """Allow or forbid the fast case; forbidding it closes the topic's open run (its
         messages are framed; the next ones take the general path)."""
         core = self.core
-        rec = core._topics[self.tidx]
+        rec = core.topics[self.tidx]
         if not fast and rec is not None and core._run is rec:
             core.end_run()
         self.fast_rec = rec if fast else _NOT_FAST

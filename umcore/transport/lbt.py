@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Callable
 
 from umcore.errors import TransportError
-from umcore.transport.batching import BatchingSource, _Topic
+from umcore.transport.batching import BatchingSource, BatchTopic
 from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
 from umcore.transport.ratelimit import RateLimiter
 from umcore.transport.runs import RUN_MIN
@@ -266,7 +266,7 @@ class LbtSource(BatchingSource):
         self._sm_due: float | None = now + config.sm_minimum_interval
 
     # ------------------------------------------------------------------ protocol hooks
-    def _set_data_header(self, pre: bytes, post: bytes) -> None:
+    def set_data_header(self, pre: bytes, post: bytes) -> None:
         """A DATA datagram's header is ``pre``, the sequence number, the trail sequence number
         (u32 each, network order), then ``post``: the subclass gives its constant parts once,
         and the data path packs each header with one precompiled struct (no Python call)."""
@@ -336,17 +336,17 @@ class LbtSource(BatchingSource):
         return (self.next_sqn - 1) & _M
 
     def _take(self) -> bytes:
-        parts = self._parts
-        self._len = 0
+        parts = self.parts
+        self.batch_len = 0
         self._emit(parts)
         parts.clear()
         return b""
 
-    def _take_run(self, t: _Topic) -> bytes:
+    def _take_run(self, t: BatchTopic) -> bytes:
         """The data path's hand-on (the batch is one run of plain messages): the transport
-        header and the run's messages framed in one join (:meth:`BatchingSource._frame_run`),
+        header and the run's messages framed in one join (:meth:`BatchingSource.frame_run`),
         then :meth:`_queue`."""
-        self._len = 0
+        self.batch_len = 0
         sqn = self.next_sqn
         self.next_sqn = (sqn + 1) & _M
         if not self._window:
@@ -355,7 +355,7 @@ class LbtSource(BatchingSource):
         head = pack(self._hdr_pre, sqn, self._window_trail, self._hdr_post)
         # The framed datagram (a bytearray for a run of two or more, made for it and never
         # changed after) goes to the window and the ready list as it is: no bytes() copy.
-        self._queue(self._frame_run(t, head))
+        self._queue(self.frame_run(t, head))
         return b""
 
     def _next_header(self) -> bytes:
@@ -393,8 +393,8 @@ class LbtSource(BatchingSource):
         ):
             self._trim_window()
         st = self.stats
-        st._datagrams += 1
-        st._bytes += n
+        st.datagrams_base += 1
+        st.bytes_base += n
         now = self.now
         self._last_activity = now
         if self._sm_interval != cfg.sm_minimum_interval:
@@ -731,7 +731,7 @@ class _Gap:
 class LbtReceiver:
     """The transport-independent part of an LBT-RU / LBT-RM receiver session.
 
-    Subclasses feed DATA through :meth:`_data`, SMs through :meth:`_sm`, NCFs through
+    Subclasses feed DATA through :meth:`receive_data`, SMs through :meth:`receive_sm`, NCFs through
     :meth:`_ncf`, and define :meth:`_send_nak`.  Output datagrams (to the source) collect on
     :attr:`outbox`; the adapter sends and clears it after every call.
     """
@@ -841,7 +841,7 @@ class LbtReceiver:
         self.started = True
         self.expected = sqn
 
-    def _sm(self, lead: int, trail: int, now: float) -> None:
+    def receive_sm(self, lead: int, trail: int, now: float) -> None:
         """A session message: tail loss shows as lead >= expected."""
         self.stats.sms_rcved += 1
         self._touch(now)
@@ -856,7 +856,7 @@ class LbtReceiver:
             self.expected = nxt
         self._flush_naks(now)
 
-    def _data(
+    def receive_data(
         self, sqn: int, trail: int, rx: bool, data: bytes | memoryview, off: int, now: float
     ) -> None:
         """A DATA datagram ``data`` whose LBMC messages start at ``off`` (the whole datagram is

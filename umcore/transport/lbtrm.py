@@ -84,7 +84,7 @@ class LbtrmSource(LbtSource):
         if not 0 <= port <= 0xFFFF:
             raise ValueError("a NAK port is a 16-bit number")
         self._ucast_port = port
-        self._set_data_header(_DATA_PRE.pack(w.TYPE_DATA, 0, port, self.session_id), bytes(4))
+        self.set_data_header(_DATA_PRE.pack(w.TYPE_DATA, 0, port, self.session_id), bytes(4))
 
     def _rx_datagram(self, original: Datagram, trail: int) -> bytes:
         # Same sequence number and payload; the current trail; the RX flag.
@@ -134,18 +134,20 @@ class LbtrmReceiver(LbtReceiver):
             if sid != self.session_id or port != self.ucast_port:
                 self.stats.dgrams_dropped_sid += 1
                 return
-            self._data(sqn, trail, flags & _RX_FLAGS != 0, data, _DATA_PREFIX_SIZE, now)
+            self.receive_data(sqn, trail, flags & _RX_FLAGS != 0, data, _DATA_PREFIX_SIZE, now)
             return
         ptype, port, sid, sqn, trail, flags, payload = w.decode_header(data)
         if sid != self.session_id or port != self.ucast_port:
             self.stats.dgrams_dropped_sid += 1
             return
         if ptype == w.TYPE_DATA:
-            self._data(sqn, trail, bool(flags & _RX_FLAGS), data, len(data) - len(payload), now)
+            self.receive_data(
+                sqn, trail, bool(flags & _RX_FLAGS), data, len(data) - len(payload), now
+            )
             return
         rec = w.decode(data)
         if isinstance(rec, w.LBTRMSessionMessage):
-            self._sm(rec.lead_sqn, rec.trail_sqn, now)
+            self.receive_sm(rec.lead_sqn, rec.trail_sqn, now)
         elif isinstance(rec, w.LBTRMNcf):
             self._ncf(rec.reason, rec.trail_sqn, rec.sqns, now)
         else:

@@ -144,7 +144,7 @@ class LbtruSource(LbtSource):
             post = _OPT_SID.pack(0, _OPT_SID_LEN, 0, session_id)
         else:
             pre, post = _DATA_PRE.pack(w.TYPE_DATA, 0, 0), b""
-        self._set_data_header(pre, post)
+        self.set_data_header(pre, post)
         self.ru_config = cfg
         #: Connected receivers: (ip, port) -> client state.
         self.clients: dict[object, _Client] = {}
@@ -298,7 +298,7 @@ class LbtruReceiver(LbtReceiver):
                     return
                 if not self.connected:
                     self._connected(now)
-                self._data(sqn, trail, flags & w.FLAG_RX != 0, data, _DATA_SID_SIZE, now)
+                self.receive_data(sqn, trail, flags & w.FLAG_RX != 0, data, _DATA_SID_SIZE, now)
                 return
         ptype, flags, sqn, trail, sid, payload = w.decode_header(data)
         if ptype == w.TYPE_DATA:
@@ -308,7 +308,7 @@ class LbtruReceiver(LbtReceiver):
             if not self.connected:
                 self._connected(now)
             rx = bool(flags & w.FLAG_RX)
-            self._data(sqn, trail, rx, data, len(data) - len(payload), now)
+            self.receive_data(sqn, trail, rx, data, len(data) - len(payload), now)
             return
         rec = w.decode(data)
         if (
@@ -321,7 +321,7 @@ class LbtruReceiver(LbtReceiver):
         if isinstance(rec, w.LBTRUSessionMessage):
             if not self.connected:
                 self._connected(now)
-            self._sm(rec.lead_sqn, rec.trail_sqn, now)
+            self.receive_sm(rec.lead_sqn, rec.trail_sqn, now)
         elif isinstance(rec, w.LBTRUNcf):
             self._ncf(rec.reason, rec.trail_sqn, rec.sqns, now)
         elif isinstance(rec, w.LBTRUReset):

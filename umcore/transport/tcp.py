@@ -143,10 +143,10 @@ class TcpSourceSession(BatchingSource):
     def send_one(self, tidx: int, payload: bytes | memoryview, now: float) -> bytes | None:
         """:meth:`BatchingSource.send_one` for TCP: a message on its own is its own write
         (no batch list, no join)."""
-        t = self._topics[tidx]
+        t = self.topics[tidx]
         n = len(payload)
-        if self._len or t is None or n > self.max_payload:
-            return self._send_general(tidx, payload, now, True)
+        if self.batch_len or t is None or n > self.max_payload:
+            return self.send_general(tidx, payload, now, True)
         self.now = now
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF

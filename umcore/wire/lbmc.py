@@ -248,7 +248,7 @@ def encode(message: LBMCMessage) -> bytes:
             raise LocalProtocolError(f"invalid LBMC header type {tid!r}")
     try:
         for i, hdr in enumerate(headers):
-            body = hdr._body()
+            body = hdr.body_bytes()
             hlen = 2 + len(body)
             if hlen > MAX_HEADER_LEN:
                 raise LocalProtocolError(
@@ -322,7 +322,7 @@ def _decode_at(buf: Buffer, off: int) -> tuple[LBMCMessage, int]:
                     record=f"LBMC {nh:#x}",
                     offset=pos + 1,
                 )
-            headers.append(cls._decode(buf, pos, hlen))
+            headers.append(cls.decode_body(buf, pos, hlen))
         pos += hlen
         nh = nxt
     payload = bytes(buf[pos:end]) if nh == HDR_DATA else b""

@@ -10,7 +10,7 @@ of the *following* header; 0x00 = payload follows, 0xFF = end) and ``hdr_len`` (
 Each class here describes the bytes *after* those two: ``_S`` is the precompiled
 :class:`struct.Struct` of the fixed part, the dataclass fields are the struct's values in wire
 order, and ``MIN_LEN`` is the smallest legal ``hdr_len``.  Classes with a variable tail (topic
-name, TSNI records, EXTOPT data, ...) override ``_body``/``_decode``.  The chain walker in
+name, TSNI records, EXTOPT data, ...) override ``body_bytes``/``decode_body``.  The chain walker in
 :mod:`umcore.wire.lbmc` writes ``next_hdr``/``hdr_len`` itself, so a record never knows its
 neighbours.
 
@@ -294,16 +294,12 @@ class Header:
         """The header's type ID, as written in the previous header's ``next_hdr``."""
         return self.ID
 
-    def wire_length(self) -> int:
-        """Bytes this header takes in an LBMC message (next_hdr, hdr_len and body)."""
-        return 2 + len(self._body())
-
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         """The bytes after next_hdr/hdr_len."""
         return self._S.pack(*self._get(self))
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         """Decode the header at ``buf[pos:pos+hlen]`` (hlen >= MIN_LEN already checked)."""
         return cls(*cls._S.unpack_from(buf, pos + 2))
 
@@ -350,7 +346,7 @@ class RawHeader(Header):
     def type_id(self) -> int:
         return self.hdr_type
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return bytes(self.data)
 
 
@@ -373,11 +369,11 @@ class Frag(Header):
     total_len: int = 0
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return self._S.pack(self.flags, self.first_sqn, self.offset, self.total_len)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         flags, first, off, total = cls._S.unpack_from(buf, pos + 2)
         return cls(first, off, total, flags)
 
@@ -419,11 +415,11 @@ class TopicName(Header):
     topic: bytes = b""
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return self._S.pack(self.flags) + bytes(self.topic)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         if hlen == cls.MIN_LEN:
             raise LBMCError("empty topic name", record="LBMC TOPICNAME", offset=pos)
         return cls(_tail(buf, pos + 4, pos + hlen), cls._S.unpack_from(buf, pos + 2)[0])
@@ -440,13 +436,13 @@ class AppHeader(Header):
     data: bytes = b""
     ignore: bool = False
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         if not 0 <= self.code <= 0x7FFF:
             raise LocalProtocolError(f"APPHDR code out of range: {self.code}")
         return self._S.pack((IGNORE16 if self.ignore else 0) | self.code) + bytes(self.data)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         word = cls._S.unpack_from(buf, pos + 2)[0]
         return cls(word & 0x7FFF, _tail(buf, pos + 4, pos + hlen), bool(word & IGNORE16))
 
@@ -489,7 +485,7 @@ class ApphdrChain(Header):
                 return value
         return None
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         first = self.elements[0].elem_type if self.elements else HDR_NONE
         parts = [self._S.pack(self.res, first)]
         for i, elem in enumerate(self.elements):
@@ -502,7 +498,7 @@ class ApphdrChain(Header):
         return b"".join(parts)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         res, etype = cls._S.unpack_from(buf, pos + 2)
         end = pos + hlen
         p = pos + 4
@@ -638,7 +634,7 @@ class UmePreg(Header):
     res2: int = 0
     resp_ip: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         if not 0 <= self.marker <= 0x7F:
             raise LocalProtocolError(f"PREG marker out of range: {self.marker}")
         s = (0x80 if self.source else 0) | self.marker
@@ -648,7 +644,7 @@ class UmePreg(Header):
         )  # fmt: skip
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         f, s, *rest = cls._S.unpack_from(buf, pos + 2)
         return cls(f, bool(s & 0x80), s & 0x7F, *rest)
 
@@ -675,7 +671,7 @@ class UmePregResp(Header):
         """The error code when E is set, else None."""
         return self.code & PREG_RESP_ERR_MASK if self.code & PREG_RESP_E else None
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         if not 0 <= self.marker <= 0x7F:
             raise LocalProtocolError(f"PREG_RESP marker out of range: {self.marker}")
         s = (0x80 if self.source else 0) | self.marker
@@ -685,7 +681,7 @@ class UmePregResp(Header):
         )  # fmt: skip
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         c, s, *rest = cls._S.unpack_from(buf, pos + 2)
         return cls(c, bool(s & 0x80), s & 0x7F, *rest)
 
@@ -751,13 +747,13 @@ class UmeStoreId(Header):
     store_id: int = 0
     ignore: bool = False
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         if not 0 <= self.store_id <= 0x7FFF:
             raise LocalProtocolError(f"store_id out of range: {self.store_id}")
         return self._S.pack((IGNORE16 if self.ignore else 0) | self.store_id)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         word = cls._S.unpack_from(buf, pos + 2)[0]
         return cls(word & 0x7FFF, bool(word & IGNORE16))
 
@@ -861,7 +857,7 @@ class Tsni(Header):
     records: tuple[tuple[int, int], ...] = ()
     ignore: bool = False
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         n = len(self.records)
         if n > TSNI_MAX_RECORDS:
             raise LocalProtocolError(f"TSNI holds at most {TSNI_MAX_RECORDS} records, not {n}")
@@ -870,7 +866,7 @@ class Tsni(Header):
         return b"".join(parts)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         word = cls._S.unpack_from(buf, pos + 2)[0]
         if (hlen - 4) % 8 or (hlen - 4) // 8 != word & 0x7FFF:
             # tshark walks records by hdr_len, UM may trust num_recs: refuse any disagreement.
@@ -893,11 +889,11 @@ class UmeStoreName(Header):
     store: bytes = b""
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return self._S.pack(self.flags) + bytes(self.store)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         return cls(_tail(buf, pos + 4, pos + hlen), cls._S.unpack_from(buf, pos + 2)[0])
 
 
@@ -1105,14 +1101,14 @@ class CtxInfo(Header):
     ctxinst: bytes = bytes(8)
     name: bytes = b""
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return self._S.pack(
             self.flags, self.reserved, self.hop_count, self.port, self.addr,
             self.domain_id, self.ctxinst,
         ) + bytes(self.name)  # fmt: skip
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         return cls(*cls._S.unpack_from(buf, pos + 2), _tail(buf, pos + 24, pos + hlen))  # type: ignore[call-arg]
 
 
@@ -1196,12 +1192,12 @@ class TopicMdInterest(Header):
     domains: tuple[int, ...] = ()
     res1: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         n = len(self.domains)
         return self._S.pack(self.flags, n, self.res1) + struct.pack(f"!{n}I", *self.domains)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         flags, count, res1 = cls._S.unpack_from(buf, pos + 2)
         doms = _domains(buf, pos + 8, pos + hlen, count, "LBMC TOPIC_MD_INTEREST")
         return cls(flags, doms, res1)
@@ -1220,13 +1216,13 @@ class PatternMdInterest(Header):
     domains: tuple[int, ...] = ()
     res1: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         n = len(self.domains)
         head = self._S.pack(self.flags, self.pattern_type, n, self.res1, self.index)
         return head + struct.pack(f"!{n}I", *self.domains)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         flags, ptype, count, res1, index = cls._S.unpack_from(buf, pos + 2)
         doms = _domains(buf, pos + 16, pos + hlen, count, "LBMC PATTERN_MD_INTEREST")
         return cls(flags, ptype, index, doms, res1)
@@ -1293,11 +1289,11 @@ class GatewayName(Header):
     gateway_name: bytes = b""
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return self._S.pack(self.flags) + bytes(self.gateway_name)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         return cls(_tail(buf, pos + 4, pos + hlen), cls._S.unpack_from(buf, pos + 2)[0])
 
 
@@ -1335,7 +1331,7 @@ class AuthRequest(Header):
     user_name: bytes = b""
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return (
             bytes((self.flags, AUTH_OP_REQUEST)) + _blob_lengths((self.user_name,)) + self.user_name
         )
@@ -1354,7 +1350,7 @@ class AuthChallenge(Header):
     pubkey: bytes = b""
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         blobs = (self.mod, self.gen, self.salt, self.pubkey)
         return bytes((self.flags, AUTH_OP_CHALLENGE)) + _blob_lengths(blobs) + b"".join(blobs)
 
@@ -1370,7 +1366,7 @@ class AuthChallengeResponse(Header):
     evidence: bytes = b""
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         blobs = (self.pubkey, self.evidence)
         return bytes((self.flags, AUTH_OP_CHALLENGE_RSP)) + _blob_lengths(blobs) + b"".join(blobs)
 
@@ -1385,7 +1381,7 @@ class AuthResult(Header):
     result: int = 0
     flags: int = 0
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         return bytes((self.flags, AUTH_OP_RESULT, self.result))
 
 
@@ -1397,7 +1393,7 @@ class _AuthDispatch(Header):
     MIN_LEN = 4
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         flags, opid = buf[pos + 2], buf[pos + 3]
         end = pos + hlen
         if opid == AUTH_OP_REQUEST and hlen >= 5:
@@ -1514,10 +1510,10 @@ class ExtOpt(Header):
     fragment_offset: int = 0
     data: bytes = b""
 
-    def _body(self) -> bytes:
+    def body_bytes(self) -> bytes:
         head = self._S.pack(self.flags, self.id, self.subtype, self.fragment_offset)
         return head + bytes(self.data)
 
     @classmethod
-    def _decode(cls, buf: Buffer, pos: int, hlen: int) -> Header:
+    def decode_body(cls, buf: Buffer, pos: int, hlen: int) -> Header:
         return cls(*cls._S.unpack_from(buf, pos + 2), _tail(buf, pos + 8, pos + hlen))  # type: ignore[call-arg]
