@@ -160,7 +160,7 @@ class SourceTimer(CoreTimer):
         self.fired: float | None = None
 
     def _fire(self) -> None:
-        self.fired = self._deadline
+        self.fired = self.deadline
         try:
             super()._fire()
         finally:

@@ -84,12 +84,28 @@ def route_address(dest: str, port: int = 9) -> str:
         s.close()
 
 
-def open_multicast_sender(interface: str) -> socket.socket:
+
+class MulticastSender:
     """A non-blocking UDP socket bound to ``interface`` that multicasts out of it, looping its
     own datagrams back to this host (MIM: other contexts here may listen)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-    s.setblocking(False)
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
-    s.bind((interface, 0))
-    return s
+
+    __slots__ = ("_sock", "dropped")
+
+    def __init__(self, interface: str) -> None:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+        s.setblocking(False)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        s.bind((interface, 0))
+        self._sock = s
+        #: Datagrams the kernel refused because the send buffer was full (never retried).
+        self.dropped = 0
+
+    def send(self, data: bytes, dest: tuple[str, int]) -> None:
+        try:
+            self._sock.sendto(data, dest)
+        except BlockingIOError:
+            self.dropped += 1
+
+    def close(self) -> None:
+        self._sock.close()

@@ -102,7 +102,7 @@ class RollingFileHandler(logging.FileHandler):
             target = self._compress(target)
         self._opened = now
         self._boundary = self._next_boundary(now)
-        self.stream = self._open()
+        self.stream = open(self.baseFilename, "a", encoding="utf-8")  # noqa: SIM115
         self._prune()
         return target
 

@@ -29,14 +29,13 @@ MIM loss goes to ``ctx.mim_loss_callback(count)`` (``mim_unrecoverable_loss_func
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from umcore.aio.multicast import open_multicast_sender, open_multicast_socket
+from umcore.aio.multicast import MulticastSender, open_multicast_socket
 from umcore.aio.request_port import RequestPort
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
@@ -54,8 +53,6 @@ from umcore.features.retention import RetentionBuffer
 from umcore.wire import lbmc, lbmr_options
 
 if TYPE_CHECKING:
-    import socket
-
     from umcore.engine.context import Engine
     from umcore.engine.receive import Fanout
     from umcore.engine.source import EngineSource
@@ -151,7 +148,7 @@ class ContextFeatures:
         self._fanouts: dict[int, Fanout] = {}
         self._next_request_idx = 1
         self._timer = CoreTimer(self._loop, self._on_timer)
-        self._mim_tx: socket.socket | None = None
+        self._mim_tx: MulticastSender | None = None
         self._mim_dest = ("224.10.10.21", 14401)
         self._mim_sender: im.MimSender | None = None
         self._mim_rx: DatagramEndpoint | None = None
@@ -516,9 +513,9 @@ class ContextFeatures:
             log.exception("immediate message callback failed")
 
     # ------------------------------------------------------------------ MIM
-    def _mim_socket(self) -> socket.socket:
+    def _mim_socket(self) -> MulticastSender:
         if self._mim_tx is None:
-            self._mim_tx = open_multicast_sender(self.ctx.advertised_ip)
+            self._mim_tx = MulticastSender(self.ctx.advertised_ip)
             self._mim_sender = im.MimSender(
                 int.from_bytes(os.urandom(4), "big") or 1,
                 self.ctx.options.seconds("mim_src_deletion_timeout"),
@@ -526,14 +523,13 @@ class ContextFeatures:
         return self._mim_tx
 
     def send_mim(self, topic: str | None, data: bytes, headers: list[lbmc.Header]) -> None:
-        sock = self._mim_socket()
+        sender = self._mim_socket()
         assert self._mim_sender is not None
         dgram = self._mim_sender.datagram(
             topic, data, self._loop.time(),
             new_session_id=int.from_bytes(os.urandom(4), "big") or 1, extra=headers,
         )  # fmt: skip
-        with contextlib.suppress(BlockingIOError):
-            sock.sendto(dgram, self._mim_dest)
+        sender.send(dgram, self._mim_dest)
 
     def _on_mim(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
         msgs, lost = self._mim_core.receive(data, addr, self._loop.time())

@@ -258,7 +258,7 @@ class SRSTopicResolver(TopicResolver):
         return found
 
     def remove_receiver(self, topic: str) -> None:
-        known = topic in self._receivers
+        known = self.has_receiver(topic)
         super().remove_receiver(topic)
         if self.srs is not None and known:
             self.srs.receiver_removed(topic)
@@ -269,11 +269,13 @@ class SRSTopicResolver(TopicResolver):
         found = super().add_wildcard_receiver(pattern, now, timings=timings)
         if self.srs is not None:
             self.srs.wildcard_added(pattern)
-            found.extend(self.srs.matching(self._wildcards[pattern].regex))
+            regex = self.wildcard_pattern(pattern)
+            if regex is not None:
+                found.extend(self.srs.matching(regex))
         return found
 
     def remove_wildcard_receiver(self, pattern: str) -> None:
-        known = pattern in self._wildcards
+        known = self.wildcard_pattern(pattern) is not None
         super().remove_wildcard_receiver(pattern)
         if self.srs is not None and known:
             self.srs.wildcard_removed(pattern)

@@ -344,6 +344,15 @@ class TopicResolver:
             entry.schedule.stop()
         return known
 
+    def has_receiver(self, topic: str) -> bool:
+        """A receiver of ``topic`` is registered here."""
+        return topic in self._receivers
+
+    def wildcard_pattern(self, pattern: str) -> re.Pattern[str] | None:
+        """The compiled regex of a registered wildcard receiver's ``pattern``, else None."""
+        entry = self._wildcards.get(pattern)
+        return None if entry is None else entry.regex
+
     def remove_receiver(self, topic: str) -> None:
         entry = self._receivers.get(topic)
         if entry is None:
