@@ -84,7 +84,7 @@ async def test_nonblocking_send_would_block_then_wakeup(opts: None) -> None:
         )
         await wait_for(lambda: src.receivers == 1)
         # stop reading on the receiver side so the source's buffers fill
-        for js in b._joined.values():
+        for js in b.joined.values():
             assert js.conn is not None
             js.conn.pause_reading()
         blocked = False
@@ -95,7 +95,7 @@ async def test_nonblocking_send_would_block_then_wakeup(opts: None) -> None:
                 except WouldBlock:
                     blocked = True
                 await asyncio.sleep(0)
-        for js in b._joined.values():
+        for js in b.joined.values():
             assert js.conn is not None
             js.conn.resume_reading()
         await wait_for(lambda: m.SRC_EVENT_WAKEUP in events)

@@ -88,7 +88,7 @@ async def test_unicast_daemon_entry_source_port_is_used() -> None:
                 _, other_peer = await loop.sock_recvfrom(other, 65536)
             assert peer == ("127.0.0.1", sport)  # the entry's Iface:SrcPort
             assert other_peer[1] == ctx.resolver_address[1] != sport  # the context's own
-            for s in list(ctx._sources):
+            for s in list(ctx.sources):
                 await s.close()
     finally:
         reset_global_configuration(None)

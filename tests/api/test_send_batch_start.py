@@ -1,193 +1,226 @@
-"""Source._send_slow's inline batch start and hand-on (batching module docstring, "Batch start"):
-the next batch of the run starts with a list append when nothing else is due, keeps one
-deadline per batch and does not re-arm the session's timer; a write that blocks closes the run.
+"""Batch start and hand-on through the public send paths (batching module docstring, "Batch
+start" and "Batch timer").
 
-A capturing writer stands in for the receiver connection: the test sees every write and can
-make one block the session, and the clock is the test's (``Source._time``).
+A run of one topic and length goes on across batches: the batch a message brings to the
+minimum length is handed on and the next message of the run starts the next batch.  What must
+hold whichever path does that work (:meth:`TopicSender.send`'s fast case or the core's
+general rules behind :meth:`EngineSource.send_slow`): the session's timer is armed once per
+interval, not per batch; each batch goes out one interval after its oldest message; a hand-on
+whose write blocks the session closes the run, so the fast case stops until it drains; and
+flushes, single messages, another topic and other lengths keep every message in order with
+its topic's sequence numbers.
+
+The sources run on the harness (:mod:`tests.api.harness`): a real session core and session,
+the test's clock and a capturing writer that can block the session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
 
 import pytest
 
 from tests.api.conftest import WAIT
-from umcore.api import Context, Source
+from tests.api.harness import data_messages, make_sources
+from umcore.api import message as m
+from umcore.errors import WouldBlock
 from umcore.wire import lbmc
 
-
-class _Writer:
-    """A receiver connection's transport: keeps what is written; ``block`` pauses the session
-    on the next write (as a transport above its high-water mark does)."""
-
-    def __init__(self, listener: Any) -> None:
-        self.listener = listener
-        self.chunks: list[bytes] = []
-        self.block = False
-
-    def write(self, data: bytes) -> None:
-        self.chunks.append(bytes(data))
-        if self.block:
-            self.block = False
-            self.listener._pause(self)
-
-
-def _attach(src: Source) -> tuple[_Writer, list[float]]:
-    w = _Writer(src._listener)
-    src._listener._writers.append(w)
-    clock = [100.0]
-    src._time = lambda: clock[0]  # type: ignore[method-assign]
-    return w, clock
-
-
-def _data(chunks: list[bytes]) -> list[lbmc.LBMCMessage]:
-    msgs = lbmc.iter_messages(b"".join(chunks))
-    return [m for m in msgs if m.msg_type == lbmc.MSG_DATA]
-
-
 P = bytes(64)  # 76 bytes framed: the 27th message brings a batch to 2052 >= 2048
+PER_BATCH = 27
+INTERVAL = 0.2  # implicit_batching_interval's default
+TSNI_INTERVAL = 5.0  # transport_topic_sequence_number_info_interval's default
 
 
-async def test_batch_start_inline_keeps_timer_and_deadline(
-    opts: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with await Context.create(opts) as ctx:
-        src = await ctx.create_source("start")
-        w, clock = _attach(src)
-        core = src._core
-        for _ in range(27):  # batch 1: started on the general path (arms timer and TSNI)
-            await src.send(P)
-        assert len(w.chunks) == 1 and core._len == 0
-        first = src._session.timer.deadline
-        assert first == pytest.approx(100.2) and core.next_timer() == first
-        assert core._tsni_check is not None
-        calls: list[object] = []
-        monkeypatch.setattr(core, "send", lambda *a: calls.append(a))  # the general path
-        for b in range(1, 6):
-            clock[0] = 100.0 + 0.01 * b
-            await src.send(P)  # batch b+1 starts inline
-            assert core._batch_due == pytest.approx(clock[0] + 0.2)  # one deadline per batch
-            assert core._run_time == clock[0]
-            assert src._session.timer.deadline == first  # not re-armed: first comes earlier
-            assert not core.timer_dirty
-            for _ in range(26):
-                await src.send(P)  # the 27th hands on inline
-            assert len(w.chunks) == b + 1 and core._len == 0
-        assert calls == []
-        msgs = _data(w.chunks)
-        assert [m.sqn for m in msgs] == list(range(6 * 27))
-        assert core.stats.messages_sent == 6 * 27 and core.stats.datagrams_sent == 6
-        # the stale deadline fires: nothing due, the timer moves to the open batch's deadline
-        await src.send(P)
-        due = core._batch_due
-        assert core.handle_timer(first) is None
-        assert core.next_timer() == pytest.approx(due)
-        await src.close()
+def _done(aw: object) -> bool:
+    return isinstance(aw, asyncio.Future) and aw.done()
 
 
-async def test_batch_start_goes_general_when_something_is_due(opts: None) -> None:
-    """No batching deadline pending, or no TSNI check armed: the general path starts the
-    batch and the session's timer is re-armed."""
-    async with await Context.create(opts) as ctx:
-        src = await ctx.create_source("due")
-        w, clock = _attach(src)
-        core = src._core
-        for _ in range(27):
-            await src.send(P)
-        assert core._len == 0 and core._run_n == ~64
-        core._batch_timer = None  # as after a fired timer found no batch
-        clock[0] = 101.0
-        await src.send(P)
-        assert core._batch_timer == pytest.approx(101.2)
-        assert src._session.timer.deadline == pytest.approx(101.2)
-        for _ in range(26):
-            await src.send(P)
-        assert core._len == 0
-        core._tsni_check = None  # as after every topic went idle
-        clock[0] = 102.0
-        await src.send(P)
-        assert core._tsni_check == pytest.approx(102.0 + core.tsni_interval)
-        assert [m.sqn for m in _data([*w.chunks, core.flush() or b""])] == list(range(55))
-        await src.close()
+async def test_batch_start_keeps_one_timer_and_one_deadline_per_batch() -> None:
+    h = await make_sources("start")
+    (src,) = h.sources
+    core, loop, w = h.core, h.loop, h.writer
+    for _ in range(PER_BATCH):  # batch 1: arms the batch deadline (and the TSNI check)
+        assert _done(src.send(P))
+    assert len(w.chunks) == 1 and core.batch_len == 0
+    first = h.deadline
+    assert first == pytest.approx(100.0 + INTERVAL) and core.next_timer() == first
+    assert loop.armed == 1
+    for b in range(1, 6):  # batches 2-6 start while batch 1's deadline is pending
+        loop.now = 100.0 + 0.01 * b
+        assert _done(src.send(P))  # the batch's first message
+        assert core.batch_len == 12 + len(P)
+        assert h.deadline == first and not core.timer_dirty  # not re-armed: first is earlier
+        for _ in range(PER_BATCH - 1):
+            assert _done(src.send(P))  # the last one hands the batch on
+        assert len(w.chunks) == b + 1 and core.batch_len == 0
+    assert loop.armed == 1  # one timer for six batches
+    msgs = data_messages(w.chunks)
+    assert [x.sqn for x in msgs] == list(range(6 * PER_BATCH))
+    assert core.stats.messages_sent == 6 * PER_BATCH and core.stats.datagrams_sent == 6
+    # Batch 7: its oldest message at 100.06, more join it later.
+    for t in (100.06, 100.1, 100.15):
+        loop.now = t
+        src.send(P)
+    # The stale deadline (batch 1's) runs: nothing is due, the timer moves to batch 7's.
+    loop.advance(first)
+    assert len(w.chunks) == 6 and core.batch_len == 3 * (12 + len(P))
+    assert h.deadline == pytest.approx(100.06 + INTERVAL) == core.next_timer()
+    loop.advance(100.06 + INTERVAL - 0.001)
+    assert len(w.chunks) == 6  # not before one interval after its oldest message
+    loop.advance(100.06 + INTERVAL)
+    assert len(w.chunks) == 7 and core.batch_len == 0
+    assert [x.sqn for x in data_messages(w.chunks[6:])] == [162, 163, 164]
+    assert loop.fired == 2 and loop.armed == 3
+    # What is left to wait for is the TSNI check, armed by the first message at 100.0.
+    assert h.deadline == pytest.approx(100.0 + TSNI_INTERVAL)
+    await src.close()
 
 
-async def test_inline_hand_on_that_blocks_closes_the_run(opts: None) -> None:
-    async with await Context.create(opts) as ctx:
-        src = await ctx.create_source("block")
-        w, _clock = _attach(src)
-        core = src._core
-        listener = src._listener
-        for _ in range(26):
-            await src.send(P)
-        w.block = True
-        await src.send(P)  # the inline hand-on's write blocks the session
-        assert listener._paused and core._run is None
-        pending = src.send(P)
-        assert not (isinstance(pending, asyncio.Future) and pending.done())
-        listener._resumed(w)
-        async with asyncio.timeout(WAIT):
-            await pending
-        src.flush()
-        assert [m.sqn for m in _data(w.chunks)] == list(range(28))
-        await src.close()
+async def test_batch_start_after_idle_arms_the_timer_and_the_tsni_check() -> None:
+    """A batch started when no batching deadline is pending (the last one ran) arms one; one
+    started when no TSNI check is armed (every topic went idle) arms that."""
+    h = await make_sources("due")
+    (src,) = h.sources
+    core, loop, w = h.core, h.loop, h.writer
+    for _ in range(PER_BATCH):
+        src.send(P)
+    assert len(w.chunks) == 1
+    loop.advance(101.0)  # the batch deadline runs with nothing batched: none pending after
+    assert h.deadline == pytest.approx(100.0 + TSNI_INTERVAL)
+    src.send(P)  # batch 2 starts at 101.0
+    assert h.deadline == pytest.approx(101.0 + INTERVAL) == core.next_timer()
+    for _ in range(PER_BATCH - 1):
+        src.send(P)
+    assert len(w.chunks) == 2 and core.batch_len == 0
+    # Idle past transport_topic_sequence_number_info_active_threshold (60 s): TSNIs every
+    # interval until then, then no TSNI check at all.
+    loop.advance(200.0)
+    assert h.deadline is None and core.next_timer() is None
+    tsnis = [t for x in lbmc.iter_messages(b"".join(w.chunks[2:])) for t in x.find_all(lbmc.Tsni)]
+    assert len(tsnis) >= 10 and core.stats.tsnis_sent == len(tsnis)
+    assert {r for t in tsnis for r in t.records} == {(src.tidx, 2 * PER_BATCH - 1)}
+    src.send(P)  # batch 3 starts at 200.0: both deadlines armed again
+    assert h.deadline == pytest.approx(200.0 + INTERVAL)
+    loop.advance(200.0 + INTERVAL)
+    assert h.deadline == pytest.approx(200.0 + TSNI_INTERVAL)
+    assert [x.sqn for x in data_messages(w.chunks)] == list(range(2 * PER_BATCH + 1))
+    await src.close()
 
 
-async def test_inline_paths_interleave_with_flush_and_send_nowait(opts: None) -> None:
-    """Inline batch starts and hand-ons mixed with flushes, single messages, another topic,
-    other lengths and timers: every message in order with its topic's sequence numbers, and a
-    held batch always has a deadline no later than one interval after its oldest message."""
-    one_session = {"transport_tcp_maximum_ports": "1"}
-    async with await Context.create(one_session) as ctx:
-        src = await ctx.create_source("mix")
-        other = await ctx.create_source("mix.other")
-        assert other._core is src._core
-        w, clock = _attach(src)
-        other._time = src._time  # type: ignore[method-assign]
-        core = src._core
-        rng = random.Random(7)
-        sent: dict[str, list[bytes]] = {"mix": [], "mix.other": []}
-        oldest: float | None = None
-        for i in range(4000):
-            clock[0] += rng.choice((0.0, 0.0, 0.0, 0.0005, 0.07))
-            deadline = core.next_timer()
-            if deadline is not None and deadline <= clock[0]:
-                out = core.handle_timer(deadline)
-                if out:
-                    src._listener.write(out)
-            if not core._len:
-                oldest = None
-            else:
-                assert oldest is not None
-                deadline = core.next_timer()
-                assert deadline is not None and deadline <= oldest + 0.2 + 1e-9
-            data = i.to_bytes(4, "big") * (16 if rng.random() < 0.9 else 2)
-            before = core.stats.datagrams_sent
-            op = rng.random()
-            s = src
-            if op < 0.02:
-                src.flush()
-                continue
-            if op < 0.04:
-                src.send_nowait(data, flush=True)
-            elif op < 0.06:
-                src.send_nowait(data)
-            elif op < 0.08:
-                s = other
-                await other.send(data)
-            else:
-                await src.send(data)
-            sent[s.topic].append(data)
-            if core._len and (oldest is None or core.stats.datagrams_sent != before):
-                oldest = clock[0]
-        src.flush()
-        msgs = _data(w.chunks)
-        for s in (src, other):
-            mine = [m for m in msgs if m.tidx == s.tidx]
-            assert [m.payload for m in mine] == sent[s.topic]
-            assert [m.sqn for m in mine] == list(range(len(sent[s.topic])))
-        assert core.stats.messages_sent == len(msgs)
-        await other.close()
-        await src.close()
+async def test_hand_on_that_blocks_closes_the_run() -> None:
+    h = await make_sources("block")
+    (src,) = h.sources
+    core, w = h.core, h.writer
+    for _ in range(PER_BATCH - 1):
+        src.send(P)
+    w.block_next = True
+    assert _done(src.send(P))  # the hand-on's write blocks the session
+    assert w.paused and core.batch_len == 0
+    pending = src.send(P)  # a message of the run: the fast case must not take it
+    assert not _done(pending) and core.batch_len == 0
+    with pytest.raises(WouldBlock):
+        src.send_nowait(P)
+    assert len(w.chunks) == 1
+    w.unblock()
+    assert [code for _t, code, _i in h.events] == [m.SRC_EVENT_WAKEUP]
+    async with asyncio.timeout(WAIT):
+        await pending
+    src.flush()
+    assert [x.sqn for x in data_messages(w.chunks)] == list(range(PER_BATCH + 1))
+    assert h.engine.send_would_block == 1
+    await src.close()
+
+
+async def test_overflow_hand_on_that_blocks_stops_the_fast_case() -> None:
+    """A batch handed on because the next message would overflow it (a minimum length above
+    the datagram size) leaves that message as the open run of a new batch: when the write
+    blocks, the run must close all the same, or the next message would join it."""
+    h = await make_sources("overflow", datagram_max_size=4000, batching_minimum_length=8000)
+    (src,) = h.sources
+    core, w = h.core, h.writer
+    w.block_next = True
+    sent = 0
+    while not w.chunks:
+        assert _done(src.send(P))
+        sent += 1
+    assert w.paused and sent == 4000 // (12 + len(P)) + 1
+    held = core.batch_len
+    assert held == 12 + len(P)  # the message that overflowed starts the next batch
+    pending = src.send(P)
+    assert not _done(pending) and core.batch_len == held
+    w.unblock()
+    async with asyncio.timeout(WAIT):
+        await pending
+    src.flush()
+    assert [x.sqn for x in data_messages(w.chunks)] == list(range(sent + 1))
+    await src.close()
+
+
+async def test_timer_hand_on_that_blocks_stops_the_fast_case() -> None:
+    """The batch deadline's hand-on closes the run too: a write there may block."""
+    h = await make_sources("timer")
+    (src,) = h.sources
+    core, loop, w = h.core, h.loop, h.writer
+    for _ in range(10):
+        src.send(P)
+    w.block_next = True
+    loop.advance(100.0 + INTERVAL)
+    assert len(w.chunks) == 1 and w.paused
+    pending = src.send(P)
+    assert not _done(pending) and core.batch_len == 0
+    w.unblock()
+    async with asyncio.timeout(WAIT):
+        await pending
+    src.flush()
+    assert [x.sqn for x in data_messages(w.chunks)] == list(range(11))
+    await src.close()
+
+
+async def test_send_paths_interleave_with_flush_and_send_nowait() -> None:
+    """Batch starts and hand-ons mixed with flushes, single messages, another topic, other
+    lengths and timers: every message in order with its topic's sequence numbers, and a held
+    batch always has the session's timer armed no later than one interval after its oldest
+    message."""
+    h = await make_sources("mix", "mix.other")
+    src, other = h.sources
+    core, loop, w = h.core, h.loop, h.writer
+    rng = random.Random(7)
+    sent: dict[str, list[bytes]] = {"mix": [], "mix.other": []}
+    oldest: float | None = None
+    for i in range(4000):
+        loop.advance(loop.now + rng.choice((0.0, 0.0, 0.0, 0.0005, 0.07)))
+        if not core.batch_len:
+            oldest = None
+        else:
+            assert oldest is not None
+            assert h.deadline is not None and h.deadline <= oldest + INTERVAL + 1e-9
+        data = i.to_bytes(4, "big") * (16 if rng.random() < 0.9 else 2)
+        before = core.stats.datagrams_sent
+        op = rng.random()
+        s = src
+        if op < 0.02:
+            src.flush()
+            continue
+        if op < 0.04:
+            src.send_nowait(data, flush=True)
+        elif op < 0.06:
+            src.send_nowait(data)
+        elif op < 0.08:
+            s = other
+            assert _done(other.send(data))
+        else:
+            assert _done(src.send(data))
+        sent[s.topic].append(data)
+        if core.batch_len and (oldest is None or core.stats.datagrams_sent != before):
+            oldest = loop.now
+    src.flush()
+    msgs = data_messages(w.chunks)
+    for s in (src, other):
+        mine = [x for x in msgs if x.tidx == s.tidx]
+        assert [x.payload for x in mine] == sent[s.topic]
+        assert [x.sqn for x in mine] == list(range(len(sent[s.topic])))
+    assert core.stats.messages_sent == len(msgs)
+    await other.close()
+    await src.close()

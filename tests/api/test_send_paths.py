@@ -1,4 +1,5 @@
-"""Source.send's inline fast path (open runs) and send_nowait's single-message path, end to end.
+"""Source.send's fast case (a message joining the open run, ``TopicSender.send``), its general
+path (``EngineSource.send_slow``) and send_nowait's single-message path, end to end.
 
 The paths are mixed on one source and the receiver checks order, payloads and topic sequence
 numbers; back-pressure is checked with a receiver that stops reading.
@@ -21,7 +22,7 @@ async def test_fast_single_and_batched_sends_interleave(opts: None) -> None:
         rcv = await b.create_receiver("mix", got.append)
         src = await a.create_source("mix")
         other = await a.create_source("mix.other")  # same session: runs of two topics
-        assert other._core is src._core
+        assert other.core is src.core
         await wait_for(lambda: src.receivers == 1)
         sent: list[bytes] = []
         for i in range(3000):
@@ -45,7 +46,7 @@ async def test_fast_single_and_batched_sends_interleave(opts: None) -> None:
         data_msgs = [x for x in got if x.type == m.MSG_DATA]
         assert [x.data for x in data_msgs] == sent
         assert [x.sequence_number for x in data_msgs] == list(range(len(sent)))
-        assert src._core.stats.messages_sent == len(sent) + sum(
+        assert src.core.stats.messages_sent == len(sent) + sum(
             1 for i in range(3000) if i % 83 == 0 and i % 97 and i % 89
         )
         await rcv.close()
@@ -59,9 +60,14 @@ async def test_single_message_path_arms_tsni(opts: None) -> None:
         rcv = await b.create_receiver("tsni", lambda msg: None)
         src = await a.create_source("tsni")
         await wait_for(lambda: src.receivers == 1)
+        before = a.loop.time()
         src.send_nowait(b"hello", flush=True)
-        assert src._core._tsni_check is not None
-        assert src._session.timer.deadline == src._core.next_timer()
+        after = a.loop.time()
+        core = src.core
+        deadline = core.next_timer()  # no batch held: the TSNI check is all there is
+        assert deadline is not None
+        assert before + core.tsni_interval <= deadline <= after + core.tsni_interval
+        assert src.session.timer.deadline == deadline
         await rcv.close()
         await src.close()
 
@@ -75,7 +81,7 @@ async def test_fast_path_stops_while_blocked(opts: None) -> None:
         rcv = await b.create_receiver("bp", got.append)
         src = await a.create_source("bp", attributes={"transport_session_maximum_buffer": "65536"})
         await wait_for(lambda: src.receivers == 1)
-        for js in b._joined.values():
+        for js in b.joined.values():
             assert js.conn is not None
             js.conn.pause_reading()
         sent = 0
@@ -90,18 +96,25 @@ async def test_fast_path_stops_while_blocked(opts: None) -> None:
                 pending = aw  # blocked: this message is sent once the session drains
                 sent += 1
                 await asyncio.sleep(0)
-        assert src._listener.blocked
-        assert src._core._run is None  # no open run to append to while blocked
+        assert src.writer.paused
+        # No message joins the batch while blocked (the blocking write closed the run): one
+        # more of the same length waits too, and the batch does not grow.
+        held = src.core.batch_len
+        also_pending = src.send(sent.to_bytes(4, "big") * 16)
+        sent += 1
+        assert not (isinstance(also_pending, asyncio.Future) and also_pending.done())
+        assert src.core.batch_len == held
         try:
             src.send_nowait(b"refused", flush=True)
             raise AssertionError("send_nowait did not raise WouldBlock")
         except WouldBlock:
             pass
-        for js in b._joined.values():
+        for js in b.joined.values():
             assert js.conn is not None
             js.conn.resume_reading()
         async with asyncio.timeout(WAIT):
             await pending
+            await also_pending
         src.flush()
         await wait_for(lambda: sum(x.type == m.MSG_DATA for x in got) == sent)
         data_msgs = [x for x in got if x.type == m.MSG_DATA]

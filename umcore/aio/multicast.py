@@ -84,7 +84,6 @@ def route_address(dest: str, port: int = 9) -> str:
         s.close()
 
 
-
 class MulticastSender:
     """A non-blocking UDP socket bound to ``interface`` that multicasts out of it, looping its
     own datagrams back to this host (MIM: other contexts here may listen)."""
