@@ -24,11 +24,11 @@ The ranks of ``umcore``, lowest first (a package imports only from its own rank 
 3. ``aio``: the asyncio adapters that feed the cores from sockets and timers [transport,
    features, srs, wire, errors].  With ``daemon``, the only rank of ``umcore`` with sockets.
 4. ``engine``: composes the adapters and the client cores into running contexts; the API, the
-   store and the DRO stand on it (being written).
+   store and the DRO stand on it [aio, cores, config, errors].
 5. ``monitor``: statistics model, lbmmon framing, protobuf, automatic monitoring [aio, config,
-   transport, errors; and api, from automatic monitoring: the upward edge being removed].  It
-   samples an engine's objects and needs nothing above the engine.
-6. ``api``: the public facade over the engine [today: aio, cores, config, monitor].
+   errors].  It samples an engine's public counters and creates its monitoring context with the
+   monitored context's own ``create``: it needs nothing above the engine.
+6. ``api``: the public facade over the engine [engine, monitor, features, config, errors].
 7. ``daemon``: the runtime the daemons share: CLI, logs, pid file, lifecycle, metrics, web pages,
    statistics publisher, service fronts [aio, errors].  Above ``monitor`` and ``api`` because
    its statistics publisher sends ``monitor``'s records over a context.
@@ -37,7 +37,8 @@ The ranks of ``umcore``, lowest first (a package imports only from its own rank 
 Sockets are allowed only in ``aio``, ``daemon`` and the daemon shells under ``daemons/``.
 ``tools`` use the API and open no socket of their own (none does today), so they are held to it.
 
-Four more rules: no import cycle between umcore's modules (module-level imports: the ones under
+The cores take input with ``receive_*`` methods; asyncio's callback names (``data_received``,
+``datagram_received``, ``connection_made``...) belong to adapters.  Four more rules: no import cycle between umcore's modules (module-level imports: the ones under
 ``if TYPE_CHECKING:`` or inside a function do not run at import time; ``from umcore.x import y``
 where ``y`` is a submodule is an edge to ``y``); no cycle between umcore's packages, counting the
 imports inside functions too (a lazy import dodges the module cycle, not the dependency); no
@@ -59,8 +60,8 @@ REPO = Path(__file__).resolve().parents[1]
 TOP = "umcore"
 
 # Rank of each package of umcore ("" is umcore/__init__.py, "errors" is umcore/errors.py).
-# Packages that do not exist yet (engine, store, dro) are listed so they land on the right rank
-# the day they appear; SANS_IO below only names packages that must exist.
+# Packages that do not exist yet (store, dro) are listed so they land on the right rank the day
+# they appear; SANS_IO below only names packages that must exist.
 RANKS: dict[str, int] = {
     "": 0,
     "errors": 0,
@@ -81,12 +82,16 @@ RANKS: dict[str, int] = {
     "tools": 8,
 }
 # Ranked packages not written yet: the only ones allowed to be missing.
-NOT_YET = frozenset({"engine", "store", "dro"})
+NOT_YET = frozenset({"store", "dro"})
 # The sans-IO packages, from the table: every one must exist (a rename must update RANKS, not
 # silently exempt the new name), and each is checked for I/O imports.
 SANS_IO = [name for name, rank in RANKS.items() if rank == 2 and name not in NOT_YET]
 # What a sans-IO core may not import: the loop, the network, the clock, threads, processes.
 NO_IO = frozenset({"asyncio", "socket", "selectors", "threading", "time", "subprocess", "uvloop"})
+# asyncio's callback names: adapters implement them; a core's inputs are ``receive_*``.
+ASYNCIO_CALLBACKS = frozenset(
+    {"data_received", "datagram_received", "connection_made", "connection_lost", "eof_received"}
+)
 # What only adapters and daemon runtimes may import.
 SOCKET_MODULES = frozenset({"socket", "socketserver", "ssl"})
 # The umcore packages where sockets are allowed (the daemon shells in daemons/ are not checked).
@@ -243,6 +248,19 @@ def io_in_cores(root: Path, names: list[str]) -> list[str]:
             for imp in imports(root, path):
                 if imp.module.split(".")[0] in NO_IO:
                     offenders.append(f"{_rel(root, path)}:{imp.line}: imports {imp.module}")
+    return offenders
+
+
+def asyncio_names_in_cores(root: Path, names: list[str]) -> list[str]:
+    """Methods of a sans-IO core named as asyncio's callbacks (the vocabulary: a core takes
+    input with ``receive_*``; ``data_received`` and friends belong to adapters)."""
+    offenders = []
+    for name in names:
+        for path in _python_files(root, (f"{TOP}/{name}",)):
+            tree = ast.parse(path.read_text("utf-8"), str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and node.name in ASYNCIO_CALLBACKS:
+                    offenders.append(f"{_rel(root, path)}:{node.lineno}: def {node.name}")
     return offenders
 
 
@@ -517,6 +535,11 @@ def test_sans_io_packages_do_no_io(package: str) -> None:
     assert offenders == [], _report(offenders)
 
 
+def test_cores_take_input_with_receive_not_asyncio_names() -> None:
+    offenders = asyncio_names_in_cores(REPO, SANS_IO)
+    assert offenders == [], _report(offenders)
+
+
 def test_sockets_only_in_adapters_and_daemons() -> None:
     offenders = sockets_outside_adapters(REPO)
     assert offenders == [], _report(offenders)
@@ -769,4 +792,17 @@ def test_an_attr_defined_ignore_is_reported(tmp_path: Path) -> None:
     )
     assert attr_defined_ignores(root) == [
         "umcore/api/context.py:2: y = x.z  # type: ignore[union-attr, attr-defined]"
+    ]
+
+
+def test_an_asyncio_callback_name_in_a_core_is_reported(tmp_path: Path) -> None:
+    core = tmp_path / TOP / "transport"
+    core.mkdir(parents=True)
+    (core / "__init__.py").write_text("")
+    (core / "x.py").write_text(
+        "class Core:\n    def data_received(self, data):\n        pass\n"
+        "    def receive_data(self, data):\n        pass\n"
+    )
+    assert asyncio_names_in_cores(tmp_path, ["transport"]) == [
+        f"{TOP}/transport/x.py:2: def data_received"
     ]

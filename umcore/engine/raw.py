@@ -55,7 +55,8 @@ class RawSession:
     """The transport session a frame came on, and the topic index of the raw receiver's
     topic on it."""
 
-    #: ``TCP``, ``LBT-RU`` or ``LBT-RM`` (as topic resolution keys them).
+    #: ``TCP``, ``LBT-RU`` or ``LBTRM`` (UM's source-string prefixes, as topic resolution keys
+    #: sessions).
     transport: str
     #: UM's source string (``TCP:ip:port:sid`` ...).
     source_string: str

@@ -23,28 +23,27 @@ it to wrap the batch in one transport datagram with its own transport sequence n
 
 **Runs.**  The batch's tail may be an open *run*: consecutive plain messages of one topic and
 one payload length (``bytes`` only: they are kept by reference) whose LBMC headers are not
-built yet.  Appending to the run is a list append (the API's inline fast path,
-:meth:`umcore.api.context.Source.send`, does exactly that when :attr:`BatchingSource.fast_limit`,
-the run's owner and length allow); :meth:`BatchingSource._settle` frames the whole run at once
-when anything else happens (another topic or length, a flush, a timer, a hand-on): one
-``join`` with the header as separator, then the four sequence-number columns written by strided
-slice assignment (all C-level), and it advances the topic's sequence number, last-data time and
-the message counter by the run's length.  The run's messages keep the sequence numbers they
-would have had framed one by one: the topic's ``sqn`` is the run's first until it settles
+built yet.  Appending to the run is a list append: :meth:`TopicSender.send`, the data path's
+common case (a source's send, see :mod:`umcore.engine.source`), does exactly that when
+:attr:`BatchingSource.fast_limit`, the run's owner and length allow; :meth:`BatchingSource.send`
+has the same case first.  :meth:`BatchingSource._settle` frames the whole run at once when
+anything else happens (another topic or length, a flush, a timer, a hand-on): one ``join`` with
+the header as separator, then the four sequence-number columns written by strided slice
+assignment (all C-level), and it advances the topic's sequence number, last-data time and the
+message counter by the run's length.  The run's messages keep the sequence numbers they would
+have had framed one by one: the topic's ``sqn`` is the run's first until it settles
 (:meth:`BatchingSource.next_sequence_number` counts the run in), and everything that reads or
 adds to the batch settles first, so the bytes on the wire are the same.
 
 **Batch start.**  A batch that :meth:`BatchingSource.send` hands on because it reached the
 minimum length (or a flush) keeps its open run open, empty, for the next batch: its payload
-length is stored as ``~n`` (negative, so no fast path matches it) and the run's first sequence
-number is always its topic's ``sqn``.  The API (:meth:`umcore.api.context.Source._send_slow`)
-starts the next batch with a message of that topic and length inline -- the run's time, the
-batch deadline, a list append -- when nothing else is due: the TSNI check is armed and the
-batching deadline already pending comes no later (see below); it also hands a batch on inline
-(:meth:`BatchingSource.hand_on_run`) when a message of the run brings it to the minimum length
-without overflowing it.  Anything else on the empty run settles it (nothing to frame) and
-closes it.  Every other hand-on (timer, flush, overflow, fragmentation, TSNIs) closes the run:
-a write there may block the transport, and the API's fast path must then stop.
+length is stored as ``~n`` (negative, so the fast case does not match it: the next message
+starts a batch, which has rules of its own) and the run's first sequence number is always its
+topic's ``sqn``.  The next message of that topic and length reopens the run
+(:meth:`BatchingSource.send_general`) instead of settling and recreating it; anything else on
+the empty run settles it (nothing to frame) and closes it.  Every other hand-on (timer, flush,
+overflow, fragmentation, TSNIs) closes the run, and so does the adapter when a write blocked
+the transport (:meth:`BatchingSource.end_run`): the fast case must then stop.
 
 **Batch timer.**  Each batch is due one ``implicit_batching_interval`` after its oldest message
 (``_batch_due``).  The deadline :meth:`BatchingSource.next_timer` reports for batching
@@ -263,8 +262,8 @@ class BatchingSource:
         self.max_payload = self.max_size - HEADER_RESERVATION
         self.batching_minimum_length = batching_minimum_length
         #: A message that joins a non-empty batch and leaves it shorter than this needs none
-        #: of the batching rules (no fragmentation, no overflow, no hand-on): the API's inline
-        #: fast path (:meth:`umcore.api.context.Source.send`) checks only this bound.
+        #: of the batching rules (no fragmentation, no overflow, no hand-on): the fast case
+        #: (:meth:`TopicSender.send`) checks only this bound.
         self.fast_limit = min(batching_minimum_length, self.max_payload + 1)
         self.batching_interval = batching_interval
         self.tsni_interval = tsni_interval
@@ -379,8 +378,8 @@ class BatchingSource:
             self._run_n = -1
 
     def end_run(self) -> None:
-        """Close the open run, so the API's inline fast path stops until the next send through
-        :meth:`send` (the adapter calls this when its transport becomes blocked)."""
+        """Close the open run, so the fast case (:meth:`TopicSender.send`) stops until the next
+        send through :meth:`send` (the adapter calls this when its transport becomes blocked)."""
         self._settle()
 
     def _hand_on(self, keep: bool = False) -> bytes:
@@ -399,23 +398,9 @@ class BatchingSource:
             self._settle(keep)
             out = self._take()
         if keep:
-            # Open for a batch start only: no message of the run's length matches ``~n`` (the
-            # API's inline batch start restores it, anything else settles the empty run).
+            # Open for a batch start only: no message of the run's length matches ``~n``
+            # (send_general reopens it, anything else settles the empty run).
             self._run_n = ~self._run_n
-        return out
-
-    def hand_on_run(self, now: float) -> bytes:
-        """The API's inline hand-on (:meth:`umcore.api.context.Source.send`): the caller has
-        appended a message of the open run that brings the batch to at least
-        ``batching_minimum_length`` bytes, at most :attr:`max_size` (what :meth:`send` would do
-        for it: hand the batch on, the run kept open, empty)."""
-        self.now = now
-        self._run_time = now
-        t = self._run
-        if self.parts or t is None:
-            return self._hand_on(True)
-        out = self._take_run(t)  # the data path: the batch is the run alone
-        self._run_n = ~self._run_n
         return out
 
     def _start_batch(self, now: float) -> None:
@@ -505,6 +490,8 @@ class BatchingSource:
         if length + _DATA_HEADER + n > self.max_size:
             out = self._hand_on()
             length = 0
+        if self._run is t and n == ~self._run_n and not flush and type(payload) is bytes:
+            self._run_n = n  # a batch start: the run the last hand-on kept open, empty
         if self._run is t and n == self._run_n and type(payload) is bytes:
             # The run goes on (the batch is due, a flush, a batch start, or a run kept open).
             self._run_pl.append(payload)
