@@ -268,7 +268,9 @@ class SRSClientConnector:
                 self.connect_timeout,
             )
         except (OSError, TimeoutError) as exc:
-            if not self._closed:
+            # A timeout that fires just after the connection was made: the core was told it
+            # connected, and the transport's end reports the loss (never both).
+            if not self._closed and index not in self._transports:
                 self.core.receive_connect_failed(index, self.now(), f"connect to {addr}: {exc}")
                 self._flush()
 
