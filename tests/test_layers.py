@@ -40,7 +40,9 @@ Sockets are allowed only in ``aio``, ``daemon`` and the daemon shells under ``da
 The cores take input with ``receive_*`` methods; asyncio's callback names (``data_received``,
 ``datagram_received``, ``connection_made``...) belong to adapters.  Four more rules: no import cycle between umcore's modules (module-level imports: the ones under
 ``if TYPE_CHECKING:`` or inside a function do not run at import time; ``from umcore.x import y``
-where ``y`` is a submodule is an edge to ``y``); no cycle between umcore's packages, counting the
+where ``y`` is a submodule is an edge to ``y``), and none either when the imports under ``if
+TYPE_CHECKING:`` and inside functions count (:func:`design_cycles`); no cycle between umcore's
+packages, counting the
 imports inside functions too (a lazy import dodges the module cycle, not the dependency); no
 module reads another module's underscore names (:func:`friend_access`, a heuristic explained
 there); and no ``type: ignore[attr-defined]`` in ``umcore``.
@@ -212,15 +214,18 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def import_graph(root: Path, *, in_functions: bool) -> dict[str, dict[str, str]]:
+def import_graph(
+    root: Path, *, in_functions: bool, type_checking: bool = False
+) -> dict[str, dict[str, str]]:
     """module -> {imported module of ours -> ``file:line`` of the first such import}; imports
-    under ``if TYPE_CHECKING:`` never count, the ones inside functions when ``in_functions``."""
+    under ``if TYPE_CHECKING:`` count when ``type_checking``, the ones inside functions when
+    ``in_functions``."""
     known = modules(root)
     graph: dict[str, dict[str, str]] = {}
     for name, path in known.items():
         edges = graph.setdefault(name, {})
         for imp in imports(root, path):
-            if imp.type_checking or (imp.in_function and not in_functions):
+            if (imp.type_checking and not type_checking) or (imp.in_function and not in_functions):
                 continue
             for target in _targets(imp, known):
                 if target != name:
@@ -338,6 +343,19 @@ def _report_components(graph: dict[str, dict[str, str]], what: str) -> list[str]
 def cycles(root: Path) -> list[str]:
     """Import cycles among umcore's modules, counting the imports that run at import time."""
     return _report_components(import_graph(root, in_functions=False), "import")
+
+
+def design_cycles(root: Path) -> list[str]:
+    """Cycles among umcore's modules counting every import, also those under ``if
+    TYPE_CHECKING:`` and inside functions: such an import dodges the cycle at run time, not in
+    the design (a type named in both directions ties the two modules together).  A package's
+    ``__init__`` re-exporting its own modules is the one exception."""
+    graph = import_graph(root, in_functions=True, type_checking=True)
+    for a, edges in graph.items():
+        if modules(root)[a].name == "__init__.py":
+            for b in [b for b in edges if b.startswith(a + ".")]:
+                del edges[b]
+    return _report_components(graph, "design")
 
 
 def package_cycles(root: Path) -> list[str]:
@@ -552,6 +570,11 @@ def test_wire_imports_only_errors_from_umcore() -> None:
 
 def test_no_import_cycle() -> None:
     offenders = cycles(REPO)
+    assert offenders == [], _report(offenders)
+
+
+def test_no_cycle_even_through_type_checking_or_function_imports() -> None:
+    offenders = design_cycles(REPO)
     assert offenders == [], _report(offenders)
 
 
@@ -806,3 +829,18 @@ def test_an_asyncio_callback_name_in_a_core_is_reported(tmp_path: Path) -> None:
     assert asyncio_names_in_cores(tmp_path, ["transport"]) == [
         f"{TOP}/transport/x.py:2: def data_received"
     ]
+
+
+def test_a_cycle_through_type_checking_imports_is_reported(tmp_path: Path) -> None:
+    pkg = tmp_path / TOP / "engine"
+    pkg.mkdir(parents=True)
+    (tmp_path / TOP / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from umcore.engine.a import A\n")  # a re-export: allowed
+    (pkg / "a.py").write_text("from umcore.engine.b import B\nclass A: ...\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from umcore.engine.a import A\nclass B: ...\n"
+    )
+    assert cycles(tmp_path) == []  # nothing runs in a cycle
+    (offender,) = design_cycles(tmp_path)
+    assert "umcore.engine.a, umcore.engine.b" in offender and "engine/b.py:3" in offender

@@ -60,12 +60,14 @@ class Source(EngineSource):
     CPython 3.11/3.12 do not specialise calls to functions with keyword-only parameters).
     """
 
+    context: Context
+
     async def send_request(
         self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None
     ) -> Request:
         """``lbm_send_request``: a message every receiver gets as a REQUEST; responses reach
         ``on_response`` (message type RESPONSE) until the returned request is closed."""
-        feat = self.engine.features
+        feat = self.context.features
         port = feat.require_port()
         if self.writer.paused:
             await self.writer.writable()

@@ -29,11 +29,12 @@ MIM loss goes to ``ctx.mim_loss_callback(count)`` (``mim_unrecoverable_loss_func
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from umcore.aio.multicast import MulticastSender, open_multicast_socket
 from umcore.aio.request_port import RequestPort
@@ -42,6 +43,8 @@ from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import message as m
 from umcore.engine.message import Message
 from umcore.engine.options import Options, interface_ip
+from umcore.engine.receive import Fanout, Subscriber
+from umcore.engine.source import EngineSource
 from umcore.errors import LocalProtocolError, UMError
 from umcore.features import immediate as im
 from umcore.features.latejoin import LateJoinConfig, LateJoinService, parse_otid, tir_options
@@ -52,17 +55,36 @@ from umcore.features.request import RequestTable, ResponseAddress
 from umcore.features.retention import RetentionBuffer
 from umcore.wire import lbmc, lbmr_options
 
-if TYPE_CHECKING:
-    from umcore.engine.context import Engine
-    from umcore.engine.receive import Fanout
-    from umcore.engine.source import EngineSource
-
 __all__ = ["ContextFeatures", "Request", "Response"]
 
 log = logging.getLogger("umcore.engine.features")
 
 OnResponse = Callable[[Message], object]
 OnImmediate = Callable[[Message], object]
+
+
+class FeatureHost(Protocol):
+    """What the features need of their context (the engine)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def options(self) -> Options: ...
+
+    @property
+    def advertised_ip(self) -> str: ...
+
+    @property
+    def immediate_message_callback(self) -> OnImmediate | None: ...
+
+    @property
+    def immediate_topic_message_callback(self) -> OnImmediate | None: ...
+
+    @property
+    def mim_loss_callback(self) -> Callable[[int], object] | None: ...
+
+    def receivers_of(self, topic: str) -> list[Subscriber]: ...
 
 
 class Response:
@@ -134,7 +156,7 @@ class _SourceExt:
 class ContextFeatures:
     """Per-context state of the chapter-10 features (see the module docstring)."""
 
-    def __init__(self, ctx: Engine) -> None:
+    def __init__(self, ctx: FeatureHost) -> None:
         self.ctx = ctx
         self._loop = ctx.loop
         self.ctxinst = os.urandom(8)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from umcore.aio.lbt import (
     LbtContext,
@@ -46,25 +46,41 @@ from umcore.aio.lbt import (
 )
 from umcore.aio.multicast import set_multicast_sender
 from umcore.engine.options import Options, interface_ip, random_session_id
-from umcore.engine.source import SourceSession
+from umcore.engine.receive import JoinedSession
+from umcore.engine.source import SourceHost, SourceSession
 from umcore.errors import UMError
+from umcore.resolver.core import SourceInfo
 from umcore.transport.lbt import ReceiverConfig, SourceConfig
 from umcore.transport.lbtrm import LbtrmReceiver, LbtrmSource
 from umcore.transport.lbtru import LbtruReceiver, LbtruSource, RuReceiverConfig, RuSourceConfig
 from umcore.transport.ratelimit import RateLimiter
 from umcore.wire import lbmr
 
-if TYPE_CHECKING:
-    from umcore.engine.context import Engine
-    from umcore.engine.receive import JoinedSession
-    from umcore.resolver.core import SourceInfo
-
-__all__ = ["LbtState", "join", "lbt_state", "prepare_join", "source_session", "transport_kind"]
+__all__ = [
+    "LbtHost",
+    "LbtState",
+    "join",
+    "lbt_state",
+    "prepare_join",
+    "source_session",
+    "transport_kind",
+]
 
 log = logging.getLogger("umcore.engine")
 
 #: A context's LBT state (umcore.aio.lbt.LbtContext): rate limiters, session pools, sockets.
 LbtState = LbtContext
+
+
+class LbtHost(SourceHost, Protocol):
+    """What LBT sessions need of their context (the engine), besides a source's needs."""
+
+    lbt: LbtContext | None
+
+    @property
+    def options(self) -> Options: ...
+
+    def join_failed(self, js: JoinedSession) -> None: ...
 
 
 def transport_kind(o: Options) -> str:
@@ -75,7 +91,7 @@ def transport_kind(o: Options) -> str:
     return kind
 
 
-def lbt_state(engine: Engine) -> LbtContext:
+def lbt_state(engine: LbtHost) -> LbtContext:
     """The engine's LBT state, created on first use from its context-scope options."""
     lctx = engine.lbt
     if lctx is None:
@@ -103,7 +119,7 @@ def lbt_state(engine: Engine) -> LbtContext:
     return lctx
 
 
-def _source_config(engine: Engine, o: Options, kind: str) -> dict[str, Any]:
+def _source_config(engine: LbtHost, o: Options, kind: str) -> dict[str, Any]:
     p = f"transport_{kind}_"
     c = engine.options
     size = int(c.get(p + "source_datagram_max_size") or c.get(p + "datagram_max_size"))
@@ -121,7 +137,7 @@ def _source_config(engine: Engine, o: Options, kind: str) -> dict[str, Any]:
     }
 
 
-async def source_session(engine: Engine, kind: str, o: Options) -> SourceSession:
+async def source_session(engine: LbtHost, kind: str, o: Options) -> SourceSession:
     """The session a new ``kind`` source maps onto (existing, round robin, or new)."""
     lctx = lbt_state(engine)
     c = engine.options
@@ -210,7 +226,7 @@ async def source_session(engine: Engine, kind: str, o: Options) -> SourceSession
 
 
 def prepare_join(
-    engine: Engine, js: JoinedSession, info: SourceInfo, options: Options | None
+    engine: LbtHost, js: JoinedSession, info: SourceInfo, options: Options | None
 ) -> None:
     """Give a new joined session its LBT receiver core (before any DC is added), built from
     the first receiver's options (UM: first receiver wins)."""
@@ -269,7 +285,7 @@ def prepare_join(
     js.sample = sample
 
 
-async def join(engine: Engine, js: JoinedSession, info: SourceInfo) -> None:
+async def join(engine: LbtHost, js: JoinedSession, info: SourceInfo) -> None:
     """Open the joined session's socket (LBT-RU: connect; LBT-RM: join the group)."""
     lctx = lbt_state(engine)
     o = js.join_options

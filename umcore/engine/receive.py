@@ -38,17 +38,14 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from sys import getrefcount
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from umcore.engine import message as m
 from umcore.engine.message import DeliveredMessage, Message
+from umcore.engine.options import Options
 from umcore.errors import UMError
 from umcore.resolver.core import SourceInfo
 from umcore.transport.tcp import LOSS_BURST, DeliveryController, TcpReceiverSession
-
-if TYPE_CHECKING:
-    from umcore.engine.features import ContextFeatures
-    from umcore.engine.options import Options
 
 __all__ = [
     "MAX_RECEIVER_QUEUE",
@@ -474,10 +471,34 @@ class Fanout:
         )
 
 
+class FeatureHooks(Protocol):
+    """What fan-outs hand to late join / OTR and message decoding
+    (:class:`umcore.engine.features.ContextFeatures`)."""
+
+    def fanout_created(self, fan: Fanout, options: tuple[Any, ...], ropts: Options) -> None: ...
+
+    def fanout_removed(self, fan: Fanout) -> None: ...
+
+    def live(self, fan: Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None: ...
+
+    def transport_loss(self, fan: Fanout, sqn: int, count: int) -> None: ...
+
+    def make_message(
+        self,
+        topic: str,
+        source: str,
+        sqn: int,
+        payload: bytes,
+        headers: tuple[Any, ...] | list[Any],
+        flags: int = 0,
+    ) -> Message | None: ...
+
+
 class SessionOwner(Protocol):
     """What a joined session reports to (the engine)."""
 
-    features: ContextFeatures
+    @property
+    def features(self) -> FeatureHooks: ...
 
     def session_ended(self, js: JoinedSession) -> None: ...
 

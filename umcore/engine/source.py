@@ -26,9 +26,10 @@ receiver connection, WAKEUP.  An exception raised by ``on_event`` is logged and 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from umcore.aio.lbt import SourceTimer
 from umcore.aio.timer import CoreTimer
@@ -37,16 +38,46 @@ from umcore.errors import UMError, WouldBlock
 from umcore.transport.batching import BatchingSource, TopicSender
 from umcore.wire import lbmc, lbmr
 
-if TYPE_CHECKING:
-    import asyncio
-
-    from umcore.engine.context import Engine
-
-__all__ = ["EngineSource", "OnSourceEvent", "SourceSession", "Writer"]
+__all__ = ["EngineSource", "OnSourceEvent", "SourceHost", "SourceSession", "Writer"]
 
 log = logging.getLogger("umcore.engine")
 
 OnSourceEvent = Callable[[int, object], object]
+
+
+class ExtendedSend(Protocol):
+    """Sends that need the features (:mod:`umcore.engine.features`): extra headers, retention."""
+
+    def source_send(
+        self,
+        src: EngineSource,
+        data: bytes | memoryview,
+        flush: bool,
+        properties: Any,
+        app_headers: Any,
+        request: lbmc.Request | None = None,
+    ) -> bytes | None: ...
+
+
+class SourceHost(Protocol):
+    """What topic sources and their sessions need of their context (the engine)."""
+
+    send_blocked: int
+    send_would_block: int
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def done(self) -> asyncio.Future[None]: ...
+
+    @property
+    def advertised_ip(self) -> str: ...
+
+    @property
+    def features(self) -> ExtendedSend: ...
+
+    async def source_closed(self, src: EngineSource) -> None: ...
 
 
 class Writer(Protocol):
@@ -74,7 +105,7 @@ class SourceSession:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: SourceHost,
         kind: str,
         core: BatchingSource,
         writer: Writer,
@@ -165,7 +196,7 @@ class EngineSource(TopicSender):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: SourceHost,
         topic: str,
         session: SourceSession,
         on_event: OnSourceEvent | None,

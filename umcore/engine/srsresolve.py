@@ -48,13 +48,17 @@ DNS names are resolved by each connect, not cached.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from umcore.aio.srs import SRSClientConnector
 from umcore.aio.timer import CoreTimer
+from umcore.engine.features import ContextFeatures
+from umcore.engine.options import Options
+from umcore.engine.receive import JoinedSession
 from umcore.errors import LocalProtocolError
 from umcore.features.latejoin import make_otid, parse_otid
 from umcore.resolver.core import ResolverConfig, SourceInfo, TopicResolver
@@ -65,9 +69,6 @@ from umcore.transport import lbtrm, lbtru
 from umcore.wire import lbmr, lbmr_options
 from umcore.wire import srs_messages as srsm
 from umcore.wire.lbmr_base import ip_bytes
-
-if TYPE_CHECKING:
-    from umcore.engine.context import Engine
 
 __all__ = [
     "MAX_REJOIN_ATTEMPTS",
@@ -93,6 +94,32 @@ MAX_REJOIN_ATTEMPTS = 30
 
 Transport = lbmr.TCPInfo | lbmr.LBTRMInfo
 SIRKey = tuple[bytes, str]
+
+
+class SRSHost(Protocol):
+    """What SRS resolution needs of its context (the engine)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def options(self) -> Options: ...
+
+    @property
+    def features(self) -> ContextFeatures: ...
+
+    @property
+    def advertised_ip(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def joined(self) -> dict[tuple[object, ...], JoinedSession]: ...
+
+    def join(self, info: SourceInfo) -> JoinedSession | None: ...
+
+    def wants(self, topic: str) -> bool: ...
 
 
 # ------------------------------------------------------------------ records <-> source info
@@ -297,7 +324,7 @@ class SRSTopicResolver(TopicResolver):
 class SRSResolution:
     """A context's SRS connections and what they resolved (see the module docstring)."""
 
-    def __init__(self, ctx: Engine, servers: list[tuple[str, int]], *, flood: bool) -> None:
+    def __init__(self, ctx: SRSHost, servers: list[tuple[str, int]], *, flood: bool) -> None:
         self.ctx = ctx
         self.servers = servers
         self.flood = flood
@@ -322,7 +349,7 @@ class SRSResolution:
         self.rejoins = 0
 
     @classmethod
-    def from_options(cls, ctx: Engine) -> SRSResolution | None:
+    def from_options(cls, ctx: SRSHost) -> SRSResolution | None:
         servers = srs_servers(ctx.options.get("resolver_service"))
         if not servers:
             return None
@@ -526,7 +553,7 @@ class SRSResolution:
 
 
 def make_resolver(
-    ctx: Engine, config: ResolverConfig, now: float
+    ctx: SRSHost, config: ResolverConfig, now: float
 ) -> tuple[SRSTopicResolver, SRSResolution | None, bool]:
     """The context's resolver, its SRS side (None without ``resolver_service``) and whether
     UDP TR is on (``resolver_disable_udp_topic_resolution`` 0)."""

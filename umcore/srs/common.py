@@ -7,19 +7,13 @@ The SRS core (:mod:`umcore.srs.server`) is a composition of cohesive parts: the 
 sessions (:mod:`umcore.srs.session`), the tables of clients, sources and interest
 (:mod:`umcore.srs.registry`), the relay deciding who gets which record
 (:mod:`umcore.srs.relay`) and the state lifetimes (:mod:`umcore.srs.lifetimes`).  They all read
-one :class:`ServerConfig`, count refusals in one :class:`Refused` and report connection events
-to one bounded :class:`EventLog`; those live here so that no part imports the composition.
+one :class:`ServerConfig` and count refusals in one :class:`Refused` (connection events go to
+one bounded :class:`~umcore.srs.registry.EventLog`, beside the clients they name); these live
+here so that no part imports the composition.
 Every limit is a named constant below, with the reason for its value.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from umcore.srs.registry import Client
-    from umcore.wire.srs_messages import BatchRecord
 
 __all__ = [
     "DEFAULT_MAX_LIFETIME",
@@ -36,9 +30,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SWEEP_INTERVAL",
     "UNBOUNDED_CREDIT",
-    "EventLog",
     "Refused",
-    "SRSEvent",
     "ServerConfig",
     "SessionKey",
     "SourceKey",
@@ -178,53 +170,3 @@ class Refused:
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class SRSEvent:
-    """A connection event: ``kind`` is ``UM_CLIENT_CONNECT``, ``UM_CLIENT_DISCONNECT``, or the
-    short name of a record received (``SIR``, ``SDR``, ``SLR``, ``RIR``, ``RDR``, ``WIR``,
-    ``WDR``, ``RTIR``, ``CNIR``, ``CNQR``); ``client`` is the client concerned; ``record`` the
-    record for record events; ``detail`` a free text for the log (reason of a disconnect)."""
-
-    kind: str
-    client: Client
-    now: float
-    record: BatchRecord | None = None
-    detail: str = ""
-
-    def __repr__(self) -> str:
-        return f"SRSEvent({self.kind}, {self.client.describe()}, {self.detail!r})"
-
-
-class EventLog:
-    """The connection events waiting for ``take_events()``, at most :data:`MAX_EVENTS`.
-
-    Events are kept only while ``keep`` is True (the daemon turns it on when it logs or
-    publishes them); the parts test ``keep`` before building a record event."""
-
-    __slots__ = ("events", "keep", "refused")
-
-    def __init__(self, refused: Refused) -> None:
-        self.keep = True
-        self.events: list[SRSEvent] = []
-        self.refused = refused
-
-    def add(
-        self,
-        kind: str,
-        client: Client,
-        now: float,
-        record: BatchRecord | None = None,
-        detail: str = "",
-    ) -> None:
-        if not self.keep:
-            return
-        if len(self.events) >= MAX_EVENTS:
-            self.refused.events += 1
-            return
-        self.events.append(SRSEvent(kind, client, now, record, detail))
-
-    def take(self) -> list[SRSEvent]:
-        events, self.events = self.events, []
-        return events

@@ -21,22 +21,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from umcore.srs.common import SessionKey, SourceKey
+from umcore.srs.common import MAX_EVENTS, Refused, SessionKey, SourceKey
+from umcore.srs.session import ClientSession
 from umcore.srs.stats import ClientErrorStats, ClientStats
 from umcore.wire.srs_messages import (
     INTEREST_MODE_FILTER,
+    BatchRecord,
     ContextNameInfo,
     DomainInfo,
     RegistrationRequest,
     RouteInfo,
 )
 
-if TYPE_CHECKING:
-    from umcore.srs.session import ClientSession
-
-__all__ = ["INTEREST_MODE_FORWARD", "Client", "Registry", "Source"]
+__all__ = ["INTEREST_MODE_FORWARD", "Client", "EventLog", "Registry", "SRSEvent", "Source"]
 
 # Interest-mode bit of a registration asking for other clients' interest (DROs).
 INTEREST_MODE_FORWARD = 0x02
@@ -97,7 +96,7 @@ class Client:
         self.protocol_version = req.protocol_version
         self.interest_mode = req.interest_mode
         self.forward_interest = bool(req.interest_mode & INTEREST_MODE_FORWARD)
-        self.conn: ClientSession | None = None
+        self.conn: ClientSession[Client] | None = None
         self.inactive_since: float | None = None
         self.lost_at: float | None = None  # time of the last disconnect (kept on reconnect)
         self.sources: dict[SourceKey, Source] = {}
@@ -284,3 +283,53 @@ class Registry:
                 (topic, len(self.by_topic.get(topic, ())), len(self.interest.get(topic, ())))
             )
         return rows, len(names)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SRSEvent:
+    """A connection event: ``kind`` is ``UM_CLIENT_CONNECT``, ``UM_CLIENT_DISCONNECT``, or the
+    short name of a record received (``SIR``, ``SDR``, ``SLR``, ``RIR``, ``RDR``, ``WIR``,
+    ``WDR``, ``RTIR``, ``CNIR``, ``CNQR``); ``client`` is the client concerned; ``record`` the
+    record for record events; ``detail`` a free text for the log (reason of a disconnect)."""
+
+    kind: str
+    client: Client
+    now: float
+    record: BatchRecord | None = None
+    detail: str = ""
+
+    def __repr__(self) -> str:
+        return f"SRSEvent({self.kind}, {self.client.describe()}, {self.detail!r})"
+
+
+class EventLog:
+    """The connection events waiting for ``take_events()``, at most :data:`MAX_EVENTS`.
+
+    Events are kept only while ``keep`` is True (the daemon turns it on when it logs or
+    publishes them); the parts test ``keep`` before building a record event."""
+
+    __slots__ = ("events", "keep", "refused")
+
+    def __init__(self, refused: Refused) -> None:
+        self.keep = True
+        self.events: list[SRSEvent] = []
+        self.refused = refused
+
+    def add(
+        self,
+        kind: str,
+        client: Client,
+        now: float,
+        record: BatchRecord | None = None,
+        detail: str = "",
+    ) -> None:
+        if not self.keep:
+            return
+        if len(self.events) >= MAX_EVENTS:
+            self.refused.events += 1
+            return
+        self.events.append(SRSEvent(kind, client, now, record, detail))
+
+    def take(self) -> list[SRSEvent]:
+        events, self.events = self.events, []
+        return events

@@ -35,12 +35,11 @@ from umcore.srs.common import (
     MAX_PATTERNS_PER_CLIENT,
     MAX_ROUTES_PER_CLIENT,
     MAX_SOURCES_PER_CLIENT,
-    EventLog,
     Refused,
     ServerConfig,
 )
 from umcore.srs.lifetimes import Lifetimes
-from umcore.srs.registry import Client, Registry, Source
+from umcore.srs.registry import Client, EventLog, Registry, Source
 from umcore.srs.session import QueueService
 from umcore.srs.stats import SRSErrorStats, SRSStats
 from umcore.wire.srs_messages import (

@@ -110,13 +110,11 @@ from umcore.srs.common import (
     PROTOCOL_VERSION,
     SWEEP_INTERVAL,
     UNBOUNDED_CREDIT,
-    EventLog,
     Refused,
     ServerConfig,
-    SRSEvent,
 )
 from umcore.srs.lifetimes import EXPIRY_KINDS, Expiry, Lifetimes
-from umcore.srs.registry import Client, Registry
+from umcore.srs.registry import Client, EventLog, Registry, SRSEvent
 from umcore.srs.relay import Relay
 from umcore.srs.session import ClientSession, QueueService
 from umcore.srs.stats import SRSErrorStats, SRSStats
@@ -188,7 +186,7 @@ class SRSServer:
             self.errors,
             self.refused,
         )
-        self.sessions: dict[int, ClientSession] = {}
+        self.sessions: dict[int, ClientSession[Client]] = {}
         self._next_sweep = now + SWEEP_INTERVAL
 
     @property
@@ -358,7 +356,7 @@ class SRSServer:
 
     # ------------------------------------------------------------------------ the session
 
-    def _frame(self, session: ClientSession, frame: object, now: float) -> None:
+    def _frame(self, session: ClientSession[Client], frame: object, now: float) -> None:
         if isinstance(frame, Keepalive):
             if frame.respond:
                 self.queues.send(session.conn_id, encode(Keepalive(False, 0)))
@@ -402,7 +400,7 @@ class SRSServer:
             self.relay.receive_record(client, rec, now)
 
     def _register(
-        self, session: ClientSession, stream_id: int, req: RegistrationRequest, now: float
+        self, session: ClientSession[Client], stream_id: int, req: RegistrationRequest, now: float
     ) -> None:
         session.receive_registration()  # refuses a second registration
         registry = self.registry
@@ -438,7 +436,9 @@ class SRSServer:
 
     # --------------------------------------------------------------- disconnect and expiry
 
-    def _drop(self, session: ClientSession, now: float, reason: str, *, close: bool = True) -> None:
+    def _drop(
+        self, session: ClientSession[Client], now: float, reason: str, *, close: bool = True
+    ) -> None:
         """Forget a connection; its client's records become inactive."""
         if self.sessions.pop(session.conn_id, None) is None:
             return

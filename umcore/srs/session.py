@@ -34,14 +34,22 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import TYPE_CHECKING
+from typing import Any, Generic, Protocol, TypeVar
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
 from umcore.srs.common import DEFAULT_MAX_LIFETIME, UNBOUNDED_CREDIT, Refused, ServerConfig
 from umcore.wire.srs import FLAG_COMPLETE, FLAG_NEXT, SRSStreamDecoder
 
-if TYPE_CHECKING:
-    from umcore.srs.registry import Client
+
+class Owner(Protocol):
+    """The registered client a session serves (:class:`umcore.srs.registry.Client`): what the
+    queue service counts on it."""
+
+    held_back: int
+
+
+OwnerT = TypeVar("OwnerT", bound=Owner)
+
 
 __all__ = [
     "REMOTE_SESSION_INPUTS",
@@ -115,7 +123,7 @@ def payload_frame(stream_id: int, body: bytes, complete: bool = False) -> bytes:
     return size.to_bytes(3, "big") + _HEAD.pack(stream_id, flags) + body
 
 
-class ClientSession:
+class ClientSession(Generic[OwnerT]):
     """One client connection: protocol state, stream credit and the bounded record queue."""
 
     __slots__ = (
@@ -138,7 +146,7 @@ class ClientSession:
         self.peer = peer
         self.decoder = SRSStreamDecoder()
         self.state = SessionState.OPEN
-        self.client: Client | None = None  # set by the registration
+        self.client: OwnerT | None = None  # set by the registration
         self.last_rx = now
         self.max_lifetime = DEFAULT_MAX_LIFETIME
         self.stream_id = 0  # the stream the SRS pushes batches on; 0 = not open yet
@@ -261,8 +269,8 @@ class QueueService:
         self.refused = refused
         self.writes: dict[int, list[bytes]] = {}
         self.closes: list[int] = []
-        self._dirty: set[ClientSession] = set()  # sessions with queued records
-        self._overflow: set[ClientSession] = set()  # queues past max_queued_records
+        self._dirty: set[ClientSession[Any]] = set()  # sessions with queued records
+        self._overflow: set[ClientSession[Any]] = set()  # queues past max_queued_records
         self.service_at: float | None = None  # the next service of the record queues
         self._fresh = False  # records were queued since the service was last armed
         self._epoch = 0  # services so far: numbers the request-stream-max-msg-count windows
@@ -296,7 +304,7 @@ class QueueService:
 
     # -- the record queues
 
-    def queue(self, session: ClientSession, raw: bytes) -> None:
+    def queue(self, session: ClientSession[Any], raw: bytes) -> None:
         """Queue one record for a session (the caller checked that its stream is open)."""
         queue = session.queue
         if len(queue) >= self.config.max_queued_records:
@@ -306,7 +314,7 @@ class QueueService:
         self._dirty.add(session)
         self._fresh = True
 
-    def forget(self, session: ClientSession) -> None:
+    def forget(self, session: ClientSession[Any]) -> None:
         self._dirty.discard(session)
         self._overflow.discard(session)
 
@@ -315,7 +323,7 @@ class QueueService:
         if self.service_at is None or due < self.service_at:
             self.service_at = max(due, now)
 
-    def take_overflowed(self) -> list[ClientSession]:
+    def take_overflowed(self) -> list[ClientSession[Any]]:
         """Sessions whose queue passed ``max_queued_records`` since the last call."""
         if not self._overflow:
             return []
@@ -339,7 +347,7 @@ class QueueService:
         """The service of every session's queue (see :mod:`umcore.srs.server`)."""
         self.service_at = None
         again = False  # a session was cut short by max-msg-count: service it next interval
-        waiting: set[ClientSession] = set()
+        waiting: set[ClientSession[Any]] = set()
         for session in self._dirty:
             if not session.streaming or not session.queue:
                 session.queue = []
@@ -360,7 +368,7 @@ class QueueService:
         if again:
             self.arm(now + self._interval, now)
 
-    def _drain(self, session: ClientSession, *, full_only: bool) -> int:
+    def _drain(self, session: ClientSession[Any], *, full_only: bool) -> int:
         """Send what this service window allows of a session's queue; returns the number of
         records left queued."""
         if not session.streaming or not session.queue:
