@@ -356,6 +356,12 @@ class Engine:
         self.check()
         r = self.subscriber_class(self, topic, on_message, options=options)
         self.receivers.setdefault(topic, []).append(r)
+        self._query(topic, options)
+        return r
+
+    def _query(self, topic: str, options: Options) -> None:
+        """Topic resolution for a new receiver (or raw receiver) of ``topic``: its queries
+        scheduled, the sources already known joined."""
         found = self.resolver.add_receiver(
             topic,
             self.loop.time(),
@@ -371,7 +377,6 @@ class Engine:
         for info in found:
             self.join(info)
         self.flush_resolver()
-        return r
 
     def subscribe_pattern(
         self, pattern: Any, on_message: OnMessage | None, options: Options
@@ -474,21 +479,7 @@ class Engine:
         options = Options("receiver", attributes, topic)
         raw = RawReceiver(topic, on_frame, on_session)
         self.raw_receivers.setdefault(topic, []).append((raw, options))
-        found = self.resolver.add_receiver(
-            topic,
-            self.loop.time(),
-            timings=query_timings(
-                options.get("resolver_query_minimum_initial_interval"),
-                options.get("resolver_query_maximum_initial_interval"),
-                options.get("resolver_query_minimum_initial_duration"),
-                options.get("resolver_query_sustain_interval"),
-                options.get("resolver_query_minimum_sustain_duration"),
-            ),
-            query_threshold=int(options.get("resolution_number_of_sources_query_threshold")),
-        )
-        for info in found:
-            self.join(info)
-        self.flush_resolver()
+        self._query(topic, options)
         return raw
 
     def close_raw_receiver(self, raw: RawReceiver) -> None:

@@ -181,24 +181,20 @@ class Subscriber:
             except Exception:
                 self._callback_failed()
             return
-        q = self._queue
-        q.append(msg)
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-        if len(q) >= MAX_RECEIVER_QUEUE and not self._paused:
-            self._paused = True
-            self.queue_pauses += 1
-            self.context.pause_feeding(self.topic)
+        self._queue.append(msg)
+        self._queued()
 
     def _deliver_many(self, msgs: list[Message]) -> None:
         """Queue a run of messages for the async iterator (same bound as :meth:`deliver`)."""
-        q = self._queue
-        q.extend(msgs)
+        self._queue.extend(msgs)
+        self._queued()
+
+    def _queued(self) -> None:
+        """Wake a waiting :meth:`get`; pause the sessions feeding a full queue."""
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
-        if len(q) >= MAX_RECEIVER_QUEUE and not self._paused:
+        if len(self._queue) >= MAX_RECEIVER_QUEUE and not self._paused:
             self._paused = True
             self.queue_pauses += 1
             self.context.pause_feeding(self.topic)

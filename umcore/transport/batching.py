@@ -465,15 +465,20 @@ class BatchingSource:
             return self.send_general(tidx, payload, now, True)
         self.now = now
         sqn = t.sqn
+        self._counted(t, sqn, now)
+        self.parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
+        self.batch_len = _DATA_HEADER + n
+        return self._take()
+
+    def _counted(self, t: BatchTopic, sqn: int, now: float) -> None:
+        """One message of topic ``t`` framed with ``sqn`` at ``now``: the topic's next sequence
+        number, its last-data time, the message counter, and the TSNI check armed."""
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
         self.stats.messages_base += 1
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
-        self.parts.append(_pack_data(0, 0, _DATA_HEADER + n, tidx, sqn) + payload)
-        self.batch_len = _DATA_HEADER + n
-        return self._take()
 
     def send_general(
         self, tidx: int, payload: bytes | memoryview, now: float, flush: bool
@@ -585,12 +590,7 @@ class BatchingSource:
         length = self.batch_len
         self.parts.append(frame)
         self.batch_len = length + n
-        t.sqn = (sqn + 1) & 0xFFFFFFFF
-        t.last_data = now
-        self.stats.messages_base += 1
-        if self._tsni_check is None and self.tsni_interval > 0:
-            self._tsni_check = now + self.tsni_interval
-            self.timer_dirty = True
+        self._counted(t, sqn, now)
         if flush or self.batch_len >= self.batching_minimum_length:
             chunk = self._hand_on()
             return chunk if out is None else out + chunk
@@ -600,24 +600,21 @@ class BatchingSource:
 
     def send_with_headers(
         self, tidx: int, headers: list[lbmc.Header], payload: bytes, now: float, flush: bool
-    ) -> tuple[int, bytes | None]:
+    ) -> tuple[int, bytes]:
         """One message carrying extra LBMC headers (properties, application headers, a
         request) on its own: what is batched goes first, then this message, with the topic's
-        next sequence number.  Returns that sequence number and the bytes to write now (None:
-        nothing yet).  Such a message must fit one LBMC message (no UM fragmentation)."""
+        next sequence number, written at once (``flush`` is accepted for the caller's symmetry:
+        such a message is never batched).  Returns that sequence number and the bytes to write.
+        Such a message must fit one LBMC message (no UM fragmentation)."""
         t = self.topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
         pre = self.flush()
         self.now = now
         sqn = t.sqn
-        t.sqn = (sqn + 1) & 0xFFFFFFFF
-        t.last_data = now
-        self.stats.messages_base += 1
+        self._counted(t, sqn, now)
         msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, tidx, sqn, list(headers), payload))
-        if flush or pre:
-            return sqn, msg if pre is None else pre + msg
-        return sqn, msg
+        return sqn, msg if pre is None else pre + msg
 
     def flush(self) -> bytes | None:
         """``lbm_src_flush``: whatever is batched, now."""

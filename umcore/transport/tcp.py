@@ -178,7 +178,12 @@ class SourceConnection:
         if len(self._pending) > MAX_PENDING:
             raise TransportError("receiver sent more than an LBMC message without framing")
         just = False
-        for msg in _split(self._pending):
+        try:
+            frames, end = lbmc.split_frames(self._pending)
+        except lbmc.LBMCError as exc:
+            raise TransportError(str(exc)) from None
+        del self._pending[:end]
+        for msg in frames:
             hdr = _decode(msg).find(lbmc.TcpSid)
             if hdr is None:
                 continue  # other control traffic from receivers is not used by TCP sources
@@ -190,24 +195,6 @@ class SourceConnection:
             if not self.confirmed:
                 self.confirmed = just = True
         return just
-
-
-def _split(pending: bytearray) -> list[bytes]:
-    """Whole LBMC messages at the front of ``pending`` (removed from it)."""
-    out = []
-    pos = 0
-    end = len(pending)
-    while end - pos >= 4:
-        (msglen,) = _U16.unpack_from(pending, pos + 2)
-        if msglen < 4:
-            raise TransportError(f"LBMC msglen {msglen} at stream offset {pos}")
-        if end - pos < msglen:
-            break
-        out.append(bytes(pending[pos : pos + msglen]))
-        pos += msglen
-    if pos:
-        del pending[:pos]
-    return out
 
 
 # ---------------------------------------------------------------------- receiver side
