@@ -81,7 +81,6 @@ MAX_PENDING = 2 * MAX_LBMC_MESSAGE
 # at a time; a larger count means a broken peer.
 MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
 
-_U16 = struct.Struct("!H")
 _DATA_HEAD = struct.Struct("!BBHII")
 
 _TIDX_SQN = struct.Struct("!II")
