@@ -35,7 +35,7 @@ from umcore.aio.lbt import SourceTimer
 from umcore.aio.timer import CoreTimer
 from umcore.engine import message as m
 from umcore.errors import UMError, WouldBlock
-from umcore.transport.batching import BatchingSource, TopicSender
+from umcore.transport.batching import BatchingSource, Step, TopicSender
 from umcore.wire import lbmc, lbmr
 
 __all__ = ["EngineSource", "OnSourceEvent", "SourceHost", "SourceSession", "Writer"]
@@ -265,7 +265,13 @@ class EngineSource(TopicSender):
         if self.writer.paused or self.closed:
             return self._send_blocked(data, flush, properties, app_headers)
         if properties is None and not app_headers and self.plain:
-            out = self.core.send(self.tidx, data, self._time(), flush)
+            now = self._time()
+            if not flush:
+                step = self.send_step(data, now)
+                if step is not Step.UNHANDLED:
+                    self.session.write(step)
+                    return self.done  # type: ignore[return-value]
+            out = self.core.send(self.tidx, data, now, flush)
         else:
             out = self.send_extended(data, flush, properties, app_headers)
         self.session.write(out)

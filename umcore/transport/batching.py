@@ -39,9 +39,12 @@ adds to the batch settles first, so the bytes on the wire are the same.
 minimum length (or a flush) keeps its open run open, empty, for the next batch: its payload
 length is stored as ``~n`` (negative, so the fast case does not match it: the next message
 starts a batch, which has rules of its own) and the run's first sequence number is always its
-topic's ``sqn``.  The next message of that topic and length reopens the run
-(:meth:`BatchingSource.send_general`) instead of settling and recreating it; anything else on
-the empty run settles it (nothing to frame) and closes it.  Every other hand-on (timer, flush,
+topic's ``sqn``.  The next message of that topic and length reopens the run instead of
+settling and recreating it -- :meth:`TopicSender.send_step` when nothing else is due (the run's
+time, the batch deadline, a list append; it also hands a batch on, :meth:`hand_on_run`, when a
+message of the run brings it to the minimum length without overflowing it), else
+:meth:`BatchingSource.send_general`; anything else on the empty run settles it (nothing to
+frame) and closes it.  Every other hand-on (timer, flush,
 overflow, fragmentation, TSNIs) closes the run, and so does the adapter when a write blocked
 the transport (:meth:`BatchingSource.end_run`): the fast case must then stop.
 
@@ -64,6 +67,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from enum import Enum
 from typing import Any
 
 from umcore.wire import lbmc
@@ -73,8 +77,10 @@ __all__ = [
     "MAX_LBMC_MESSAGE",
     "MAX_SINGLES",
     "MAX_TSNI_RECORDS",
+    "UNHANDLED",
     "BatchingSource",
     "SourceStats",
+    "Step",
     "TopicSender",
 ]
 
@@ -403,6 +409,20 @@ class BatchingSource:
             self._run_n = ~self._run_n
         return out
 
+    def hand_on_run(self, now: float) -> bytes:
+        """:meth:`TopicSender.send_step`'s hand-on: a message of the open run was appended that
+        brings the batch to at least ``batching_minimum_length`` bytes, at most
+        :attr:`max_size`; what :meth:`send` would do for it: hand the batch on, the run kept
+        open, empty."""
+        self.now = now
+        self._run_time = now
+        t = self._run
+        if self.parts or t is None:
+            return self._hand_on(True)
+        out = self._take_run(t)  # the data path: the batch is the run alone
+        self._run_n = ~self._run_n
+        return out
+
     def _start_batch(self, now: float) -> None:
         """The batch's first message, at ``now``: the batch is due one batching interval later;
         the batching deadline only moves when that is earlier than the one pending (module
@@ -679,6 +699,17 @@ class BatchingSource:
 _NOT_FAST = object()
 
 
+class Step(Enum):
+    """What :meth:`TopicSender.send_step` returns for a message it leaves to the general
+    rules (None is a result: batched, nothing to write)."""
+
+    UNHANDLED = 0
+
+
+#: :meth:`TopicSender.send_step`'s "not mine".
+UNHANDLED = Step.UNHANDLED
+
+
 class TopicSender:
     """One topic source's handle on its session's :class:`BatchingSource`.
 
@@ -736,6 +767,44 @@ class TopicSender:
     ) -> Any:
         """Everything but the fast case: the adapter's subclass sends through the core."""
         raise NotImplementedError
+
+    def send_step(self, data: bytes | memoryview, now: float) -> bytes | Step | None:
+        """The two other common cases of the data path, when nothing else is due (the TSNI
+        check armed), for a message of the open run: the message that starts a batch (the run
+        the last hand-on kept open, module docstring "Batch start") is a list append when the
+        batching deadline already pending comes no later than this batch's; the message that
+        brings the batch to ``batching_minimum_length`` without overflowing it hands the batch
+        on, the run kept open.  Returns what to write (None: nothing), or :data:`UNHANDLED`
+        for :meth:`BatchingSource.send`'s general rules."""
+        core = self.core
+        if (
+            core._run is not self.fast_rec
+            or type(data) is not bytes
+            or (core._tsni_check is None and core.tsni_interval > 0)
+        ):
+            return UNHANDLED
+        n = len(data)
+        run_n = core._run_n
+        if n == ~run_n:
+            size = _DATA_HEADER + n
+            due = now + core.batching_interval
+            bt = core._batch_timer
+            if bt is not None and bt <= due and size < core.fast_limit:
+                core._run_n = n
+                core._run_time = now
+                core._batch_due = due
+                core.batch_len = size
+                push = self.push
+                push(data)
+                return None
+        elif n == run_n:
+            size = core.batch_len + _DATA_HEADER + n
+            if core.batching_minimum_length <= size <= core.max_size:
+                push = self.push
+                push(data)
+                core.batch_len = size
+                return core.hand_on_run(now)
+        return UNHANDLED
 
     def set_fast(self, fast: bool) -> None:
         """Allow or forbid the fast case; forbidding it closes the topic's open run (its
