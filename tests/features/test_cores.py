@@ -487,3 +487,33 @@ def test_request_table() -> None:
     assert tab.stats.responses_dropped == 1
     addr = ResponseAddress("10.0.0.1", 14391, 5)
     assert ResponseAddress.deserialize(addr.serialize()).dest == ("10.0.0.1", 14391)
+
+
+def test_late_join_machine_every_state_reachable_and_illegal_inputs_refused() -> None:
+    from umcore.errors import LocalProtocolError
+    from umcore.features.recovery import LATE_JOIN_TRANSITIONS, LateJoin, LateJoinInput
+
+    reached = {LateJoin.NONE}
+    frontier = [LateJoin.NONE]
+    while frontier:
+        state = frontier.pop()
+        for (src, _inp), dst in LATE_JOIN_TRANSITIONS.items():
+            if src is state and dst not in reached:
+                reached.add(dst)
+                frontier.append(dst)
+    assert reached == set(LateJoin)
+    rec = TopicRecovery(
+        transport_idx=0,
+        topic_idx=0,
+        request_idx=1,
+        reply_to=("127.0.0.1", 1),
+        late_join=LateJoinConfig(),
+        otr=None,
+    )
+    assert rec.lj_state is LateJoin.NONE
+    with pytest.raises(LocalProtocolError, match="recovered in state none"):
+        rec._transition(LateJoinInput.RECOVERED)
+    rec.start_late_join(0.0)
+    assert rec.lj_state is LateJoin.WAIT_INFO
+    rec.start_late_join(0.0)  # a second start is ignored, not a transition
+    assert rec.lj_state is LateJoin.WAIT_INFO

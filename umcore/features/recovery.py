@@ -38,8 +38,10 @@ first one seen.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
+from umcore.errors import LocalProtocolError
 from umcore.features.latejoin import LateJoinConfig, encode_lji_req, encode_rxreqs
 from umcore.features.otr import OtrConfig, next_interval
 
@@ -49,9 +51,12 @@ __all__ = [
     "DELIVER_LOSS",
     "FLAG_OTR",
     "FLAG_RETRANSMIT",
+    "LATE_JOIN_TRANSITIONS",
     "MAX_CACHE",
     "MAX_HOLES",
     "Delivery",
+    "LateJoin",
+    "LateJoinInput",
     "TopicRecovery",
 ]
 
@@ -69,7 +74,35 @@ MAX_HOLES = 100_000
 Delivery = tuple[int, int, bytes, int, Any, int]
 
 _LJ, _OTR = 0, 1
-_LJ_NONE, _LJ_WAIT_INFO, _LJ_RECOVERING, _LJ_DONE = 0, 1, 2, 3
+
+
+class LateJoin(Enum):
+    """Where a topic's late join is."""
+
+    NONE = "none"  # not started (or not wanted)
+    WAIT_INFO = "wait-info"  # LJI_REQ sent, waiting for the source's retained range (LJ_INFO)
+    RECOVERING = "recovering"  # requesting and delivering the retained messages
+    DONE = "done"  # finished, abandoned, or nothing to recover: live delivery only
+
+
+class LateJoinInput(Enum):
+    """What moves late join on."""
+
+    START = "start"  # the receiver joined a source that offers late join
+    INFO = "info"  # LJ_INFO with something to recover
+    NOTHING = "nothing"  # LJ_INFO with nothing to recover
+    GIVE_UP = "give-up"  # no LJ_INFO after the maximum requests, or the live cache is full
+    RECOVERED = "recovered"  # every retained message asked for is delivered or given up
+
+
+#: The late-join machine: (state, input) -> next state; anything else is a LocalProtocolError.
+LATE_JOIN_TRANSITIONS: dict[tuple[LateJoin, LateJoinInput], LateJoin] = {
+    (LateJoin.NONE, LateJoinInput.START): LateJoin.WAIT_INFO,
+    (LateJoin.WAIT_INFO, LateJoinInput.INFO): LateJoin.RECOVERING,
+    (LateJoin.WAIT_INFO, LateJoinInput.NOTHING): LateJoin.DONE,
+    (LateJoin.WAIT_INFO, LateJoinInput.GIVE_UP): LateJoin.DONE,
+    (LateJoin.RECOVERING, LateJoinInput.RECOVERED): LateJoin.DONE,
+}
 
 
 class _Hole:
@@ -131,7 +164,7 @@ class TopicRecovery:
         self.holes: dict[int, _Hole] = {}
         self.cache: dict[int, tuple[int, bytes, int, Any, int]] = {}
         self._out: list[bytes] = []
-        self._lj_state = _LJ_NONE
+        self.lj_state = LateJoin.NONE
         self._lji_count = 0
         self._lji_next: float | None = None
         self._lj_from = 0  # next LJ sqn to materialise as a hole
@@ -156,11 +189,11 @@ class TopicRecovery:
 
     @property
     def recovering(self) -> bool:
-        return bool(self.holes) or self._lj_state in (_LJ_WAIT_INFO, _LJ_RECOVERING)
+        return bool(self.holes) or self.lj_state in (LateJoin.WAIT_INFO, LateJoin.RECOVERING)
 
     @property
     def late_join_active(self) -> bool:
-        return self._lj_state in (_LJ_WAIT_INFO, _LJ_RECOVERING)
+        return self.lj_state in (LateJoin.WAIT_INFO, LateJoin.RECOVERING)
 
     @property
     def requests_pending(self) -> bool:
@@ -173,11 +206,17 @@ class TopicRecovery:
         return out
 
     # ------------------------------------------------------------------ late join
+    def _transition(self, event: LateJoinInput) -> None:
+        nxt = LATE_JOIN_TRANSITIONS.get((self.lj_state, event))
+        if nxt is None:
+            raise LocalProtocolError(f"late join: {event.value} in state {self.lj_state.value}")
+        self.lj_state = nxt
+
     def start_late_join(self, now: float) -> None:
         """The receiver joined a source that offers late join: ask for its retained range."""
-        if self.lj is None or self._lj_state != _LJ_NONE:
+        if self.lj is None or self.lj_state is not LateJoin.NONE:
             return
-        self._lj_state = _LJ_WAIT_INFO
+        self._transition(LateJoinInput.START)
         self._send_lji(now)
 
     def _send_lji(self, now: float) -> None:
@@ -197,7 +236,7 @@ class TopicRecovery:
         self._lji_next = now + self.lj.info_request_interval
 
     def on_lj_info(self, low: int, high: int, now: float) -> list[Delivery]:
-        if self._lj_state != _LJ_WAIT_INFO or self.lj is None:
+        if self.lj_state is not LateJoin.WAIT_INFO or self.lj is None:
             return []
         self._lji_next = None
         if self.cache:
@@ -215,9 +254,9 @@ class TopicRecovery:
         if self.lj.request_maximum > 0:
             start = max(start, min(end, u_high) - self.lj.request_maximum + 1)
         if end < start:
-            self._lj_state = _LJ_DONE
+            self._transition(LateJoinInput.NOTHING)
             return self._drain_start()
-        self._lj_state = _LJ_RECOVERING
+        self._transition(LateJoinInput.INFO)
         self.next = start
         self._lj_from, self._lj_end = start, end
         self._materialise(now)
@@ -236,8 +275,8 @@ class TopicRecovery:
                 continue
             self.holes[u] = _Hole(_LJ, now, self.lj.request_interval, None)
             pending += 1
-        if not pending and self._lj_from > self._lj_end and self._lj_state == _LJ_RECOVERING:
-            self._lj_state = _LJ_DONE
+        if not pending and self._lj_from > self._lj_end and self.lj_state is LateJoin.RECOVERING:
+            self._transition(LateJoinInput.RECOVERED)
 
     def _drain_start(self) -> list[Delivery]:
         """Late join over (or abandoned) before it began: deliver what was cached, in order."""
@@ -251,10 +290,10 @@ class TopicRecovery:
         u = self._unwrap(sqn)
         if self._newest_live is None or u > self._newest_live:
             self._newest_live = u
-        if self._lj_state == _LJ_WAIT_INFO:
+        if self.lj_state is LateJoin.WAIT_INFO:
             if len(self.cache) >= self._cache_bound():
                 # Cannot hold the live stream any longer: abandon late join.
-                self._lj_state = _LJ_DONE
+                self._transition(LateJoinInput.GIVE_UP)
                 self._lji_next = None
                 out = self._drain_start()
                 return out + self.on_live(sqn, payload, meta, now)
@@ -271,7 +310,7 @@ class TopicRecovery:
         if hole is not None:  # a late live copy fills its own hole
             self.cache[u] = (DELIVER_DATA, payload, 0, meta, 0)
             return self._drain()
-        if not self.holes and self._lj_state != _LJ_RECOVERING:
+        if not self.holes and self.lj_state is not LateJoin.RECOVERING:
             if self.cache:
                 self.cache[u] = (DELIVER_DATA, payload, 0, meta, 0)
                 return self._drain()
@@ -281,7 +320,7 @@ class TopicRecovery:
             self.cache[u] = (DELIVER_DATA, payload, 0, meta, 0)
         else:
             self.stats.live_dropped += 1
-            if self._lj_state == _LJ_RECOVERING and self.lj is not None:
+            if self.lj_state is LateJoin.RECOVERING and self.lj is not None:
                 self._lj_end = max(self._lj_end, u)  # requested later as part of the range
             elif self.otr is not None:
                 self._add_otr_hole(u, now)
@@ -353,7 +392,7 @@ class TopicRecovery:
             flag = FLAG_OTR
         self.cache[u] = (DELIVER_DATA, payload, flag, meta, 0)
         out = self._drain()
-        if hole.kind == _LJ and self._lj_state == _LJ_RECOVERING:
+        if hole.kind == _LJ and self.lj_state is LateJoin.RECOVERING:
             self._materialise(now)
             out += self._drain()
         self._pump(now)
@@ -368,7 +407,7 @@ class TopicRecovery:
             return out
         nxt = self.next
         first_hole = min(holes) if holes else None
-        lj_gate = self._lj_from if self._lj_state == _LJ_RECOVERING else None
+        lj_gate = self._lj_from if self.lj_state is LateJoin.RECOVERING else None
         for k in sorted(cache):
             if first_hole is not None and k > first_hole:
                 break
@@ -382,11 +421,11 @@ class TopicRecovery:
             nxt = k + (count if kind == DELIVER_BURST else 1)
         self.next = nxt
         if (
-            self._lj_state == _LJ_RECOVERING
+            self.lj_state is LateJoin.RECOVERING
             and self._lj_from > self._lj_end
             and not any(hole.kind == _LJ for hole in holes.values())
         ):
-            self._lj_state = _LJ_DONE
+            self._transition(LateJoinInput.RECOVERED)
             if cache:
                 return out + self._drain()
         return out
@@ -451,10 +490,10 @@ class TopicRecovery:
     def handle_timer(self, now: float) -> list[Delivery]:
         out: list[Delivery] = []
         lji_next = self._lji_next
-        if self._lj_state == _LJ_WAIT_INFO and lji_next is not None and now >= lji_next:
+        if self.lj_state is LateJoin.WAIT_INFO and lji_next is not None and now >= lji_next:
             assert self.lj is not None
             if self._lji_count >= self.lj.info_request_maximum:
-                self._lj_state = _LJ_DONE
+                self._transition(LateJoinInput.GIVE_UP)
                 self._lji_next = None
                 out += self._drain_start()
             else:
@@ -464,7 +503,7 @@ class TopicRecovery:
             del self.holes[u]
             self._give_up(u)
         if expired:
-            if self._lj_state == _LJ_RECOVERING:
+            if self.lj_state is LateJoin.RECOVERING:
                 self._materialise(now)
             out += self._drain()
         self._pump(now)

@@ -57,6 +57,7 @@ import struct
 from dataclasses import dataclass
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
+from umcore.events import CoreEvent
 from umcore.wire.srs import (
     FLAG_NEXT,
     Error,
@@ -153,7 +154,7 @@ REMOTE_SLOT_INPUTS = frozenset({SlotInput.REGISTERED, SlotInput.RECORDS})
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class Event(CoreEvent):
     """Base of everything :meth:`SRSClient.take_events` returns (each names its ``slot``)."""
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from umcore.events import CoreEvent
 from umcore.srs.common import ServerConfig, SourceKey
 from umcore.srs.registry import Client, Source
 
@@ -34,7 +35,7 @@ EXPIRY_KINDS = ("sources", "interest", "routes", "names")
 
 
 @dataclass(frozen=True, slots=True)
-class Due:
+class Due(CoreEvent):
     """Base of what :meth:`Lifetimes.take_due` returns."""
 
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from umcore.events import CoreEvent
 from umcore.srs.common import MAX_EVENTS, Refused, SessionKey, SourceKey
 from umcore.srs.session import ClientSession
 from umcore.srs.stats import ClientErrorStats, ClientStats
@@ -286,7 +287,7 @@ class Registry:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class SRSEvent:
+class SRSEvent(CoreEvent):
     """A connection event: ``kind`` is ``UM_CLIENT_CONNECT``, ``UM_CLIENT_DISCONNECT``, or the
     short name of a record received (``SIR``, ``SDR``, ``SLR``, ``RIR``, ``RDR``, ``WIR``,
     ``WDR``, ``RTIR``, ``CNIR``, ``CNQR``); ``client`` is the client concerned; ``record`` the
