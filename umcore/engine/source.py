@@ -262,14 +262,20 @@ class EngineSource(TopicSender):
         self, data: bytes | memoryview, flush: bool, properties: Any, app_headers: Any
     ) -> Awaitable[None]:
         """:meth:`send` for everything but a message joining the open run (module docstring)."""
-        if self.writer.paused or self.closed:
+        writer = self.writer
+        if writer.paused or self.closed:
             return self._send_blocked(data, flush, properties, app_headers)
         if properties is None and not app_headers and self.plain:
-            now = self._time()
+            clock = self._time  # (a bound method held in an attribute: called from a local)
+            now = clock()
             if not flush:
                 step = self.send_step(data, now)
-                if step is not Step.UNHANDLED:
-                    self.session.write(step)
+                if step is None:  # a batch start: nothing to write, no deadline moved
+                    return self.done  # type: ignore[return-value]
+                if step is not Step.UNHANDLED:  # a batch handed on
+                    writer.write(step)
+                    if writer.paused:
+                        self.core.end_run()  # that write blocked the session
                     return self.done  # type: ignore[return-value]
             out = self.core.send(self.tidx, data, now, flush)
         else:
