@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from umcore.api import Source
-from umcore.engine.source import SourceSession, blocked_wait
+from umcore.engine.source import SourceSession, completed_future
 from umcore.transport.tcp import TcpSourceSession
 from umcore.wire import lbmc
 
@@ -138,7 +138,7 @@ class HarnessEngine:
 
     def __init__(self, loop: ClockLoop) -> None:
         self.loop = loop
-        self.done = blocked_wait(asyncio.get_running_loop())
+        self.done = completed_future(asyncio.get_running_loop())
         self.advertised_ip = "127.0.0.1"
         self.send_blocked = 0
         self.send_would_block = 0

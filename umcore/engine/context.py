@@ -57,7 +57,7 @@ from umcore.engine.options import (
 )
 from umcore.engine.raw import OnFrame, OnSession, RawReceiver, RawSource
 from umcore.engine.receive import JoinedSession, OnMessage, Subscriber
-from umcore.engine.source import EngineSource, OnSourceEvent, SourceSession, blocked_wait
+from umcore.engine.source import EngineSource, OnSourceEvent, SourceSession, completed_future
 from umcore.errors import UMError
 from umcore.resolver.core import (
     ResolverConfig,
@@ -107,8 +107,8 @@ class Engine:
         self._daemon_endpoints: dict[tuple[str, int], DatagramEndpoint] = {}
         self.resolver: TopicResolver
         self._timer = CoreTimer(self.loop, self._on_timer)
-        #: What a send returns when it sent at once (see :func:`blocked_wait`).
-        self.done = blocked_wait(self.loop)
+        #: What a send returns when it sent at once (see :func:`completed_future`).
+        self.done = completed_future(self.loop)
         self.advertised_ip = "127.0.0.1"
         self.closed = False
         self.features = ContextFeatures(self)
@@ -506,14 +506,11 @@ class Engine:
         return RawSource(src)
 
     def open_join(self, info: SourceInfo, options: Options | None) -> JoinedSession:
-        """A new joined session for ``info`` (not connected yet: :meth:`connect_join`)."""
+        """A new joined session for ``info``, not connected yet (:meth:`join` connects it)."""
         js = self.joined[info.key] = JoinedSession(self, info)
         if js.kind != "TCP":
             lbt.prepare_join(self, js, info, options)
         return js
-
-    def connect_join(self, js: JoinedSession, info: SourceInfo) -> None:
-        self.spawn(self._connect(js, info))
 
     async def _connect(self, js: JoinedSession, info: SourceInfo) -> None:
         if js.kind != "TCP":

@@ -334,7 +334,7 @@ class EngineSource(TopicSender):
         await self.engine.source_closed(self)
 
 
-def blocked_wait(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+def completed_future(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
     """A completed future: what :meth:`EngineSource.send` returns when it sent at once
     (awaiting it costs less than creating a coroutine per message)."""
     done: asyncio.Future[None] = loop.create_future()
