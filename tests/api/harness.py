@@ -96,6 +96,7 @@ class CaptureWriter:
     def __init__(self) -> None:
         self.chunks: list[bytes] = []
         self.paused = False
+        self.single = None  # no one-receiver shortcut: every write goes through write()
         self.port = 14371
         self.on_connect: Callable[[str], None] | None = None
         self.on_disconnect: Callable[[str], None] | None = None

@@ -197,6 +197,9 @@ class LbtSourceEndpoint:
     #: The core's *blocked* state as of the last :meth:`write` (every call that can block or
     #: unblock the core is followed by one): a plain attribute, read on every send.
     paused = False
+    #: The TCP listener's one-receiver shortcut: never for a datagram session (its writes go
+    #: through :meth:`write`, which sends what the core queued).
+    single: None = None
 
     @property
     def receivers(self) -> int:

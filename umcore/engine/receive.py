@@ -64,6 +64,9 @@ log = logging.getLogger("umcore.engine")
 MAX_RECEIVER_QUEUE = 65536
 
 OnMessage = Callable[[Message], object]
+# Deliveries a fan-out's one-callback case counts in a small int before adding them to the
+# subscriber's count (CPython caches the ints -5..256: counting up to this allocates nothing).
+MAX_FUSED = 256
 
 
 class _Holder:
@@ -135,8 +138,7 @@ class Subscriber:
         self.queue_pauses = 0
         #: Exceptions raised by ``on_message`` (logged, counted, never propagated).
         self.callback_errors = 0
-        #: Messages delivered (data and requests; not events).
-        self.messages = 0
+        self._messages = 0
         #: Messages reported lost for good (loss events' counts).
         self.unrecoverable = 0
         #: The receiver's effective options (late join / OTR and LBT joins read them); None
@@ -151,6 +153,20 @@ class Subscriber:
         self.max_burst_loss = (
             1024 if options is None else int(options.get("delivery_control_maximum_burst_loss"))
         )
+
+    @property
+    def messages(self) -> int:
+        """Messages delivered (data and requests; not events), those the one-callback case
+        counted in a fan-out's small int (:attr:`Fanout.fused`) included."""
+        n = self._messages
+        for f in self._fanouts:
+            if f.fast_r is self:
+                n += f.fused
+        return n
+
+    @messages.setter
+    def messages(self, value: int) -> None:
+        self._messages = value
 
     def set_batched(self, on_messages: Callable[[list[Message]], object] | None) -> None:
         """Opt in to batched delivery (see :attr:`on_messages`)."""
@@ -254,10 +270,13 @@ class Fanout:
         "fast_r",
         "features",
         "fragments",
+        "fused",
+        "plain_hook",
         "receivers",
         "recovery",
         "request_dest",
         "session",
+        "source",
         "spare",
         "topic",
     )
@@ -269,6 +288,11 @@ class Fanout:
         self.receivers: list[Subscriber] = []
         self.dc: Any = session.new_dc(tidx, topic, self.deliver, self._loss, max_burst)
         self.dc.deliver_many = self.deliver_many
+        #: The DC has a plain-data hook (TCP's :attr:`DeliveryController.deliver_plain`): with
+        #: one callback subscriber it is pointed at :meth:`deliver_one`.
+        self.plain_hook = hasattr(self.dc, "deliver_plain")
+        #: UM's source string, as messages carry it.
+        self.source = session.source_string
         #: The DC may deliver fragments on their own (``ordered_delivery`` 0: TCP's DC has
         #: ``fragment``, the fragment info during such a delivery).
         self.fragments = hasattr(self.dc, "fragment")
@@ -282,6 +306,10 @@ class Fanout:
         #: :meth:`refresh`, called whenever one of those changes.
         self.fast_r: Subscriber | None = None
         self.fast_cb: OnMessage | None = None
+        #: Deliveries :meth:`deliver_one` counted for :attr:`fast_r` and not yet added to its
+        #: count: a small int (CPython caches -5..256: counting allocates nothing), folded at
+        #: :data:`MAX_FUSED` and whenever :attr:`fast_r` changes.
+        self.fused = 0
         #: The last message the one-callback paths delivered, handed out again for the next
         #: delivery when no application kept it (module docstring, "Recycling").
         self.spare = DeliveredMessage()
@@ -291,13 +319,59 @@ class Fanout:
         self.refresh()
 
     def refresh(self) -> None:
-        """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`)."""
+        """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`) and point the DC's
+        plain-data hook at :meth:`deliver_one` when it applies."""
+        r = self.fast_r
+        if r is not None and self.fused:
+            r._messages += self.fused
+            self.fused = 0
         rs = self.receivers
         if len(rs) == 1 and self.recovery is None and rs[0]._cb is not None:
             self.fast_r = rs[0]
             self.fast_cb = rs[0]._cb
         else:
             self.fast_r = self.fast_cb = None
+        if self.plain_hook:
+            one = self.fast_cb is not None and not self.fragments_on_their_own()
+            self.dc.deliver_plain = self.deliver_one if one else self.deliver
+
+    def fragments_on_their_own(self) -> bool:
+        """``ordered_delivery`` 0: a TCP DC hands UM fragments over one by one."""
+        return self.fragments and not self.dc.reassemble
+
+    def deliver_one(self, sqn: int, payload: bytes) -> None:
+        """The DC's plain-data hook with one subscriber with a callback and no recovery (the
+        latency case): the spare message again unless an application kept it, its five fields
+        stored, the callback called; counted in :attr:`fused`."""
+        msg = self.spare
+        if getrefcount(msg) != SPARE_REFS:
+            msg = self.spare = DeliveredMessage()
+        msg.type = 0
+        msg.topic = self.topic
+        msg.source = self.source
+        msg.sequence_number = sqn
+        msg.data = payload
+        k = self.fused
+        if k < MAX_FUSED:
+            self.fused = k + 1
+        else:
+            self.fold()
+        cb = self.fast_cb
+        if cb is None:  # (never: the hook is this method only while there is one)
+            return
+        try:
+            cb(msg)
+        except Exception:
+            r = self.fast_r
+            if r is not None:
+                r._callback_failed()
+
+    def fold(self) -> None:
+        """Add :attr:`fused` (and this delivery) to the subscriber's count."""
+        r = self.fast_r
+        if r is not None:
+            r._messages += self.fused + 1
+        self.fused = 0
 
     def add_receiver(self, r: Subscriber) -> None:
         self.receivers.append(r)
@@ -316,7 +390,7 @@ class Fanout:
     def deliver_data(self, msg: Message) -> None:
         """A message built elsewhere (late join, OTR, properties) to every subscriber."""
         for r in self.receivers:
-            r.messages += 1
+            r._messages += 1
             r.deliver(msg)
 
     def deliver_loss(self, msg: Message, count: int) -> None:
@@ -346,14 +420,14 @@ class Fanout:
             if cb is not None:  # one receiver with a callback (checked when it changed)
                 r = self.fast_r
                 assert r is not None
-                r.messages += 1
+                r._messages += 1
                 try:
                     cb(msg)
                 except Exception:
                     r._callback_failed()
                 return
             for r in self.receivers:
-                r.messages += 1
+                r._messages += 1
                 cb = r._cb
                 if cb is None:
                     r.deliver(msg)
@@ -407,7 +481,7 @@ class Fanout:
                 # One receiver with a per-message callback (the default API): build each
                 # message as it is delivered (no list), allocated in C (DeliveredMessage),
                 # without a try block per message (an exception resumes the iterator).
-                r.messages += count
+                r._messages += count
                 it = iter(records)
                 msg = self.spare
                 while True:
@@ -438,7 +512,7 @@ class Fanout:
             append(msg)
         n = len(msgs)
         for r in receivers:
-            r.messages += n
+            r._messages += n
             many = r.on_messages
             if many is not None:
                 try:

@@ -85,6 +85,9 @@ class Writer(Protocol):
 
     #: True while a receiver is too slow (the session's output is held back).
     paused: bool
+    #: The one receiver connection to write a chunk to directly, when the adapter has such a
+    #: shortcut (TCP with one receiver), else None: :meth:`write` then.
+    single: Any
     port: int
     on_connect: Callable[[str], None] | None
     on_disconnect: Callable[[str], None] | None
@@ -160,8 +163,13 @@ class SourceSession:
             if w.paused:
                 core.end_run()
         if core.timer_dirty:
-            core.timer_dirty = False
-            self.timer.arm(core.next_timer())
+            self.rearm()
+
+    def rearm(self) -> None:
+        """The core's next deadline moved: re-arm the session's timer."""
+        core = self.core
+        core.timer_dirty = False
+        self.timer.arm(core.next_timer())
 
     def flush(self) -> None:
         out = self.core.flush()
@@ -306,7 +314,19 @@ class EngineSource(TopicSender):
         core's single-message path (the latency case)."""
         writer = self.writer
         if flush and self.plain and properties is None and not app_headers and not writer.paused:
-            self.session.write(self.core.send_one(self.tidx, data, self._time()))
+            core = self.core
+            clock = self._time  # (a bound method held in an attribute: called from a local)
+            out = core.send_one(self.tidx, data, clock())
+            if out is not None:
+                one = writer.single
+                if one is not None:
+                    one.write(out)
+                else:
+                    writer.write(out)
+                if writer.paused:
+                    core.end_run()  # that write blocked the session
+            if core.timer_dirty:
+                self.session.rearm()
             return
         self.check()
         if writer.paused:

@@ -50,6 +50,7 @@ from umcore.errors import TransportError
 from umcore.transport.batching import (  # re-exported: TCP's source side lives there
     HEADER_RESERVATION,
     MAX_LBMC_MESSAGE,
+    MAX_SINGLES,
     MAX_TSNI_RECORDS,
     BatchingSource,
     SourceStats,
@@ -84,6 +85,13 @@ MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
 _DATA_HEAD = struct.Struct("!BBHII")
 
 _TIDX_SQN = struct.Struct("!II")
+# An LBMC data message's header as three words (ver/type, next header and msglen make the
+# first: it equals msglen exactly for a plain data message), topic index, sqn.
+_WORDS_FROM = struct.Struct("!III").unpack_from
+# Deliveries the one-message case counts in a DC's small int before folding them into the
+# counters they stand for: CPython caches the ints -5..256, so counting up to this allocates
+# nothing.
+MAX_FUSED = 256
 _TIDX_SQN_FROM = _TIDX_SQN.unpack_from
 
 
@@ -146,15 +154,21 @@ class TcpSourceSession(BatchingSource):
         n = len(payload)
         if self.batch_len or t is None or n > self.max_payload:
             return self.send_general(tidx, payload, now, True)
-        self.now = now
         sqn = t.sqn
-        t.sqn = (sqn + 1) & 0xFFFFFFFF
+        # The next sqn, wrapping at 2**32 without an & (one int object less); the first test
+        # compares two one-digit ints (CPython's fast path).
+        t.sqn = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
         t.last_data = now
         if self._tsni_check is None and self.tsni_interval > 0:
             self._tsni_check = now + self.tsni_interval
             self.timer_dirty = True
         out = _DATA_HEAD.pack(0, 0, _DATA_HEADER + n, tidx, sqn) + payload
-        self.stats.count_single(n)  # one message, one datagram
+        st = self.stats  # SourceStats.count_single inline: one message, one datagram
+        k = st.singles
+        if k < MAX_SINGLES and n == st.single_n:
+            st.singles = k + 1
+        else:
+            st.restart_singles(n)
         return out
 
 
@@ -201,15 +215,18 @@ class DeliveryController:
     """Ordered delivery and reassembly for one topic source (one tidx on one session)."""
 
     __slots__ = (
+        "_delivered",
         "_frag_buf",
         "_frag_first",
         "_frag_got",
         "_frag_total",
         "deliver",
         "deliver_many",
-        "delivered",
+        "deliver_plain",
         "expected",
         "fragment",
+        "fused",
+        "fused_n",
         "headers",
         "loss",
         "max_burst_loss",
@@ -232,6 +249,10 @@ class DeliveryController:
         self.tidx = tidx
         self.topic = topic
         self.deliver = deliver  # (sqn, payload): payload valid during the call only
+        #: ``deliver`` for a plain data message whose payload is ``bytes`` (no extra headers,
+        #: not a fragment): the receiver core's in-sequence paths call this one, which the
+        #: owner may point at a narrower function (one subscriber with a callback).
+        self.deliver_plain: Callable[[int, bytes], None] = deliver
         #: Optional bulk form of ``deliver``: ``(records, count)``, ``count`` in-sequence
         #: ``(sqn, payload)`` pairs (payload bytes, records iterated once), for a run of plain
         #: data messages parsed in one pass (:meth:`TcpReceiverSession.receive_data`).
@@ -240,7 +261,14 @@ class DeliveryController:
         self.max_burst_loss = max_burst_loss
         self.expected = 0
         self.started = False  # leading loss is suppressed until the first delivery
-        self.delivered = 0
+        self._delivered = 0
+        #: Deliveries of :meth:`TcpReceiverSession.receive_data`'s one-message case not yet
+        #: added to the counters they stand for (the DC's, the session's): a small int, so
+        #: counting allocates nothing (CPython caches -5..256; a large counter's ``+= 1``
+        #: allocates); ``fused_n`` is the length of each of those reads.  Folded by the
+        #: session (at :data:`MAX_FUSED`, on another length, before statistics are read).
+        self.fused = 0
+        self.fused_n = 0
         self.unrecoverable = 0
         #: The extra LBMC headers (REQUEST, APPHDR_CHAIN...) of the message being delivered,
         #: valid during the ``deliver`` call only; () for plain data (the fast path).
@@ -253,6 +281,11 @@ class DeliveryController:
         self._frag_first = 0
         self._frag_total = 0
         self._frag_got = 0
+
+    @property
+    def delivered(self) -> int:
+        """Messages delivered (the one-message case's not yet folded included)."""
+        return self._delivered + self.fused
 
     def _gap(self, sqn: int) -> bool:
         """Account for messages expected..sqn-1 missing; False if ``sqn`` is old (duplicate)."""
@@ -281,7 +314,7 @@ class DeliveryController:
         self.expected = (sqn + 1) & 0xFFFFFFFF
         self._frag_buf = None
         self.started = True
-        self.delivered += 1
+        self._delivered += 1
         deliver = self.deliver  # a slot holding a callback: calling self.deliver(...) directly
         deliver(sqn, payload)  # would take CPython 3.11's generic method lookup
 
@@ -293,7 +326,7 @@ class DeliveryController:
         self.expected = (sqn + 1) & 0xFFFFFFFF
         if not self.reassemble:
             self.started = True
-            self.delivered += 1
+            self._delivered += 1
             self.fragment = (first, offset, total)
             try:
                 self.deliver(sqn, payload)
@@ -316,7 +349,7 @@ class DeliveryController:
         if self._frag_got >= self._frag_total:
             self._frag_buf = None
             self.started = True
-            self.delivered += 1
+            self._delivered += 1
             # Seed 8.4: a reassembled message carries the sqn of its last fragment.
             self.deliver(sqn, bytes(buf))
 
@@ -346,7 +379,7 @@ class TcpReceiverSession:
     def __init__(self, session_id: int | None) -> None:
         self.session_id = session_id
         self.dcs: dict[int, DeliveryController] = {}
-        self.stats = ReceiverStats()
+        self._stats = ReceiverStats()
         self.active = False  # set by the first bytes from the source: BOS time
         #: Called once, on the first bytes from the source, before anything is delivered.
         self.on_active: Callable[[], None] | None = None
@@ -365,33 +398,71 @@ class TcpReceiverSession:
         self.dcs[dc.tidx] = dc
 
     def unsubscribe(self, tidx: int) -> None:
-        self.dcs.pop(tidx, None)
+        dc = self.dcs.pop(tidx, None)
+        if dc is not None:
+            self._fold(dc)
+
+    @property
+    def stats(self) -> ReceiverStats:
+        """The session's counters, up to date (the DCs' one-message counts folded in)."""
+        for dc in self.dcs.values():
+            if dc.fused:
+                self._fold(dc)
+        return self._stats
+
+    def _fold(self, dc: DeliveryController) -> None:
+        """Add a DC's one-message count (:attr:`DeliveryController.fused`) to the counters it
+        stands for."""
+        k = dc.fused
+        if k:
+            dc.fused = 0
+            dc._delivered += k
+            st = self._stats
+            st.messages_received += k
+            st.bytes_received += k * dc.fused_n
+
+    def _refold(self, dc: DeliveryController, n: int) -> None:
+        """:meth:`_fold`, then count one one-message read of ``n`` bytes."""
+        self._fold(dc)
+        dc.fused = 1
+        dc.fused_n = n
 
     def receive_data(self, data: bytes | memoryview) -> bool:
         """Bytes from the source; delivers through the DCs.  Returns True on the first bytes
         (the session became active: time for BOS).  Raises TransportError on garbage."""
         # Fast path (the latency case): the read is exactly one plain data message, nothing
-        # pending, for a DC that expects it.  Anything else takes the general loop below.
-        if (
-            self.frame_sink is None
-            and type(data) is bytes
-            and not self._pending
-            and len(data) >= _DATA_HEADER
-            and data[0] == 0
-            and data[1] == 0
-            and data[2] << 8 | data[3] == len(data)
-            and self.active
-        ):
-            tidx, sqn = _TIDX_SQN_FROM(data, 4)
-            dc = self.dcs.get(tidx)
-            if dc is not None and sqn == dc.expected and dc.started and dc._frag_buf is None:
-                st = self.stats
-                st.bytes_received += len(data)
-                st.messages_received += 1
-                dc.expected = (sqn + 1) & 0xFFFFFFFF
-                dc.delivered += 1
-                dc.deliver(sqn, data[_DATA_HEADER:])
-                return False
+        # pending, for a DC that expects it; counted in the DC's small ints (``fused``).
+        # Guard clauses, each falling back right after its test: CPython 3.11 specialises a
+        # comparison only when a short conditional jump follows it.
+        n = len(data)
+        if n < 12 or self.frame_sink is not None or self._pending or not self.active:
+            return self._receive(data)  # (12: _DATA_HEADER, a literal here: no global load)
+        if type(data) is not bytes:
+            return self._receive(data)
+        # The first word is version/type 0, next header 0 and msglen: equal to the read's
+        # length exactly when the read is one plain data message.
+        word, tidx, sqn = _WORDS_FROM(data)
+        if word != n:
+            return self._receive(data)
+        dc = self.dcs.get(tidx)
+        if dc is None:
+            return self._receive(data)
+        if sqn != dc.expected or not dc.started or dc._frag_buf is not None:
+            return self._receive(data)
+        # The next sqn, wrapping at 2**32 without an & (one int object less); the first test
+        # compares two one-digit ints (CPython's fast path).
+        dc.expected = sqn + 1 if sqn < 0x3FFFFFFF or sqn != 0xFFFFFFFF else 0
+        k = dc.fused
+        if k < MAX_FUSED and n == dc.fused_n:
+            dc.fused = k + 1
+        else:
+            self._refold(dc, n)
+        deliver = dc.deliver_plain  # a slot holding a callback: called from a local
+        deliver(sqn, data[_DATA_HEADER:])
+        return False
+
+    def _receive(self, data: bytes | memoryview) -> bool:
+        """:meth:`receive_data` for everything but its one-message case."""
         first = not self.active
         if first:
             self.active = True
@@ -422,12 +493,12 @@ class TcpReceiverSession:
         if self.dcs and frames:
             self._general(b"".join(frames))
         else:
-            self.stats.bytes_received += pos
+            self._stats.bytes_received += pos
         pending += tail
 
     def _general(self, data: bytes | memoryview) -> None:
         """The general path: any bytes, any framing (module docstring)."""
-        st = self.stats
+        st = self._stats
         st.bytes_received += len(data)
         pending = self._pending
         # One immutable buffer per call, so payloads are plain ``bytes`` slices (one copy each,
@@ -469,8 +540,9 @@ class TcpReceiverSession:
                     st.messages_no_topic += 1
                 elif sqn == dc.expected and dc.started and dc._frag_buf is None:
                     dc.expected = (sqn + 1) & 0xFFFFFFFF
-                    dc.delivered += 1
-                    dc.deliver(sqn, buf[pos + _DATA_HEADER : nxt])
+                    dc._delivered += 1
+                    deliver = dc.deliver_plain
+                    deliver(sqn, buf[pos + _DATA_HEADER : nxt])
                 else:
                     dc.on_data(sqn, buf[pos + _DATA_HEADER : nxt])
             else:
@@ -503,7 +575,7 @@ class TcpReceiverSession:
         tidx, sqn = _TIDX_SQN.unpack_from(buf, pos + 4)
         dc = self.dcs.get(tidx)
         if dc is None:
-            self.stats.messages_no_topic += k
+            self._stats.messages_no_topic += k
             return k
         if not (dc.started and dc.expected == sqn and dc._frag_buf is None):
             return -1  # the DC has a gap or a reassembly to handle first
@@ -512,7 +584,7 @@ class TcpReceiverSession:
             return -k  # wrapping or not consecutive: message by message
         last = sqn + k
         dc.expected = last & 0xFFFFFFFF
-        dc.delivered += k
+        dc._delivered += k
         many = dc.deliver_many
         if many is not None:
             many(records, k)
@@ -525,7 +597,7 @@ class TcpReceiverSession:
     def _slow(self, msg: bytes) -> None:
         """Any LBMC message other than plain data: fragments, TSNI, unknown control."""
         m = _decode(msg)
-        st = self.stats
+        st = self._stats
         if m.msg_type in (lbmc.MSG_DATA, lbmc.MSG_RETRANS):
             st.messages_received += 1
             dc = self.dcs.get(m.tidx)
