@@ -71,3 +71,33 @@ def test_the_rule_catches_a_restated_default(tmp_path: Path) -> None:
     pkg.mkdir()
     (pkg / "m.py").write_text('def f(o):\n    return o.get("transport_tcp_port", 0)\n')
     assert _option_reads_with_defaults(pkg) == ["umcore/m.py:2"]
+
+
+def test_each_core_builds_its_settings_from_the_registry() -> None:
+    from umcore.resolver.core import ResolverConfig, wildcard_query_timings_from
+    from umcore.resolver.schedule import advertisement_timings_from, query_timings_from
+    from umcore.transport.lbt import ReceiverConfig, SourceConfig
+    from umcore.transport.lbtru import RuReceiverConfig, RuSourceConfig
+    from umcore.transport.ratelimit import RateLimiter
+    from umcore.transport.tcp import TcpSourceSession
+
+    ctx = Options("context", {"resolver_unicast_keepalive_interval": "750"})
+    src = Options("source", {"implicit_batching_interval": "250"})
+    rcv = Options("receiver", {"transport_lbtru_nak_backoff_interval": "300"})
+    r = ResolverConfig.from_options(ctx)
+    assert (r.multicast_address, r.multicast_port) == ("224.9.10.11", 12965)  # UM's defaults
+    assert r.unicast_timings.keepalive_interval == pytest.approx(0.75)
+    tcp = TcpSourceSession.from_options(7, src, ctx)
+    assert tcp.batching_interval == pytest.approx(0.25) and tcp.batching_minimum_length == 2048
+    rm = SourceConfig.from_options(src, ctx)
+    assert rm.ignore_interval == pytest.approx(0.5) and rm.batching_interval == pytest.approx(0.25)
+    ru = RuSourceConfig.from_options(src, ctx)
+    assert ru.client_activity_timeout == pytest.approx(10.0)
+    assert ReceiverConfig.from_options(rcv, ctx).nak_backoff_interval == pytest.approx(0.2)
+    assert RuReceiverConfig.from_options(rcv, ctx).nak_backoff_interval == pytest.approx(0.3)
+    limiter = RateLimiter.from_options("lbtrm", ctx, 0.0)  # 10 Mbit/s per 10 ms by default
+    assert (limiter.data.interval, limiter.data.budget) == (pytest.approx(0.01), 12_500)
+    adv = advertisement_timings_from(Options("source"))
+    assert (adv.min_initial_interval, adv.initial_duration) == (pytest.approx(0.01), 5.0)
+    assert query_timings_from(rcv).sustain_interval == pytest.approx(1.0)
+    assert wildcard_query_timings_from(Options("wildcard_receiver")).sustain_interval == 0

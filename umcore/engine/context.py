@@ -53,7 +53,6 @@ from umcore.engine.options import (
     daemon_bindings,
     interface_ip,
     random_session_id,
-    unicast_daemons,
 )
 from umcore.engine.raw import OnFrame, OnSession, RawReceiver, RawSource
 from umcore.engine.receive import JoinedSession, OnMessage, Subscriber
@@ -63,10 +62,9 @@ from umcore.resolver.core import (
     ResolverConfig,
     SourceInfo,
     TopicResolver,
-    wildcard_query_timings,
+    wildcard_query_timings_from,
 )
-from umcore.resolver.schedule import advertisement_timings, query_timings
-from umcore.resolver.unicast import UnicastTimings
+from umcore.resolver.schedule import advertisement_timings_from, query_timings_from
 from umcore.transport.tcp import TcpSourceSession
 
 __all__ = ["CONNECT_TIMEOUT_S", "Engine"]
@@ -129,27 +127,10 @@ class Engine:
         self.mim_loss_callback: Callable[[int], object] | None = None
 
     # -------------------------------------------------------------- topic resolution
-    def _resolver_config(self) -> ResolverConfig:
-        o = self.options
-        return ResolverConfig(
-            unicast_daemons=unicast_daemons(o.get("resolver_unicast_daemon")),
-            multicast_address=str(o.get("resolver_multicast_address")),
-            multicast_port=int(o.get("resolver_multicast_port")),
-            unicast_timings=UnicastTimings(
-                o.seconds("resolver_unicast_keepalive_interval"),
-                o.seconds("resolver_unicast_activity_timeout"),
-                o.seconds("resolver_unicast_check_interval"),
-                o.seconds("resolver_unicast_change_interval"),
-            ),
-            datagram_max_size=int(o.get("resolver_datagram_max_size")),
-            force_alive=bool(o.get("resolver_unicast_force_alive")),
-            ignore_unknown_source=bool(o.get("resolver_unicast_ignore_unknown_source")),
-        )
-
     async def start(self) -> None:
         """Open the resolver socket(s), the request port and the SRS connections."""
         o = self.options
-        cfg = self._resolver_config()
+        cfg = ResolverConfig.from_options(o)
         self.resolver, self.srs, udp = srsresolve.make_resolver(self, cfg, self.loop.time())
         default_if = interface_ip(o.get("default_interface"))
         if not udp:  # SRS only (or no TR at all): no resolver socket
@@ -277,13 +258,7 @@ class Engine:
             src.tidx,
             src.transport_info,
             self.loop.time(),
-            timings=advertisement_timings(
-                so.get("resolver_advertisement_minimum_initial_interval"),
-                so.get("resolver_advertisement_maximum_initial_interval"),
-                so.get("resolver_advertisement_minimum_initial_duration"),
-                so.get("resolver_advertisement_sustain_interval"),
-                so.get("resolver_advertisement_minimum_sustain_duration"),
-            ),
+            timings=advertisement_timings_from(so),
             send_initial=bool(so.get("resolver_send_initial_advertisement")),
             options=self.features.source_created(src, so),
         )
@@ -301,17 +276,7 @@ class Engine:
             s = self.sessions[self._next_session % len(self.sessions)]
             self._next_session += 1
             return s
-        core = TcpSourceSession(
-            random_session_id(),
-            datagram_max_size=int(self.options.get("transport_tcp_datagram_max_size")),
-            batching_minimum_length=int(o.get("implicit_batching_minimum_length")),
-            batching_interval=o.seconds("implicit_batching_interval"),
-            tsni_interval=o.seconds("transport_topic_sequence_number_info_interval"),
-            tsni_active_threshold=o.seconds(
-                "transport_topic_sequence_number_info_active_threshold"
-            ),
-            use_session_id=bool(o.get("transport_tcp_use_session_id")),
-        )
+        core = TcpSourceSession.from_options(random_session_id(), o, self.options)
         listener = SourceListener(
             core,
             max_buffer=int(o.get("transport_session_maximum_buffer")),
@@ -365,13 +330,7 @@ class Engine:
         found = self.resolver.add_receiver(
             topic,
             self.loop.time(),
-            timings=query_timings(
-                options.get("resolver_query_minimum_initial_interval"),
-                options.get("resolver_query_maximum_initial_interval"),
-                options.get("resolver_query_minimum_initial_duration"),
-                options.get("resolver_query_sustain_interval"),
-                options.get("resolver_query_minimum_sustain_duration"),
-            ),
+            timings=query_timings_from(options),
             query_threshold=int(options.get("resolution_number_of_sources_query_threshold")),
         )
         for info in found:
@@ -388,11 +347,7 @@ class Engine:
         found = self.resolver.add_wildcard_receiver(
             pattern.pattern,
             self.loop.time(),
-            timings=wildcard_query_timings(
-                options.get("resolver_query_minimum_interval"),
-                options.get("resolver_query_maximum_interval"),
-                options.get("resolver_query_minimum_duration"),
-            ),
+            timings=wildcard_query_timings_from(options),
         )
         for info in found:  # the receiver-side cache holds this context's own sources too
             self.join(info)

@@ -97,18 +97,8 @@ def lbt_state(engine: LbtHost) -> LbtContext:
     if lctx is None:
         o = engine.options
         now = engine.loop.time()
-        ru = RateLimiter(
-            int(o.get("transport_lbtru_data_rate_limit")),
-            int(o.get("transport_lbtru_retransmit_rate_limit")),
-            o.seconds("transport_lbtru_rate_interval"),
-            now,
-        )
-        rm = RateLimiter(
-            int(o.get("transport_lbtrm_data_rate_limit")),
-            int(o.get("transport_lbtrm_retransmit_rate_limit")),
-            o.seconds("transport_lbtrm_rate_interval"),
-            now,
-        )
+        ru = RateLimiter.from_options("lbtru", o, now)
+        rm = RateLimiter.from_options("lbtrm", o, now)
         lctx = engine.lbt = LbtContext(
             engine.loop,
             ru,
@@ -119,31 +109,12 @@ def lbt_state(engine: LbtHost) -> LbtContext:
     return lctx
 
 
-def _source_config(engine: LbtHost, o: Options, kind: str) -> dict[str, Any]:
-    p = f"transport_{kind}_"
-    c = engine.options
-    size = int(c.get(p + "source_datagram_max_size") or c.get(p + "datagram_max_size"))
-    return {
-        "datagram_max_size": size,
-        "batching_minimum_length": int(o.get("implicit_batching_minimum_length")),
-        "batching_interval": o.seconds("implicit_batching_interval"),
-        "tsni_interval": o.seconds("transport_topic_sequence_number_info_interval"),
-        "tsni_active_threshold": o.seconds("transport_topic_sequence_number_info_active_threshold"),
-        "sm_minimum_interval": o.seconds(p + "sm_minimum_interval"),
-        "sm_maximum_interval": o.seconds(p + "sm_maximum_interval"),
-        "ignore_interval": o.seconds(p + "ignore_interval"),
-        "transmission_window_size": int(o.get(p + "transmission_window_size")),
-        "transmission_window_limit": int(o.get(p + "transmission_window_limit")),
-    }
-
-
 async def source_session(engine: LbtHost, kind: str, o: Options) -> SourceSession:
     """The session a new ``kind`` source maps onto (existing, round robin, or new)."""
     lctx = lbt_state(engine)
     c = engine.options
     loop = engine.loop
     sessions: dict[Any, SourceSession] = lctx.sessions[kind]
-    cfg = _source_config(engine, o, kind)
     host = engine.advertised_ip
     if kind == "lbtru":
         port = int(o.get("transport_lbtru_port"))
@@ -155,14 +126,7 @@ async def source_session(engine: LbtHost, kind: str, o: Options) -> SourceSessio
         if port and ("port", port) in sessions:
             return sessions[("port", port)]
         core_ru = LbtruSource(
-            random_session_id(),
-            RuSourceConfig(
-                client_activity_timeout=o.seconds("transport_lbtru_client_activity_timeout"),
-                use_session_id=bool(o.get("transport_lbtru_use_session_id")),
-                **cfg,
-            ),
-            lctx.ru_limiter,
-            loop.time(),
+            random_session_id(), RuSourceConfig.from_options(o, c), lctx.ru_limiter, loop.time()
         )
         low, high = (
             (port, port)
@@ -196,7 +160,7 @@ async def source_session(engine: LbtHost, kind: str, o: Options) -> SourceSessio
         if key in sessions:
             return sessions[key]
         core_rm = LbtrmSource(
-            random_session_id(), 0, SourceConfig(**cfg), lctx.rm_limiter, loop.time()
+            random_session_id(), 0, SourceConfig.from_options(o, c), lctx.rm_limiter, loop.time()
         )
         ep = await bind_in_range(
             host,
@@ -232,44 +196,16 @@ def prepare_join(
     the first receiver's options (UM: first receiver wins)."""
     o = options if options is not None else Options("receiver", None, info.topic)
     t = info.transport
-    common: dict[str, Any] = {
-        "max_burst_loss": int(o.get("delivery_control_maximum_burst_loss")),
-        "ordered": int(o.get("ordered_delivery")) == 1,
-        "loss_check_interval": o.seconds("delivery_control_loss_check_interval"),
-        # context scope, but it bounds each DC's order map separately (Configuration Guide)
-        "max_map_entries": int(engine.options.get("delivery_control_maximum_total_map_entries")),
-    }
     now = engine.loop.time()
     if isinstance(t, lbmr.LBTRMInfo):
-        p = "transport_lbtrm_"
-        cfg = ReceiverConfig(
-            activity_timeout=o.seconds(p + "activity_timeout"),
-            nak_initial_backoff_interval=o.seconds(p + "nak_initial_backoff_interval"),
-            nak_backoff_interval=o.seconds(p + "nak_backoff_interval"),
-            nak_generation_interval=o.seconds(p + "nak_generation_interval"),
-            nak_suppress_interval=o.seconds(p + "nak_suppress_interval"),
-            send_naks=bool(o.get(p + "send_naks")),
-            **common,
-        )
+        cfg = ReceiverConfig.from_options(o, engine.options)
         js.set_core(
             LbtrmReceiver(t.session_id, t.sport, cfg, now),
             f"LBTRM:{t.src_ip}:{t.sport}:{t.session_id:08x}:{t.mc_group}:{t.dport}",
         )
         kind = "lbtrm"
     else:
-        p = "transport_lbtru_"
-        rcfg = RuReceiverConfig(
-            activity_timeout=o.seconds(p + "activity_timeout"),
-            nak_initial_backoff_interval=o.seconds(p + "nak_initial_backoff_interval"),
-            nak_backoff_interval=o.seconds(p + "nak_backoff_interval"),
-            nak_generation_interval=o.seconds(p + "nak_generation_interval"),
-            nak_suppress_interval=o.seconds(p + "nak_suppress_interval"),
-            send_naks=bool(o.get(p + "send_naks")),
-            connect_interval=o.seconds(p + "connect_interval"),
-            maximum_connect_attempts=int(o.get(p + "maximum_connect_attempts")),
-            acknowledgement_interval=o.seconds(p + "acknowledgement_interval"),
-            **common,
-        )
+        rcfg = RuReceiverConfig.from_options(o, engine.options)
         sid = f":{info.session_id:08x}" if info.session_id else ""
         js.set_core(LbtruReceiver(info.session_id, rcfg, now), f"LBT-RU:{info.ip}:{info.port}{sid}")
         kind = "lbtru"

@@ -16,8 +16,10 @@ configuration: flat files, ``LBM_*`` environment variables, XML, whose restricti
 checked here: a violation is a ConfigError).
 
 The small helpers below turn option values the engine's adapters need into plain data: the
-local address an ``*_interface`` option names, the ``resolver_unicast_daemon`` entries, UM's
-random session ids.
+local address an ``*_interface`` option names (also in ``resolver_unicast_daemon`` entries),
+UM's random session ids.  The cores build their own settings from options
+(``from_options`` constructors: :class:`~umcore.resolver.core.ResolverConfig`,
+:class:`~umcore.transport.tcp.TcpSourceSession`, the LBT configs...).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ __all__ = [
     "daemon_bindings",
     "interface_ip",
     "random_session_id",
-    "unicast_daemons",
 ]
 
 # Seconds per unit of the registry's time units.
@@ -77,18 +78,6 @@ def interface_ip(value: Any, what: str = "interface") -> str | None:
     names, CIDR networks and host names are resolved among this host's interfaces as the
     daemons do; a spec matching no local address is a ConfigError."""
     return context_interface(value, what=what)
-
-
-def unicast_daemons(value: Any) -> list[tuple[str, int]]:
-    """``resolver_unicast_daemon`` entries (:class:`~umcore.config.values.ResolverEntry`) as
-    (ip, port); their ``Iface[:SrcPort]->`` parts are :func:`daemon_bindings`."""
-    out: list[tuple[str, int]] = []
-    for entry in value or ():
-        address = getattr(entry, "address", None)
-        port = getattr(entry, "port", None)
-        if address is not None and port is not None:
-            out.append((str(address), int(port)))
-    return out
 
 
 def daemon_bindings(value: Any) -> dict[tuple[str, int], tuple[str | None, int | None]]:

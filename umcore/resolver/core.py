@@ -39,6 +39,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from umcore.config.options import OptionReader
 from umcore.resolver.schedule import (
     PhaseSchedule,
     PhaseTimings,
@@ -127,6 +128,37 @@ class ResolverConfig:
         self.send_initial_advertisement = send_initial_advertisement
         self.query_threshold = query_threshold
         self.receiver_map_max = receiver_map_max
+
+    @classmethod
+    def from_options(cls, o: OptionReader) -> ResolverConfig:
+        """From a context's options (the registry's defaults and units)."""
+        return cls(
+            unicast_daemons=unicast_daemons(o.get("resolver_unicast_daemon")),
+            multicast_address=str(o.get("resolver_multicast_address")),
+            multicast_port=int(o.get("resolver_multicast_port")),
+            unicast_timings=UnicastTimings(
+                o.seconds("resolver_unicast_keepalive_interval"),
+                o.seconds("resolver_unicast_activity_timeout"),
+                o.seconds("resolver_unicast_check_interval"),
+                o.seconds("resolver_unicast_change_interval"),
+            ),
+            datagram_max_size=int(o.get("resolver_datagram_max_size")),
+            force_alive=bool(o.get("resolver_unicast_force_alive")),
+            ignore_unknown_source=bool(o.get("resolver_unicast_ignore_unknown_source")),
+        )
+
+
+def unicast_daemons(value: Any) -> list[Address]:
+    """``resolver_unicast_daemon`` entries (:class:`~umcore.config.values.ResolverEntry`) as
+    (ip, port); their ``Iface[:SrcPort]->`` parts are the engine's (they name local
+    interfaces)."""
+    out: list[Address] = []
+    for entry in value or ():
+        address = getattr(entry, "address", None)
+        port = getattr(entry, "port", None)
+        if address is not None and port is not None:
+            out.append((str(address), int(port)))
+    return out
 
 
 class ResolverStats:
@@ -244,6 +276,15 @@ def wildcard_query_timings(
     50 ms doubling to ``resolver_query_maximum_interval`` 1000 ms for
     ``resolver_query_minimum_duration`` 60 s), then go quiescent: no sustaining phase."""
     return PhaseTimings(min_interval_ms / 1000, max_interval_ms / 1000, duration_s, 0, 0)
+
+
+def wildcard_query_timings_from(o: OptionReader) -> PhaseTimings:
+    """A wildcard receiver's query timings from its options."""
+    return wildcard_query_timings(
+        o.get("resolver_query_minimum_interval"),
+        o.get("resolver_query_maximum_interval"),
+        o.get("resolver_query_minimum_duration"),
+    )
 
 
 class TopicResolver:

@@ -26,6 +26,8 @@ next time the schedule wants to send (``None`` once quiescent).
 
 from __future__ import annotations
 
+from umcore.config.options import OptionReader
+
 __all__ = [
     "INITIAL",
     "QUIESCENT",
@@ -192,3 +194,25 @@ class PhaseSchedule:
     def stop(self) -> None:
         """Go quiescent now (a receiver reached its source threshold)."""
         self._enter_quiescent()
+
+
+def advertisement_timings_from(o: OptionReader) -> PhaseTimings:
+    """A source's TIR timings from its ``resolver_advertisement_*`` options."""
+    return advertisement_timings(
+        o.get("resolver_advertisement_minimum_initial_interval"),
+        o.get("resolver_advertisement_maximum_initial_interval"),
+        o.get("resolver_advertisement_minimum_initial_duration"),
+        o.get("resolver_advertisement_sustain_interval"),
+        o.get("resolver_advertisement_minimum_sustain_duration"),
+    )
+
+
+def query_timings_from(o: OptionReader) -> PhaseTimings:
+    """A receiver's TQR timings from its ``resolver_query_*`` options."""
+    return query_timings(
+        o.get("resolver_query_minimum_initial_interval"),
+        o.get("resolver_query_maximum_initial_interval"),
+        o.get("resolver_query_minimum_initial_duration"),
+        o.get("resolver_query_sustain_interval"),
+        o.get("resolver_query_minimum_sustain_duration"),
+    )

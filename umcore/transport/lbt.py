@@ -48,7 +48,9 @@ import re
 import struct
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
+from umcore.config.options import OptionReader
 from umcore.errors import TransportError
 from umcore.transport.batching import BatchingSource, BatchTopic
 from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES, LbtDeliveryController
@@ -142,6 +144,34 @@ class SourceConfig:
         self.ignore_interval = ignore_interval
         self.transmission_window_size = transmission_window_size
         self.transmission_window_limit = transmission_window_limit
+
+    @staticmethod
+    def option_values(kind: str, source: OptionReader, context: OptionReader) -> dict[str, Any]:
+        """The shared settings of a ``kind`` (``lbtru``/``lbtrm``) source from its options and
+        its context's (the registry's defaults and units), as keyword arguments."""
+        p = f"transport_{kind}_"
+        size = int(
+            context.get(p + "source_datagram_max_size") or context.get(p + "datagram_max_size")
+        )
+        return {
+            "datagram_max_size": size,
+            "batching_minimum_length": int(source.get("implicit_batching_minimum_length")),
+            "batching_interval": source.seconds("implicit_batching_interval"),
+            "tsni_interval": source.seconds("transport_topic_sequence_number_info_interval"),
+            "tsni_active_threshold": source.seconds(
+                "transport_topic_sequence_number_info_active_threshold"
+            ),
+            "sm_minimum_interval": source.seconds(p + "sm_minimum_interval"),
+            "sm_maximum_interval": source.seconds(p + "sm_maximum_interval"),
+            "ignore_interval": source.seconds(p + "ignore_interval"),
+            "transmission_window_size": int(source.get(p + "transmission_window_size")),
+            "transmission_window_limit": int(source.get(p + "transmission_window_limit")),
+        }
+
+    @classmethod
+    def from_options(cls, source: OptionReader, context: OptionReader) -> SourceConfig:
+        """An LBT-RM source's settings from its options and its context's."""
+        return cls(**cls.option_values("lbtrm", source, context))
 
 
 class LbtSourceStats:
@@ -617,6 +647,30 @@ class ReceiverConfig:
         self.loss_check_interval = loss_check_interval
         #: delivery_control_maximum_total_map_entries (context): each DC's order map bound.
         self.max_map_entries = max_map_entries
+
+    @staticmethod
+    def option_values(kind: str, receiver: OptionReader, context: OptionReader) -> dict[str, Any]:
+        """The shared settings of a ``kind`` (``lbtru``/``lbtrm``) receiver from the first
+        receiver's options and the context's (the registry's defaults and units)."""
+        p = f"transport_{kind}_"
+        return {
+            "activity_timeout": receiver.seconds(p + "activity_timeout"),
+            "nak_initial_backoff_interval": receiver.seconds(p + "nak_initial_backoff_interval"),
+            "nak_backoff_interval": receiver.seconds(p + "nak_backoff_interval"),
+            "nak_generation_interval": receiver.seconds(p + "nak_generation_interval"),
+            "nak_suppress_interval": receiver.seconds(p + "nak_suppress_interval"),
+            "send_naks": bool(receiver.get(p + "send_naks")),
+            "max_burst_loss": int(receiver.get("delivery_control_maximum_burst_loss")),
+            "ordered": int(receiver.get("ordered_delivery")) == 1,
+            "loss_check_interval": receiver.seconds("delivery_control_loss_check_interval"),
+            # context scope, but it bounds each DC's order map separately (Configuration Guide)
+            "max_map_entries": int(context.get("delivery_control_maximum_total_map_entries")),
+        }
+
+    @classmethod
+    def from_options(cls, receiver: OptionReader, context: OptionReader) -> ReceiverConfig:
+        """An LBT-RM receiver's settings from the first receiver's options and the context's."""
+        return cls(**cls.option_values("lbtrm", receiver, context))
 
 
 class LbtReceiverStats:

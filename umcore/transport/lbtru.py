@@ -31,6 +31,7 @@ from __future__ import annotations
 import random
 import struct
 
+from umcore.config.options import OptionReader
 from umcore.transport.lbt import (
     Datagram,
     LbtReceiver,
@@ -81,6 +82,15 @@ class RuSourceConfig(SourceConfig):
         self.client_activity_timeout = client_activity_timeout
         self.use_session_id = use_session_id
 
+    @classmethod
+    def from_options(cls, source: OptionReader, context: OptionReader) -> RuSourceConfig:
+        """An LBT-RU source's settings from its options and its context's."""
+        return cls(
+            client_activity_timeout=source.seconds("transport_lbtru_client_activity_timeout"),
+            use_session_id=bool(source.get("transport_lbtru_use_session_id")),
+            **cls.option_values("lbtru", source, context),
+        )
+
 
 class RuReceiverConfig(ReceiverConfig):
     """LBT-RU receiver options beyond the shared ones."""
@@ -100,6 +110,17 @@ class RuReceiverConfig(ReceiverConfig):
         self.connect_interval = connect_interval
         self.maximum_connect_attempts = maximum_connect_attempts
         self.acknowledgement_interval = acknowledgement_interval
+
+    @classmethod
+    def from_options(cls, receiver: OptionReader, context: OptionReader) -> RuReceiverConfig:
+        """An LBT-RU receiver's settings from the first receiver's options and the context's."""
+        p = "transport_lbtru_"
+        return cls(
+            connect_interval=receiver.seconds(p + "connect_interval"),
+            maximum_connect_attempts=int(receiver.get(p + "maximum_connect_attempts")),
+            acknowledgement_interval=receiver.seconds(p + "acknowledgement_interval"),
+            **cls.option_values("lbtru", receiver, context),
+        )
 
 
 class _Client:

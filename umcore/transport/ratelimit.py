@@ -31,6 +31,8 @@ that makes receivers wait ``nak_suppress_interval`` (1 s) -- recovery never catc
 
 from __future__ import annotations
 
+from umcore.config.options import OptionReader
+
 __all__ = ["RateLimiter", "TokenBucket"]
 
 
@@ -122,6 +124,18 @@ class RateLimiter:
     ) -> None:
         self.data = TokenBucket(data_bps, interval, now)
         self.retransmit = TokenBucket(retransmit_bps, interval, now)
+
+    @classmethod
+    def from_options(cls, kind: str, context: OptionReader, now: float) -> RateLimiter:
+        """A context's limiter for ``kind`` (``lbtru`` or ``lbtrm``) from its
+        ``transport_<kind>_{data,retransmit}_rate_limit`` and ``_rate_interval`` options."""
+        p = f"transport_{kind}_"
+        return cls(
+            int(context.get(p + "data_rate_limit")),
+            int(context.get(p + "retransmit_rate_limit")),
+            context.seconds(p + "rate_interval"),
+            now,
+        )
 
     def take_data(self, nbytes: int, now: float) -> bool:
         return self.data.take(nbytes, now)

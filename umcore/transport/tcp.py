@@ -46,6 +46,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 
+from umcore.config.options import OptionReader
 from umcore.errors import TransportError
 from umcore.transport.batching import (  # re-exported: TCP's source side lives there
     HEADER_RESERVATION,
@@ -143,6 +144,24 @@ class TcpSourceSession(BatchingSource):
         )
         self.session_id = session_id
         self.use_session_id = use_session_id
+
+    @classmethod
+    def from_options(
+        cls, session_id: int, source: OptionReader, context: OptionReader
+    ) -> TcpSourceSession:
+        """A session from its first source's options and its context's (the registry's
+        defaults and units)."""
+        return cls(
+            session_id,
+            datagram_max_size=int(context.get("transport_tcp_datagram_max_size")),
+            batching_minimum_length=int(source.get("implicit_batching_minimum_length")),
+            batching_interval=source.seconds("implicit_batching_interval"),
+            tsni_interval=source.seconds("transport_topic_sequence_number_info_interval"),
+            tsni_active_threshold=source.seconds(
+                "transport_topic_sequence_number_info_active_threshold"
+            ),
+            use_session_id=bool(source.get("transport_tcp_use_session_id")),
+        )
 
     def connection(self) -> SourceConnection:
         return SourceConnection(self)
