@@ -190,3 +190,24 @@ async def test_callback_may_await_a_send(opts: None) -> None:
         await wait_for(lambda: echoed == [b"hello"])
         evq.unblock()
         await task
+
+
+async def test_a_receiver_joining_an_active_session_gets_bos_through_its_queue(opts: None) -> None:
+    first: list[Message] = []
+    got: list[Message] = []
+    evq = EventQueue()
+    async with await Context.create() as a, await Context.create() as b:
+        src = await a.create_source("late")
+        r1 = await b.create_receiver("late", first.append)
+        await wait_for(lambda: src.receivers == 1)
+        await src.send(b"x", flush=True)
+        await wait_for(lambda: any(x.type == m.MSG_BOS for x in first))  # the session is active
+        # A second receiver of the topic joins the active session: BOS at once, in create.
+        r2 = await b.create_receiver("late", got.append, event_queue=evq)
+        assert got == [] and evq.size() == 1  # queued, not called on the receive path
+        assert await evq.dispatch(eq.POLL) == 1
+        assert [x.type for x in got] == [m.MSG_BOS]
+        await r1.close()
+        await r2.close()
+        await src.close()
+    evq.close()

@@ -182,9 +182,9 @@ class Context(Engine, FeatureAPI):
         With ``event_queue`` the callbacks run from :meth:`EventQueue.dispatch` instead."""
         self.check()
         options = Options("receiver", attributes, topic)
-        r = self.subscribe(topic, on_message, options)
+        r = self.subscribe(topic, on_message, options, self._setup(on_messages, event_queue))
         assert isinstance(r, Receiver)
-        return self._finish_receiver(r, on_messages, event_queue)
+        return r
 
     async def create_wildcard_receiver(
         self,
@@ -210,20 +210,23 @@ class Context(Engine, FeatureAPI):
                 f"cannot compile wildcard pattern: {exc}", source="API", what=pattern
             ) from None
         options = Options("wildcard_receiver", attributes, pattern)
-        r = self.subscribe_pattern(regex, on_message, options)
+        setup = self._setup(on_messages, event_queue)
+        r = self.subscribe_pattern(regex, on_message, options, setup)
         assert isinstance(r, Receiver)
-        return self._finish_receiver(r, on_messages, event_queue)
+        return r
 
     @staticmethod
-    def _finish_receiver(
-        r: Receiver,
-        on_messages: Callable[[list[Message]], object] | None,
-        event_queue: EventQueue | None,
-    ) -> Receiver:
-        r.set_batched(on_messages)
-        if event_queue is not None:
-            event_queue.attach_receiver(r)
-        return r
+    def _setup(
+        on_messages: Callable[[list[Message]], object] | None, event_queue: EventQueue | None
+    ) -> Callable[[Subscriber], object]:
+        """A new receiver's batched callback and event queue, set before its first delivery."""
+
+        def setup(r: Subscriber) -> None:
+            r.set_batched(on_messages)
+            if event_queue is not None:
+                event_queue.attach_receiver(r)
+
+        return setup
 
     async def close(self) -> None:
         """Delete the context; its sources and receivers must be closed first (UM's rule)."""

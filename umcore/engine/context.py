@@ -315,11 +315,20 @@ class Engine:
         await s.close()
 
     # -------------------------------------------------------------- receivers
-    def subscribe(self, topic: str, on_message: OnMessage | None, options: Options) -> Subscriber:
+    def subscribe(
+        self,
+        topic: str,
+        on_message: OnMessage | None,
+        options: Options,
+        setup: Callable[[Subscriber], object] | None = None,
+    ) -> Subscriber:
         """A receiver of ``topic`` (of :attr:`subscriber_class`); joins what resolution
-        already knows."""
+        already knows.  ``setup`` runs on the new receiver before anything can be delivered
+        to it (a session already joined gives BOS at once)."""
         self.check()
         r = self.subscriber_class(self, topic, on_message, options=options)
+        if setup is not None:
+            setup(r)
         self.receivers.setdefault(topic, []).append(r)
         self._query(topic, options)
         return r
@@ -338,11 +347,18 @@ class Engine:
         self.flush_resolver()
 
     def subscribe_pattern(
-        self, pattern: Any, on_message: OnMessage | None, options: Options
+        self,
+        pattern: Any,
+        on_message: OnMessage | None,
+        options: Options,
+        setup: Callable[[Subscriber], object] | None = None,
     ) -> Subscriber:
-        """A receiver of every topic matching the compiled ``pattern``."""
+        """A receiver of every topic matching the compiled ``pattern`` (``setup``: as for
+        :meth:`subscribe`)."""
         self.check()
         r = self.subscriber_class(self, pattern.pattern, on_message, pattern=pattern)
+        if setup is not None:
+            setup(r)
         self.wildcards.append(r)
         found = self.resolver.add_wildcard_receiver(
             pattern.pattern,
