@@ -13,7 +13,10 @@ controller (DC) and hands what the DC delivers, in order, to the subscribers of 
 The DC belongs to the transport core's module (:mod:`umcore.transport.tcp`,
 :mod:`umcore.transport.delivery`) and so does its fast path: a read or datagram holding plain
 in-sequence data is delivered by the core straight into :meth:`Fanout.deliver` /
-:meth:`Fanout.deliver_many`.
+:meth:`Fanout.deliver_many`.  A TCP DC has a hook for plain data (``deliver_plain``): while the
+topic has one subscriber with a callback and no recovery runs, the fan-out points it at
+:meth:`Fanout.deliver_one`, the latency case (the message built or recycled, the callback
+called, the delivery counted in a small int that :attr:`Subscriber.messages` adds in).
 
 The first bytes on a session give every mapped subscriber BOS, a subscriber added to an active
 session gets BOS at once, and the end of the session gives EOS (seed 3.4).  When a subscriber's
