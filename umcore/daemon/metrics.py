@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from umcore.daemon.web import serve_app
 
 __all__ = ["CallbackCollector", "MetricSpec", "MetricsServer", "new_registry"]
 
@@ -67,7 +69,7 @@ class MetricsServer:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.address: tuple[str, int] | None = None
-        self._runner: object | None = None
+        self._runner: Any = None  # the aiohttp runner (serve_app) while serving
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (0 = ephemeral); returns the bound address."""
@@ -79,24 +81,10 @@ class MetricsServer:
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        bound = runner.addresses[0]
-        self.address = (str(bound[0]), int(bound[1]))
+        self._runner, self.address = await serve_app(app, host, port)
         return self.address
 
     async def close(self) -> None:
-        runner = self._runner
-        self._runner = None
+        runner, self._runner = self._runner, None
         if runner is not None:
-            from aiohttp import web
-
-            assert isinstance(runner, web.AppRunner)
             await runner.cleanup()

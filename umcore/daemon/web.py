@@ -57,6 +57,24 @@ JSON_PREFIX = "/json"
 PageData = dict[str, Any]
 
 
+async def serve_app(app: Any, host: str, port: int) -> tuple[Any, tuple[str, int]]:
+    """Serve an aiohttp application inside the running loop on host:port (0 = ephemeral):
+    its runner (stop it with ``cleanup()``) and the bound address.  OSError when the address
+    cannot be bound (nothing is left running then)."""
+    from aiohttp import web  # only when a daemon serves HTTP: it costs start-up time
+
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound = runner.addresses[0]
+    return runner, (str(bound[0]), int(bound[1]))
+
+
 class Heading:
     """A section title on a page."""
 
@@ -280,17 +298,7 @@ class WebPages:
             as_html, as_json = handlers(path)
             app.router.add_get(path, as_html)
             app.router.add_get(json_path(path), as_json)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        bound = runner.addresses[0]
-        self.address = (str(bound[0]), int(bound[1]))
+        self._runner, self.address = await serve_app(app, host, port)
         self.log.info("%s on http://%s:%d/", self.label, *self.address)
         return self.address
 
