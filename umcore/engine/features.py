@@ -411,19 +411,13 @@ class ContextFeatures:
     def deliver(self, fan: Fanout, items: list[Any]) -> None:
         for kind, sqn, payload, flags, meta, count in items:
             if kind == DELIVER_DATA:
-                msg = self.make_message(fan.topic, fan.session.source_string, sqn, payload,
+                msg = self.make_message(fan.topic, fan.source, sqn, payload,
                                         meta or (), flags)  # fmt: skip
                 if msg is None:
                     continue
                 fan.deliver_data(msg)
             else:
-                t = (
-                    m.MSG_UNRECOVERABLE_LOSS_BURST
-                    if kind == DELIVER_BURST
-                    else (m.MSG_UNRECOVERABLE_LOSS)
-                )
-                fan.deliver_loss(Message(t, fan.topic, fan.session.source_string, sqn, b"", count),
-                                 count)  # fmt: skip
+                fan.deliver_loss(kind == DELIVER_BURST, sqn, count)
 
     def make_message(
         self,

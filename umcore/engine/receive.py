@@ -396,7 +396,11 @@ class Fanout:
             r._messages += 1
             r.deliver(msg)
 
-    def deliver_loss(self, msg: Message, count: int) -> None:
+    def deliver_loss(self, burst: bool, sqn: int, count: int) -> None:
+        """An unrecoverable-loss event (a burst, or ``count`` single losses from ``sqn``) to
+        every subscriber, counted in their ``unrecoverable``."""
+        t = m.MSG_UNRECOVERABLE_LOSS_BURST if burst else m.MSG_UNRECOVERABLE_LOSS
+        msg = Message(t, self.topic, self.source, sqn, b"", count)
         for r in self.receivers:
             r.unrecoverable += count
             r.deliver(msg)
@@ -416,7 +420,7 @@ class Fanout:
                 msg.fragment_info = frag
             msg.type = 0
             msg.topic = self.topic
-            msg.source = self.session.source_string
+            msg.source = self.source
             msg.sequence_number = sqn
             msg.data = payload
             cb = self.fast_cb
@@ -447,9 +451,7 @@ class Fanout:
             self.features.live(self, sqn, payload, headers)
             return
         if headers:
-            feat_msg = self.features.make_message(
-                self.topic, self.session.source_string, sqn, payload, headers
-            )
+            feat_msg = self.features.make_message(self.topic, self.source, sqn, payload, headers)
             if feat_msg is None:
                 return
             msg = feat_msg
@@ -457,7 +459,7 @@ class Fanout:
             msg = DeliveredMessage()  # allocated in C, the fields stored here
             msg.type = 0
             msg.topic = self.topic
-            msg.source = self.session.source_string
+            msg.source = self.source
             msg.sequence_number = sqn
             msg.data = payload
         frag = getattr(self.dc, "fragment", None)
@@ -474,7 +476,7 @@ class Fanout:
                 data(sqn, payload)
             return
         topic = self.topic
-        source = self.session.source_string
+        source = self.source
         receivers = self.receivers
         new = DeliveredMessage
         if len(receivers) == 1:
@@ -537,11 +539,8 @@ class Fanout:
         if self.recovery is not None:
             self.features.transport_loss(self, sqn, count)
             return
-        t = m.MSG_UNRECOVERABLE_LOSS_BURST if kind == LOSS_BURST else m.MSG_UNRECOVERABLE_LOSS
         self.session.count_loss(count)
-        self.deliver_loss(
-            Message(t, self.topic, self.session.source_string, sqn, b"", count), count
-        )
+        self.deliver_loss(kind == LOSS_BURST, sqn, count)
 
 
 class FeatureHooks(Protocol):
