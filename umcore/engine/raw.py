@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from umcore.engine.source import EngineSource
-from umcore.errors import LocalProtocolError, WouldBlock
+from umcore.errors import LocalProtocolError
 from umcore.resolver.core import SourceInfo
 
 __all__ = ["FRAME_HEADER", "OnFrame", "OnSession", "RawReceiver", "RawSession", "RawSource"]
@@ -147,22 +147,14 @@ class RawSource:
         return src.done  # type: ignore[return-value]
 
     async def _send_blocked(self, frame: bytes, flush: bool) -> None:
-        src = self.source
-        while src.writer.paused:
-            src.check()
-            src.engine.send_blocked += 1
-            await src.writer.writable()
-        src.check()
+        await self.source.wait_writable()
         self._send(frame, flush)
 
     def send_nowait(self, frame: bytes, flush: bool = False) -> None:
         """Forward one frame or raise :class:`WouldBlock`; WAKEUP follows when it may go on."""
         src = self.source
         src.check()
-        if src.writer.paused:
-            src.wants_wakeup = True
-            src.engine.send_would_block += 1
-            raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
+        src.refuse_if_blocked()
         self._send(frame, flush)
 
     def flush(self) -> None:

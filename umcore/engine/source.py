@@ -294,13 +294,26 @@ class EngineSource(TopicSender):
     async def _send_blocked(
         self, data: bytes | memoryview, flush: bool, properties: Any, app_headers: Any
     ) -> None:
+        await self.wait_writable()
+        await self.send(data, flush=flush, properties=properties, app_headers=app_headers)
+
+    async def wait_writable(self) -> None:
+        """UM's blocking send: wait while a slow receiver blocks the session (each wait
+        counted); UMError if the source is or gets closed."""
         writer = self.writer
         while writer.paused:
             self.check()
             self.engine.send_blocked += 1
             await writer.writable()
         self.check()
-        await self.send(data, flush=flush, properties=properties, app_headers=app_headers)
+
+    def refuse_if_blocked(self) -> None:
+        """UM's non-blocking send: :class:`WouldBlock` while a slow receiver blocks the
+        session, and a WAKEUP event once it drained."""
+        if self.writer.paused:
+            self.wants_wakeup = True
+            self.engine.send_would_block += 1
+            raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
 
     def send_nowait(
         self,
@@ -329,10 +342,7 @@ class EngineSource(TopicSender):
                 self.session.rearm()
             return
         self.check()
-        if writer.paused:
-            self.wants_wakeup = True
-            self.engine.send_would_block += 1
-            raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
+        self.refuse_if_blocked()
         if flush:
             self.send_slow(data, flush, properties, app_headers)
         else:
