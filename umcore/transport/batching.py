@@ -44,9 +44,9 @@ settling and recreating it -- :meth:`TopicSender.send_step` when nothing else is
 time, the batch deadline, a list append; it also hands a batch on, :meth:`hand_on_run`, when a
 message of the run brings it to the minimum length without overflowing it), else
 :meth:`BatchingSource.send_general`; anything else on the empty run settles it (nothing to
-frame) and closes it.  Every other hand-on (timer, flush,
-overflow, fragmentation, TSNIs) closes the run, and so does the adapter when a write blocked
-the transport (:meth:`BatchingSource.end_run`): the fast case must then stop.
+frame) and closes it.  Every other hand-on (timer, flush, overflow, fragmentation, TSNIs)
+closes the run, and so does the adapter when a write blocked the transport
+(:meth:`BatchingSource.end_run`): the fast case must then stop.
 
 **Batch timer.**  Each batch is due one ``implicit_batching_interval`` after its oldest message
 (``_batch_due``).  The deadline :meth:`BatchingSource.next_timer` reports for batching
@@ -77,7 +77,6 @@ __all__ = [
     "MAX_LBMC_MESSAGE",
     "MAX_SINGLES",
     "MAX_TSNI_RECORDS",
-    "UNHANDLED",
     "BatchingSource",
     "SourceStats",
     "Step",
@@ -284,9 +283,9 @@ class BatchingSource:
         # payload length (-1: no run, so no payload length matches; ``~n`` < 0: a run kept
         # open, empty, across a hand-on, see "Batch start"), time stamp (for TSNI
         # idleness) and payloads.  The run's first sequence number is its topic's ``sqn`` (not
-        # advanced until the run is framed).  ``_run_pl`` is never replaced (the API binds its
-        # ``append``).  A run may be open and empty: kept open across a hand-on by :meth:`send`
-        # (module docstring, "Batch start").
+        # advanced until the run is framed).  ``_run_pl`` is never replaced (TopicSender binds
+        # its ``append``).  A run may be open and empty: kept open across a hand-on by
+        # :meth:`send` (module docstring, "Batch start").
         self._run: BatchTopic | None = None
         self._run_tidx = 0
         self._run_n = -1
@@ -405,7 +404,7 @@ class BatchingSource:
             out = self._take()
         if keep:
             # Open for a batch start only: no message of the run's length matches ``~n``
-            # (send_general reopens it, anything else settles the empty run).
+            # (send_step or send_general reopens it, anything else settles the empty run).
             self._run_n = ~self._run_n
         return out
 
@@ -706,10 +705,6 @@ class Step(Enum):
     UNHANDLED = 0
 
 
-#: :meth:`TopicSender.send_step`'s "not mine".
-UNHANDLED = Step.UNHANDLED
-
-
 class TopicSender:
     """One topic source's handle on its session's :class:`BatchingSource`.
 
@@ -774,7 +769,7 @@ class TopicSender:
         the last hand-on kept open, module docstring "Batch start") is a list append when the
         batching deadline already pending comes no later than this batch's; the message that
         brings the batch to ``batching_minimum_length`` without overflowing it hands the batch
-        on, the run kept open.  Returns what to write (None: nothing), or :data:`UNHANDLED`
+        on, the run kept open.  Returns what to write (None: nothing), or ``Step.UNHANDLED``
         for :meth:`BatchingSource.send`'s general rules."""
         core = self.core
         if (
@@ -782,7 +777,7 @@ class TopicSender:
             or type(data) is not bytes
             or (core._tsni_check is None and core.tsni_interval > 0)
         ):
-            return UNHANDLED
+            return Step.UNHANDLED
         n = len(data)
         run_n = core._run_n
         if n == ~run_n:
@@ -804,7 +799,7 @@ class TopicSender:
                 push(data)
                 core.batch_len = size
                 return core.hand_on_run(now)
-        return UNHANDLED
+        return Step.UNHANDLED
 
     def set_fast(self, fast: bool) -> None:
         """Allow or forbid the fast case; forbidding it closes the topic's open run (its
