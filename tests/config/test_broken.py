@@ -122,7 +122,7 @@ def test_file_errors(tmp_path):
 SEEDS = [
     (UMXml.from_text, UM_OK),
     (srs.load_text, (CONFIGS / "srs.xml").read_text()),
-    (store.load_text, (CONFIGS / "store.xml").read_text()),
+    (store.load_text, (CONFIGS / "umestored.xml").read_text()),
     (dro.load_text, (CONFIGS / "dro.xml").read_text()),
 ]
 # Bounded: 4 files x 150 mutants keeps the pass well under a few seconds.

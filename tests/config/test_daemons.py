@@ -212,7 +212,7 @@ def test_store_with_disk_repository():
     assert [s.name for s in inst.lbm_context] == ["monitor_appid"]
     assert [s.name for s in repo.lbm_receiver] == ["use_otr"]
     assert (
-        store.load(CONFIGS / "store.xml").stores[0].match("x").options["repository-type"]
+        store.load(CONFIGS / "umestored.xml").stores[0].match("x").options["repository-type"]
         == "memory"
     )
 
