@@ -1,0 +1,142 @@
+"""``umestored [-h] [-d] [-f] [-v] [-u] [-a PCPU[,RRLIST]] CONFIG.xml``: persistence-store.md
+5.1, then :func:`app.serve`.
+
+Start-up order: parse the command line (usage errors: exit 2); ``-d`` prints the DTD; load and
+validate CONFIG.xml (``-v`` stops there: 0 valid, 1 not); check the affinity list, the Stores'
+directories and interfaces and the UM option files (:func:`prepare.prepare`); open the log --
+any failure is one line ``umestored: <file>:<line>: <element>: <what>`` and exit 1, before
+anything binds.  Then pin the process (``-a``), detach (``-f``) and run until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from daemons.umestored.logsetup import NOTICE, configure_logging
+from daemons.umestored.manpage import UMESTORED
+from daemons.umestored.prepare import prepare
+from umcore.config import store as store_config
+from umcore.config import xmlfile
+from umcore.daemon import lifecycle
+from umcore.daemon.cli import DaemonArgumentParser, add_metrics_argument
+from umcore.errors import ConfigError
+
+__all__ = ["build_parser", "main", "parse_affinity"]
+
+PROG = "umestored"
+
+log = logging.getLogger("umestored")
+
+
+def build_parser() -> DaemonArgumentParser:
+    p = DaemonArgumentParser(PROG, UMESTORED)
+    p.add_argument("-d", "--dump-dtd", action="store_true")
+    p.add_argument("-f", "--detach", action="store_true")
+    p.add_argument("-v", "--validate", action="store_true")
+    p.add_argument("-u", "--use-utc", action="store_true")
+    p.add_argument("-a", "--affinitize", metavar="PCPU[,RRLIST]")
+    add_metrics_argument(p)
+    p.add_argument("config", nargs="?", metavar="CONFIG.xml")
+    return p
+
+
+def parse_affinity(text: str) -> list[int]:
+    """``-a PCPU[,RRLIST]``: CPU numbers, each an existing CPU of this machine."""
+    cpus: list[int] = []
+    available = (
+        sorted(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else list(range(os.cpu_count() or 1))
+    )
+    allowed = f"CPU numbers of this machine ({', '.join(map(str, available))}), comma-separated"
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise ConfigError(
+                f"{part!r} is not a CPU number", source="command line", what="-a", allowed=allowed
+            )
+        cpu = int(part)
+        if cpu not in available:
+            raise ConfigError(
+                f"CPU {cpu} is not available to this process",
+                source="command line",
+                what="-a",
+                allowed=allowed,
+            )
+        cpus.append(cpu)
+    return cpus
+
+
+def _pin(cpus: list[int]) -> None:
+    """The first CPU for the whole process; UM's per-thread list has no threads to pin here."""
+    if not hasattr(os, "sched_setaffinity"):
+        log.log(NOTICE, "-a: CPU affinity is not available on this system; not applied")
+        return
+    os.sched_setaffinity(0, {cpus[0]})
+    rest = f"; {','.join(map(str, cpus[1:]))} not applied (one asyncio thread)" if cpus[1:] else ""
+    log.log(NOTICE, "-a: process pinned to CPU %d%s", cpus[0], rest)
+
+
+def _detach() -> None:
+    """``-f``: fork; the parent returns 0 to the shell, the child leaves the session."""
+    if os.name == "nt" or not hasattr(os, "fork"):
+        lifecycle.config_error_exit(
+            PROG,
+            ConfigError("-f is not available on this system", source="command line", what="-f"),
+        )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.dump_dtd:
+        sys.stdout.write(xmlfile.schema_text(store_config.SCHEMA))
+        raise SystemExit(0)
+    try:
+        if args.validate:
+            lifecycle.validate_and_exit(args.config, store_config.load, "CONFIG.xml")
+        if args.config is None:
+            raise ConfigError(
+                "a configuration file is required (umestored [options] CONFIG.xml)",
+                source="command line",
+            )
+        cpus = parse_affinity(args.affinitize) if args.affinitize else []
+        if args.detach and (os.name == "nt" or not hasattr(os, "fork")):
+            raise ConfigError("-f is not available on this system", source="command line")
+        prepared = prepare(store_config.load(args.config))
+    except ConfigError as exc:
+        lifecycle.config_error_exit(PROG, exc)
+    daemon = prepared.file.daemon
+    log_setup = lifecycle.open_log_or_exit(
+        PROG,
+        lambda: configure_logging(daemon, utc=args.use_utc),
+        source=prepared.file.source,
+        what="<log>",
+    )
+    if cpus:
+        _pin(cpus)
+    if args.detach:
+        _detach()
+    # The wiring (engine, store cores, writer) is imported only to run: -d and -v stay quick.
+    from daemons.umestored.app import serve
+
+    first = prepared.stores[0] if prepared.stores else None
+    lifecycle.run_and_exit(
+        PROG,
+        serve(prepared, log_setup=log_setup, metrics=args.metrics),
+        listen=(first.bind_ip, first.instance.port) if first else ("0.0.0.0", 0),
+        logger=log,
+    )
+
+
+if __name__ == "__main__":
+    main()
