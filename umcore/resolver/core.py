@@ -26,6 +26,11 @@ unicast mode nothing is sent until the context has a source or a receiver unless
 ``resolver_unicast_force_alive`` is set, and datagrams from unknown addresses are dropped
 (``resolver_unicast_ignore_unknown_source``).
 
+Context names (Store name resolution: context-info records, LBMR extended type 0x03) are kept
+by :class:`~umcore.resolver.names.ContextNames`, which the resolver owns (:attr:`TopicResolver.names`):
+it feeds it those records, sends what it produces through the same output path and folds its
+timers into :meth:`TopicResolver.next_timer`.
+
 Interface: the caller (``umcore.api``) calls :meth:`handle_timer` at :meth:`next_timer`,
 hands every received datagram to :meth:`receive_datagram` and sends what
 :meth:`take_datagrams` returns.  Sources found for topics with local receivers come back as
@@ -40,6 +45,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from umcore.config.options import OptionReader
+from umcore.resolver.names import ContextName, ContextNames, NameEvent, NameTimings
 from umcore.resolver.schedule import (
     PhaseSchedule,
     PhaseTimings,
@@ -84,6 +90,7 @@ class ResolverConfig:
 
     __slots__ = (
         "advertisement",
+        "context_names",
         "datagram_max_size",
         "force_alive",
         "ignore_unknown_source",
@@ -114,6 +121,7 @@ class ResolverConfig:
         send_initial_advertisement: bool = True,
         query_threshold: int = 10_000_000,
         receiver_map_max: int = 131111,
+        context_names: NameTimings | None = None,
     ) -> None:
         self.unicast_daemons = list(unicast_daemons)
         self.multicast_address = multicast_address
@@ -128,6 +136,7 @@ class ResolverConfig:
         self.send_initial_advertisement = send_initial_advertisement
         self.query_threshold = query_threshold
         self.receiver_map_max = receiver_map_max
+        self.context_names = context_names or NameTimings()
 
     @classmethod
     def from_options(cls, o: OptionReader) -> ResolverConfig:
@@ -145,6 +154,7 @@ class ResolverConfig:
             datagram_max_size=int(o.get("resolver_datagram_max_size")),
             force_alive=bool(o.get("resolver_unicast_force_alive")),
             ignore_unknown_source=bool(o.get("resolver_unicast_ignore_unknown_source")),
+            context_names=NameTimings.from_options(o),
         )
 
 
@@ -291,8 +301,14 @@ class TopicResolver:
     """UDP topic resolution of one context (see the module docstring)."""
 
     def __init__(
-        self, config: ResolverConfig, now: float, *, rng: random.Random | None = None
+        self,
+        config: ResolverConfig,
+        now: float,
+        *,
+        rng: random.Random | None = None,
+        instance: bytes = bytes(8),
     ) -> None:
+        """``instance``: the context's instance (ctxinst), carried by its context-info records."""
         self.config = config
         self.stats = ResolverStats()
         self._sources: dict[str, _SourceTopic] = {}
@@ -310,6 +326,8 @@ class TopicResolver:
                 config.unicast_daemons, now, timings=config.unicast_timings, rng=rng
             )
         self._alive = config.force_alive
+        #: The context-name table (:mod:`umcore.resolver.names`).
+        self.names = ContextNames(config.context_names, instance=instance)
 
     # ----------------------------------------------------------------- local objects
     @property
@@ -492,6 +510,10 @@ class TopicResolver:
             st.datagrams_dropped_malformed += 1
             return []
         found: list[SourceInfo] = []
+        if type(packet.body) is lbmr.ContextInfo:
+            self.names.receive_record(packet.body, now)
+            self._flush_names(now)
+            return found
         if packet.type not in (lbmr.LBMR_TYPE_NORMAL, lbmr.LBMR_TYPE_WC_TQRS):
             return []  # keepalives (lbmrd's type 0 has no records) and other types
         for tqr in packet.tqrs:
@@ -595,6 +617,44 @@ class TopicResolver:
             self._outbox.append((d, dest))
             self.stats.datagrams_sent += 1
 
+    # ----------------------------------------------------------------- context names
+    def advertise_context_name(
+        self, name: str, ip: str, port: int, now: float, *, domain_id: int = 0
+    ) -> ContextName:
+        """Advertise this context's ``name`` at ``domain_id:ip:port`` (sent at once; answered
+        to every query for it); UMError for an invalid name."""
+        self._alive = True
+        entry = self.names.advertise(name, ip, port, domain_id=domain_id)
+        self._flush_names(now)
+        return entry
+
+    def withdraw_context_name(self, name: str) -> bool:
+        """Stop advertising ``name``; False if it was not advertised."""
+        return self.names.withdraw(name)
+
+    def query_context_name(self, name: str, now: float) -> ContextName | None:
+        """Want ``name`` resolved (reference counted): its address if known, else the queries
+        start (the first at once); the answer comes as a NameResolved event."""
+        self._alive = True
+        known = self.names.query(name, now)
+        self.names.handle_timer(now)
+        self._flush_names(now)
+        return known
+
+    def cancel_context_name(self, name: str) -> None:
+        """One fewer want of ``name``."""
+        self.names.cancel(name)
+
+    def take_name_events(self) -> list[NameEvent]:
+        """What happened to the names (resolved, changed, duplicates...) since the last call."""
+        return self.names.take_events()
+
+    def _flush_names(self, now: float) -> None:
+        records = self.names.take_records()
+        if records:
+            pkts = [lbmr.LBMRPacket(lbmr.LBMR_TYPE_EXT, body=r) for r in records]
+            self._emit([lbmr.encode(p) for p in pkts], now)
+
     def handle_timer(self, now: float) -> None:
         """Send every record whose time has come, and the unicast keepalives."""
         tirs: list[lbmr.TIR] = []
@@ -613,6 +673,8 @@ class TopicResolver:
             if w.schedule.due(now):
                 w.schedule.fire(now)
                 wc.append(lbmr.WildcardTQR(lbmr.PATTERN_PCRE, pattern))
+        self.names.handle_timer(now)
+        self._flush_names(now)
         uc = self.unicast
         if uc is not None:
             uc.advance(now)
@@ -652,6 +714,9 @@ class TopicResolver:
             d = w.schedule.next_due
             if d is not None and (deadline is None or d < deadline):
                 deadline = d
+        d = self.names.next_timer()
+        if d is not None and (deadline is None or d < deadline):
+            deadline = d
         uc = self.unicast
         if uc is not None and self._alive:
             d = uc.next_timer(keepalives=True)
