@@ -13,6 +13,8 @@ callbacks run on it and must not block.
   drives its schedules.  With ``resolver_service`` the engine also resolves through SRSes over
   TCP, and ``resolver_disable_udp_topic_resolution`` 1 removes the UDP socket altogether
   (:mod:`umcore.engine.srsresolve`).
+- **Context names** (Store name resolution, :mod:`umcore.engine.names`): names this context
+  advertises, names it resolves, through the same topic resolution (UDP and SRS).
 - **Sources.**  Each topic source is mapped onto a transport session
   (:mod:`umcore.engine.source`): TCP sessions round robin over up to
   ``transport_tcp_maximum_ports`` listeners on ``transport_tcp_port_low..high``; LBT-RU and
@@ -48,6 +50,7 @@ from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import lbt, srsresolve
 from umcore.engine.features import ContextFeatures
 from umcore.engine.message import Message
+from umcore.engine.names import EngineNames, NameResolution, OnResolved
 from umcore.engine.options import (
     Options,
     daemon_bindings,
@@ -64,6 +67,7 @@ from umcore.resolver.core import (
     TopicResolver,
     wildcard_query_timings_from,
 )
+from umcore.resolver.names import ContextName, NameRow
 from umcore.resolver.schedule import advertisement_timings_from, query_timings_from
 from umcore.transport.tcp import TcpSourceSession
 
@@ -125,6 +129,8 @@ class Engine:
         self.immediate_topic_message_callback: Callable[[Message], object] | None = None
         #: ``mim_unrecoverable_loss_function``: called with the number of MIM datagrams lost.
         self.mim_loss_callback: Callable[[int], object] | None = None
+        #: Context names advertised and resolved (:mod:`umcore.engine.names`).
+        self.ctx_names = EngineNames(self)
 
     # -------------------------------------------------------------- topic resolution
     async def start(self) -> None:
@@ -232,11 +238,41 @@ class Engine:
             for data, addr in self.resolver.take_datagrams():
                 (per_daemon.get(addr, ep) if per_daemon else ep).sendto(data, addr)
         self._timer.arm(self.resolver.next_timer())
+        events = self.resolver.take_name_events()
+        if events:
+            self.ctx_names.dispatch(events)
 
     def topic_resolution_request(self) -> None:
         """``lbm_context_topic_resolution_request()``: restart sustaining phases."""
         self.resolver.request_resolution(self.loop.time())
         self.flush_resolver()
+
+    # -------------------------------------------------------------- context names
+    def advertise_context_name(
+        self, name: str, ip: str, port: int, domain_id: int = 0
+    ) -> ContextName:
+        """Advertise this context's ``name`` at ``domain_id:ip:port`` (a Store's
+        ``context-name`` and its listener address) at once and in answer to every query for it.
+        UMError for an invalid name (1..128 of ``[A-Za-z0-9_-]``), address or port."""
+        return self.ctx_names.advertise(name, ip, port, domain_id)
+
+    def withdraw_context_name(self, name: str) -> bool:
+        """Stop advertising ``name``; False if it was not advertised."""
+        return self.ctx_names.withdraw(name)
+
+    def resolve_context_name(self, name: str, on_resolved: OnResolved) -> NameResolution:
+        """Resolve ``name`` (UM's ``ume_store_name``): queries on UM's schedule until it
+        resolves; ``on_resolved`` gets the :class:`ContextName` then and whenever its address
+        changes.  The handle's ``cancel()`` stops it."""
+        return self.ctx_names.resolve(name, on_resolved)
+
+    async def wait_context_name(self, name: str, timeout: float | None = None) -> ContextName:
+        """The address ``name`` resolves to; TimeoutError after ``timeout`` seconds."""
+        return await self.ctx_names.wait(name, timeout)
+
+    def context_names(self) -> list[NameRow]:
+        """Every name this context advertises, queries or has heard of (monitoring)."""
+        return self.ctx_names.table()
 
     # -------------------------------------------------------------- sources
     async def open_source(
@@ -544,6 +580,7 @@ class Engine:
                 "receivers remain)"
             )
         self.closed = True
+        self.ctx_names.close()
         self._timer.cancel()
         for t in list(self._tasks):
             t.cancel()

@@ -36,6 +36,11 @@ refused or timed out) is retried every ``REJOIN_INTERVAL_S``, at most ``MAX_REJO
 times, while the SRSes vouch for the source.  A session that ended after BOS is not rejoined
 (its receivers had EOS; as in UM, the source is gone until advertised again).
 
+Context names (Store name resolution) travel both ways too: a name this context advertises is
+also a CNIR, a name it queries a CNQR (sent once: the SRS keeps the query and relays a CNIR for
+the name whenever one arrives); the SRS's CNIR and CNER answers feed the resolver's context-name
+table (:mod:`umcore.resolver.names`), whose events the engine reports.
+
 ``resolver_disable_udp_topic_resolution`` 1 turns UDP TR off entirely: the context opens no
 resolver socket and :class:`SRSTopicResolver` (``udp=False``) neither schedules nor hands out a
 datagram; its caches still join a context's own sources to its own receivers.
@@ -62,8 +67,16 @@ from umcore.engine.receive import JoinedSession
 from umcore.errors import LocalProtocolError
 from umcore.features.latejoin import make_otid, parse_otid
 from umcore.resolver.core import ResolverConfig, SourceInfo, TopicResolver
+from umcore.resolver.names import ContextName, ContextNames
 from umcore.resolver.schedule import PhaseTimings
-from umcore.srs.client import MAX_SERVERS, SourceResolved, SourceWithdrawn, SRSClient
+from umcore.srs.client import (
+    MAX_SERVERS,
+    ContextNameAnswered,
+    ContextNameEnded,
+    SourceResolved,
+    SourceWithdrawn,
+    SRSClient,
+)
 from umcore.srs.client import Event as SRSEvent
 from umcore.transport import lbtrm, lbtru
 from umcore.wire import lbmr, lbmr_options
@@ -120,6 +133,8 @@ class SRSHost(Protocol):
     def join(self, info: SourceInfo) -> JoinedSession | None: ...
 
     def wants(self, topic: str) -> bool: ...
+
+    def flush_resolver(self) -> None: ...
 
 
 # ------------------------------------------------------------------ records <-> source info
@@ -241,10 +256,13 @@ class SRSTopicResolver(TopicResolver):
         srs: SRSResolution | None,
         *,
         udp: bool = True,
+        instance: bytes = bytes(8),
     ) -> None:
-        super().__init__(config, now)
+        super().__init__(config, now, instance=instance)
         self.srs = srs
         self.udp = udp
+        if srs is not None:
+            srs.names = self.names
 
     def add_source(
         self,
@@ -307,6 +325,31 @@ class SRSTopicResolver(TopicResolver):
         if self.srs is not None and known:
             self.srs.wildcard_removed(pattern)
 
+    def advertise_context_name(
+        self, name: str, ip: str, port: int, now: float, *, domain_id: int = 0
+    ) -> ContextName:
+        entry = super().advertise_context_name(name, ip, port, now, domain_id=domain_id)
+        if self.srs is not None:
+            self.srs.name_advertised(entry)
+        return entry
+
+    def withdraw_context_name(self, name: str) -> bool:
+        known = super().withdraw_context_name(name)
+        if self.srs is not None and known:
+            self.srs.name_withdrawn(name)
+        return known
+
+    def query_context_name(self, name: str, now: float) -> ContextName | None:
+        known = super().query_context_name(name, now)
+        if self.srs is not None:
+            self.srs.name_queried(name)
+        return known
+
+    def cancel_context_name(self, name: str) -> None:
+        super().cancel_context_name(name)
+        if self.srs is not None and name not in self.names.wanted():
+            self.srs.name_cancelled(name)
+
     # UDP TR off: no schedule runs and nothing leaves (the context has no resolver socket).
     def handle_timer(self, now: float) -> None:
         if self.udp:
@@ -330,6 +373,11 @@ class SRSResolution:
         self.flood = flood
         self.core: SRSClient | None = None
         self.connector: SRSClientConnector | None = None
+        #: The context's name table (set by its :class:`SRSTopicResolver`).
+        self.names: ContextNames | None = None
+        # own names and queried names, replayed to the core when it starts
+        self._own_names: dict[str, ContextName] = {}
+        self._queried: set[str] = set()
         # SIRs the SRSes vouch for, as joinable source infos (unjoinable ones are counted).
         self._infos: dict[SIRKey, SourceInfo] = {}
         self._by_topic: dict[str, dict[SIRKey, SourceInfo]] = {}
@@ -369,6 +417,10 @@ class SRSResolution:
             interest_mode=srsm.INTEREST_MODE_FLOOD if self.flood else srsm.INTEREST_MODE_FILTER,
             context_instance=feat.ctxinst,
         )
+        for entry in self._own_names.values():
+            self._send_name(entry)
+        for name in self._queried:
+            self.core.send_context_name_query(name)
         self.connector = SRSClientConnector(self.core, on_events=self._on_events)
         self.connector.start()
 
@@ -431,6 +483,34 @@ class SRSResolution:
             self.core.send_wildcard_delete(pattern)
             self._flush()
 
+    def name_advertised(self, entry: ContextName) -> None:
+        self._own_names[entry.name] = entry
+        if self.core is not None:
+            self._send_name(entry)
+            self._flush()
+
+    def _send_name(self, entry: ContextName) -> None:
+        assert self.core is not None
+        self.core.send_context_name_info(
+            entry.name, entry.ip, entry.port, domain_id=entry.domain_id
+        )
+
+    def name_withdrawn(self, name: str) -> None:
+        self._own_names.pop(name, None)
+        if self.core is not None:
+            self.core.withdraw_context_name(name)
+
+    def name_queried(self, name: str) -> None:
+        self._queried.add(name)
+        if self.core is not None:
+            self.core.send_context_name_query(name)
+            self._flush()
+
+    def name_cancelled(self, name: str) -> None:
+        self._queried.discard(name)
+        if self.core is not None:
+            self.core.cancel_context_name_query(name)
+
     def known(self, topic: str) -> list[SourceInfo]:
         """Sources of ``topic`` the SRSes vouch for."""
         return list(self._by_topic.get(topic, {}).values())
@@ -455,8 +535,23 @@ class SRSResolution:
             elif isinstance(ev, SourceWithdrawn):
                 self.withdrawn_events += 1
                 self._withdrawn(ev)
+            elif isinstance(ev, (ContextNameAnswered, ContextNameEnded)):
+                self._context_name(ev)
             else:
                 log.debug("SRS %s", ev)
+
+    def _context_name(self, ev: ContextNameAnswered | ContextNameEnded) -> None:
+        names = self.names
+        if names is None:
+            return
+        rec = ev.record
+        entry = ContextName(rec.name, rec.domain_id, rec.ip, rec.port, rec.origin_context_instance)
+        now = self.ctx.loop.time()
+        if isinstance(ev, ContextNameAnswered):
+            names.receive_srs_info(entry, now)
+        else:
+            names.receive_srs_end(entry, now)
+        self.ctx.flush_resolver()  # the table's events reach the context there
 
     def _resolved(self, ev: SourceResolved) -> None:
         rec = ev.record
@@ -564,4 +659,5 @@ def make_resolver(
             "resolver_disable_udp_topic_resolution is 1 and resolver_service is empty: "
             "this context has no topic resolution at all"
         )
-    return SRSTopicResolver(config, now, srs, udp=udp), srs, udp
+    resolver = SRSTopicResolver(config, now, srs, udp=udp, instance=ctx.features.ctxinst)
+    return resolver, srs, udp

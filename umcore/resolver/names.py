@@ -51,9 +51,10 @@ import re
 from dataclasses import dataclass
 
 from umcore.config.options import OptionReader
-from umcore.errors import UMError
+from umcore.errors import LocalProtocolError, UMError
 from umcore.events import CoreEvent
 from umcore.resolver.schedule import PhaseSchedule, PhaseTimings
+from umcore.wire.lbmr_base import ip_bytes
 from umcore.wire.lbmr_ext import (
     CTXINFO_FLAG_INSTANCE,
     CTXINFO_FLAG_IP,
@@ -330,6 +331,12 @@ class ContextNames:
         """Advertise ``name`` at ``domain_id:ip:port`` (replaces an earlier address of it);
         the advertisement goes out at once.  UMError for an invalid name or too many names."""
         check_name(name)
+        if not 0 < port <= 0xFFFF or not 0 <= domain_id <= 0xFFFFFFFF:
+            raise UMError(f"context name {name}: port {port} or domain id {domain_id} out of range")
+        try:
+            ip_bytes(ip)
+        except LocalProtocolError as exc:
+            raise UMError(f"context name {name}: {exc}") from None
         if name not in self._own and len(self._own) >= MAX_OWN_NAMES:
             raise UMError(f"a context advertises at most {MAX_OWN_NAMES} context names")
         entry = ContextName(name, domain_id, ip, port, self.instance)

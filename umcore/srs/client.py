@@ -20,7 +20,15 @@ configuration order) without touching a socket:
   :meth:`~SRSClient.send_wildcard_delete` (WIR / WDR), and reads
   :meth:`~SRSClient.take_events`: :class:`SourceResolved` when a source is first learned (or
   its advertisement changed) and :class:`SourceWithdrawn` when it ended (all events derive from
-  :class:`Event`).
+  :class:`Event`);
+- context names (Store name resolution over the SRS): :meth:`~SRSClient.send_context_name_info`
+  (CNIR: this context advertises a name) and :meth:`~SRSClient.send_context_name_query` (CNQR:
+  it looks for one).  The SRS relays a CNIR to the clients that sent a CNQR for its name, now
+  or later, and a CNER when the named context's record expired; they come back as
+  :class:`ContextNameAnswered` / :class:`ContextNameEnded`.  The SRS protocol has no record
+  withdrawing a CNIR or a CNQR: :meth:`~SRSClient.withdraw_context_name` and
+  :meth:`~SRSClient.cancel_context_name_query` only stop them being sent again on reconnects
+  (the SRS forgets them when this context's state expires there).
 
 Each slot is a small state machine (:class:`SlotState`, moved by :class:`SlotInput` along the
 one table :data:`SLOT_TRANSITIONS`): DOWN -> CONNECTING -> REGISTERING -> STREAMING, and back
@@ -70,10 +78,14 @@ from umcore.wire.srs import (
 )
 from umcore.wire.srs_messages import (
     APP_TYPE_APPLICATION,
+    APP_TYPE_STORE,
     INTEREST_MODE_FILTER,
     SER_COST,
     Batch,
     BatchRecord,
+    ContextNameEnd,
+    ContextNameInfo,
+    ContextNameQuery,
     ReceiverDelete,
     ReceiverInfo,
     RegistrationRequest,
@@ -87,9 +99,12 @@ from umcore.wire.srs_messages import (
 )
 
 __all__ = [
+    "MAX_NAMES",
     "MAX_RESOLVED",
     "MAX_SERVERS",
     "SLOT_TRANSITIONS",
+    "ContextNameAnswered",
+    "ContextNameEnded",
     "Event",
     "Registered",
     "SRSClient",
@@ -105,6 +120,9 @@ MAX_SERVERS = 5
 # Sources learned from the SRSes that we keep (flood mode learns every source of the TRD): each
 # costs ~1 KB; beyond this new sources are refused and counted in ``refused_sources``.
 MAX_RESOLVED = 1_000_000
+# Context names this context advertises or queries over the SRS (the SRS's own per-client bound,
+# umcore.srs.common.MAX_NAMES_PER_CLIENT, is larger; a context needs a handful).
+MAX_NAMES = 1_000
 # Events waiting for take_events(): the context drains them after each input.
 MAX_EVENTS = 1_000_000
 # Largest frame we build for our batches (the SRS's default batch-frame-max-datagram-size).
@@ -179,6 +197,22 @@ class SourceWithdrawn(Event):
 
     def __repr__(self) -> str:
         return f"SourceWithdrawn({self.record.topic!r}, {self.record.source!r}, slot={self.slot})"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextNameAnswered(Event):
+    """An SRS relayed a CNIR: a named context (Store) and its address."""
+
+    record: ContextNameInfo
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContextNameEnded(Event):
+    """An SRS relayed a CNER: the named context's record expired there."""
+
+    record: ContextNameEnd
+    slot: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +350,8 @@ class SRSClient:
         self._receiver_raw: dict[str, bytes] = {}
         self._patterns: dict[str, int] = {}
         self._pattern_raw: dict[str, bytes] = {}
+        self._name_infos: dict[str, bytes] = {}  # own context names: name -> CNIR
+        self._name_queries: dict[str, bytes] = {}  # names looked for: name -> CNQR
         # what the SRSes told us
         self._known: dict[SourceKey, _Known] = {}
         self._writes: dict[int, list[bytes]] = {}
@@ -387,6 +423,48 @@ class SRSClient:
             del self._patterns[pattern]
             del self._pattern_raw[pattern]
             self._broadcast(self._pattern_record(WildcardReceiverDelete, pattern))
+
+    def send_context_name_info(
+        self, name: str, ip: str, port: int, *, domain_id: int | None = None
+    ) -> None:
+        """Advertise this context's ``name`` at ``ip:port`` (CNIR) to every SRS; replaces an
+        earlier address.  LocalProtocolError beyond MAX_NAMES names."""
+        raw = ContextNameInfo(
+            name,
+            ip,
+            port,
+            domain_id=self.local_domain_id if domain_id is None else domain_id,
+            origin_context_instance=self.context_instance,
+            context_instance=self.context_instance,
+            context_type=APP_TYPE_STORE,
+        ).encode()
+        if self._name_infos.get(name) == raw:
+            return
+        if name not in self._name_infos and len(self._name_infos) >= MAX_NAMES:
+            raise LocalProtocolError(f"at most {MAX_NAMES} context names per context")
+        self._name_infos[name] = raw
+        self._broadcast(raw)
+
+    def withdraw_context_name(self, name: str) -> None:
+        """Stop re-sending ``name``'s CNIR (see the module docstring)."""
+        self._name_infos.pop(name, None)
+
+    def send_context_name_query(self, name: str) -> None:
+        """Look for the context called ``name`` (CNQR, once per name); answers come as
+        :class:`ContextNameAnswered`.  LocalProtocolError beyond MAX_NAMES names."""
+        if name in self._name_queries:
+            return
+        if len(self._name_queries) >= MAX_NAMES:
+            raise LocalProtocolError(f"at most {MAX_NAMES} context name queries per context")
+        raw = ContextNameQuery(
+            name, domain_id=self.local_domain_id, context_instance=self.context_instance
+        ).encode()
+        self._name_queries[name] = raw
+        self._broadcast(raw)
+
+    def cancel_context_name_query(self, name: str) -> None:
+        """Stop re-sending ``name``'s CNQR (see the module docstring)."""
+        self._name_queries.pop(name, None)
 
     def resolved(self, topic: str | None = None) -> list[SourceInfo]:
         """Sources currently known (for ``topic``, or all)."""
@@ -541,6 +619,8 @@ class SRSClient:
             *self._sources.values(),
             *self._receiver_raw.values(),
             *self._pattern_raw.values(),
+            *self._name_infos.values(),
+            *self._name_queries.values(),
         ]
         if state:
             out.append(_frames(state))
@@ -548,8 +628,16 @@ class SRSClient:
         self._event(Registered(slot.index, response.client_id))
 
     def _record(self, slot: _Slot, rec: BatchRecord) -> None:
+        if type(rec) is ContextNameInfo:
+            assert isinstance(rec, ContextNameInfo)
+            self._event(ContextNameAnswered(rec, slot.index))
+            return
+        if type(rec) is ContextNameEnd:
+            assert isinstance(rec, ContextNameEnd)
+            self._event(ContextNameEnded(rec, slot.index))
+            return
         if type(rec) is not SourceInfo:
-            return  # RER/WER/DIR/RTIR/CNIR...: for DROs and Stores, not an application
+            return  # RER/WER/DIR/RTIR...: for DROs, not an application
         assert isinstance(rec, SourceInfo)
         self.sirs_received += 1
         key = (rec.otid, rec.topic)
