@@ -379,3 +379,14 @@ def test_srs_answers_feed_the_name_table_and_do_not_expire() -> None:
     assert names.resolved("store1") == entry
     names.receive_srs_end(entry, 101.0)
     assert names.take_events() == [NameExpired(entry, "its SRS record ended")]
+
+
+def test_with_lbmrds_names_go_to_the_daemon() -> None:
+    r = TopicResolver(ResolverConfig(unicast_daemons=[("10.0.0.7", 15380)]), 0.0, instance=A)
+    r.advertise_context_name("store1", "10.1.2.3", 14567, 0.0)  # no source or receiver needed
+    r.query_context_name("other", 0.0)
+    assert [addr for _data, addr in r.take_datagrams()] == [("10.0.0.7", 15380)] * 2
+    r.receive_datagram(query("store1"), ("10.0.0.8", 15380), 1.0)  # not our lbmrd: dropped
+    assert r.take_datagrams() == []
+    r.receive_datagram(query("store1"), ("10.0.0.7", 15380), 1.0)
+    assert len(records(r)) == 1

@@ -1,4 +1,5 @@
-"""Sans-IO topic resolution: phase schedules, resolver caches, multicast and unicast (lbmrd) modes.
+"""Sans-IO topic resolution: phase schedules, resolver caches, multicast and unicast (lbmrd) modes,
+context (Store) names.
 
-See :mod:`umcore.resolver.core` for the theory of operation.
+See :mod:`umcore.resolver.core` and :mod:`umcore.resolver.names` for the theory of operation.
 """
