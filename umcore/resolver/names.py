@@ -81,6 +81,7 @@ __all__ = [
     "NameStats",
     "NameTimings",
     "OwnNameElsewhere",
+    "QueryInput",
     "QueryState",
     "check_name",
 ]
@@ -215,23 +216,27 @@ class OwnNameElsewhere(NameEvent):
 
 # ------------------------------------------------------------------------------ queries
 class QueryState(enum.Enum):
+    """Where one wanted name is."""
+
     QUERYING = "querying"  # schedule running (or disabled by interval 0), not resolved
     RESOLVED = "resolved"  # an advertisement answered; no more queries
     GAVE_UP = "gave up"  # the query duration ran out unresolved
 
 
-class _Input(enum.Enum):
+class QueryInput(enum.Enum):
+    """What moves a query (:data:`QUERY_TRANSITIONS`)."""
+
     ADVERTISED = "advertised"
     EXPIRED = "expired"
     DURATION_OVER = "duration over"
 
 
 #: (state, input) -> next state; an input not listed leaves the state as it is.
-QUERY_TRANSITIONS: dict[tuple[QueryState, _Input], QueryState] = {
-    (QueryState.QUERYING, _Input.ADVERTISED): QueryState.RESOLVED,
-    (QueryState.QUERYING, _Input.DURATION_OVER): QueryState.GAVE_UP,
-    (QueryState.GAVE_UP, _Input.ADVERTISED): QueryState.RESOLVED,
-    (QueryState.RESOLVED, _Input.EXPIRED): QueryState.QUERYING,
+QUERY_TRANSITIONS: dict[tuple[QueryState, QueryInput], QueryState] = {
+    (QueryState.QUERYING, QueryInput.ADVERTISED): QueryState.RESOLVED,
+    (QueryState.QUERYING, QueryInput.DURATION_OVER): QueryState.GAVE_UP,
+    (QueryState.GAVE_UP, QueryInput.ADVERTISED): QueryState.RESOLVED,
+    (QueryState.RESOLVED, QueryInput.EXPIRED): QueryState.QUERYING,
 }
 
 
@@ -242,8 +247,8 @@ class _Query:
         self.state = QueryState.QUERYING
         self.count = 1
         self.sent = 0
-        self.schedule = PhaseSchedule(timings, now)
-        self.give_up_at: float | None = None
+        self.schedule: PhaseSchedule
+        self.give_up_at: float | None
         self.restart(timings, now)
 
     def restart(self, timings: PhaseTimings, now: float) -> None:
@@ -255,7 +260,7 @@ class _Query:
             now + timings.initial_duration if on and timings.initial_duration else None
         )
 
-    def move(self, what: _Input) -> bool:
+    def move(self, what: QueryInput) -> bool:
         nxt = QUERY_TRANSITIONS.get((self.state, what))
         if nxt is None:
             return False
@@ -365,7 +370,7 @@ class ContextNames:
             return known.entry if known is not None else None
         q = self._queries[name] = _Query(self.timings.query, now)
         if known is not None:
-            q.move(_Input.ADVERTISED)
+            q.move(QueryInput.ADVERTISED)
             q.schedule.stop()
             return known.entry
         return None
@@ -450,7 +455,7 @@ class ContextNames:
                 self.stats.names_refused += 1
                 return
             self._known[name] = _Known(entry, now, srs)
-            if q is not None and q.move(_Input.ADVERTISED):
+            if q is not None and q.move(QueryInput.ADVERTISED):
                 q.schedule.stop()
                 self._event(NameResolved(entry))
             return
@@ -463,7 +468,7 @@ class ContextNames:
                 self._event(DuplicateName(old, entry))
             _remember(k.instances, inst)
         k.entry = entry
-        if q is not None and q.move(_Input.ADVERTISED):
+        if q is not None and q.move(QueryInput.ADVERTISED):
             q.schedule.stop()
             self._event(NameResolved(entry))
         elif old.address != entry.address and q is not None:
@@ -472,7 +477,7 @@ class ContextNames:
     def _expire(self, name: str, k: _Known, now: float, reason: str) -> None:
         del self._known[name]
         q = self._queries.get(name)
-        if q is not None and q.move(_Input.EXPIRED):
+        if q is not None and q.move(QueryInput.EXPIRED):
             q.restart(self.timings.query, now)
             self._event(NameExpired(k.entry, reason))
 
@@ -487,7 +492,7 @@ class ContextNames:
                 self._query(name)
             end = q.give_up_at
             if end is not None and now + 1e-9 >= end and q.state is QueryState.QUERYING:
-                q.move(_Input.DURATION_OVER)
+                q.move(QueryInput.DURATION_OVER)
                 q.schedule.stop()
                 self._event(NameQueryGaveUp(name))
         timeout = self.timings.activity_timeout
