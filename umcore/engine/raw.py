@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from umcore.engine.source import EngineSource
 from umcore.errors import LocalProtocolError
@@ -64,6 +65,19 @@ class RawSession:
     session_id: int | None
     #: The topic's index on this session (the TIR's).
     topic_index: int
+    #: The raw receiver's topic, the source's IP and the TIR's topic options (a persistent
+    #: source's UME / late-join options name its request port and transport index: how a Store
+    #: matches the session to the source's registration).
+    topic: str = ""
+    source_ip: str = ""
+    options: tuple[Any, ...] = field(default=(), compare=False)
+
+
+def _session(info: SourceInfo, source_string: str) -> RawSession:
+    return RawSession(
+        str(info.key[0]), source_string, info.session_id, info.index, info.topic, info.ip,
+        tuple(info.options),
+    )  # fmt: skip
 
 
 OnFrame = Callable[[RawSession, bytes], object]
@@ -86,7 +100,7 @@ class RawReceiver:
 
     def sink_for(self, info: SourceInfo, source_string: str) -> Callable[[bytes], None]:
         """The frame sink of one joined session (its identity bound once)."""
-        ident = RawSession(str(info.key[0]), source_string, info.session_id, info.index)
+        ident = _session(info, source_string)
         on_frame = self.on_frame
 
         def sink(frame: bytes) -> None:
@@ -101,7 +115,7 @@ class RawReceiver:
     def session_event(self, info: SourceInfo, source_string: str, active: bool) -> None:
         if self.on_session is None:
             return
-        ident = RawSession(str(info.key[0]), source_string, info.session_id, info.index)
+        ident = _session(info, source_string)
         try:
             self.on_session(ident, active)
         except Exception:

@@ -1,0 +1,1438 @@
+"""StoreCore: one Store instance (a ``<store>`` of umestored), sans-IO.
+
+Theory of operation
+-------------------
+Inputs, each with ``now`` (seconds, any monotonic origin):
+
+* :meth:`StoreCore.receive_control` -- an LBMC message from the Store's request port (the
+  adapter decoded it; bytes that do not decode cost the peer its connection there).  It is
+  decoded into a composition (:mod:`umcore.store.compose`) and handled: source and receiver
+  registrations and deregistrations, consumption ACKs, keepalives, retransmission requests.  A
+  message that is not a store message is counted; one that is malformed is counted and reported
+  as :class:`~umcore.store.events.ControlRejected` (the daemon drops that peer).  Nothing a
+  peer sends raises out of the core.
+* :meth:`StoreCore.receive_frame` -- an LBMC frame of a joined transport session
+  (:class:`umcore.engine.raw.RawSession` says which).  DATA (0x0) and PRORX (0x2) frames of the
+  session's topic index are appended, undecoded, to the repository of the source registration
+  the session matches; control frames (TSNI, SRI, ...) are counted and not stored.
+* :meth:`StoreCore.receive_io_done` -- a completed :class:`~umcore.store.io.IoJob`: state-file
+  jobs are the core's own, the rest go to the repository named by ``job.owner``.
+* :meth:`StoreCore.handle_timer` -- at or after :meth:`StoreCore.next_timer`.
+
+Outputs: :meth:`take_sends` (``((ip, port), bytes)``: UIMs to a client's request port),
+:meth:`take_io`, :meth:`take_joins` (topics to open/close raw receivers for: a topic is joined
+when its first source registers and left when its last is deleted), :meth:`take_events`.
+
+**Matching a session to a registration.**  A source's registration names its topic, transport
+index, topic index and request port (PREG resp_ip:resp_port).  A session matches when its
+topic and topic index are the registration's and -- when the session's TIR carries a UME
+(0x01) or late-join (0x04) topic option, which a persistent source sends -- that option's
+request address and transport index are the registration's too; without such an option, the
+session's source IP must be the registration's request IP.  Exactly one candidate must remain,
+else the frames are counted as unmatched.  Matches are cached per session and recomputed when
+registrations change.
+
+**Registration** (persistence-store.md 1.3, 1.5, 1.10, 1.12): topic pattern (ENOPATTERN), RPP
+negotiation (ECONFIG: RPP not allowed, an override above the topic's maximum, flight size bytes
+missing or above ``source-flight-size-bytes-maximum``, ack-on-reception not allowed,
+re-registration with other RPP values; receivers: mode 0 on an RPP repository or 1/2 on an SPP
+one), RegID resolution (Session ID map, explicit RegID, else assigned), EREGID for a receiver's
+RegID asked by a source and the reverse, ETOPICNAME, EACTIVE for a second live registrant of a
+strong RegID, ESRCREGID for a receiver naming an unknown source.  Success answers carry O (the
+state existed, restored ones included) and the sequence numbers: a source's trail and lead (a
+fresh one's lead 0xFFFFFFFF), a receiver's low sequence number (its last ACK + 1; new ones: the
+trail, limited by ``receiver-new-registration-rollback``; a new RPP receiver: lead + 1, since
+late RPP receivers recover nothing) and the lead.  An answer that creates a RegID on a
+repository kept on disk waits for the state file's STATE_WRITE to complete.
+
+**Stability** (1.6, 1.10): each source's repository reports newly stable ranges in sequence
+order; they are ACKed at once (``stability-ack-minimum-number`` 1) or batched until that many
+are pending or ``stability-ack-interval`` passed since the first, as ranged ACKs.  Nothing is
+ACKed while the repository is ``full`` (a write failed), or, RPP, while a blocking receiver
+holds messages and the room left is at most the source's flight size in bytes (the "one flight
+size before full" stop point).  A duplicate of a stable message is ACKed again at once; one the
+Store cannot hold (declared lost, before the trail, refused by the size limit) gets a stability
+NAK -- the Store never claims stable what it does not hold.
+
+**Consumption ACKs** are cumulative: ``high_ack_sqn`` moves forward only; RPP repositories
+release what every receiver consumed (past the stop point, what every *blocking* one did:
+non-blocking receivers do not hold back deletion beyond capacity).  ACK positions reach the
+state file at most every :data:`STATE_FLUSH_S` (a lost position only causes redelivery).
+
+**Timers**: per source every ``source-check-interval``: activity timeouts and state lifetimes
+of the source and its receivers, keepalives to idle clients every ``keepalive-interval`` (with
+R = response requested when the client has been silent that long), held ACK batches, state
+writes.  **Retransmissions** go through :class:`~umcore.store.retx.RetxQueue` (the instance's
+``retransmission-request-processing-rate``); a held frame is spliced into a RETRANS with the
+source's OTID and topic (the receiver maps it as it maps the source's own late-join
+retransmissions); a frame on disk is answered when its READ completes; a frame not held is
+forwarded to the source (``retransmission-request-forwarding`` 1; ``id_2`` = topic index, so
+the source's late-join service answers the receiver directly) or counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
+
+from umcore.config.store import StoreInstance, StoreTopic
+from umcore.errors import ConfigError, RemoteProtocolError
+from umcore.features.latejoin import make_otid
+from umcore.store import compose
+from umcore.store.events import (
+    ControlRejected,
+    DeletionReason,
+    ReceiverDeleted,
+    ReceiverDeregistered,
+    ReceiverRecreated,
+    ReceiverRegistered,
+    RegistrationRefused,
+    SourceDeleted,
+    SourceDeregistered,
+    SourceRecreated,
+    SourceRegistered,
+    StoreEvent,
+    TopicCreated,
+    TopicDeleted,
+)
+from umcore.store.io import IoDone, IoJob, IoKind
+from umcore.store.registry import (
+    NO_SQN,
+    ClientEvent,
+    Clock,
+    Liveness,
+    ReceiverEntry,
+    Registry,
+    SourceEntry,
+    Verdict,
+    considered_activity,
+    considered_lifetime,
+    serial_gt,
+)
+from umcore.store.repository import (
+    PENDING,
+    Append,
+    Repository,
+    RepositoryConfig,
+    make_repository,
+)
+from umcore.store.retx import RetxQueue
+from umcore.store.state import ReceiverState, SourceState, encode_state, state_name
+from umcore.wire import lbmc
+from umcore.wire.lbmr_options import LateJoinOption, UMEOption
+
+__all__ = ["STATE_FLUSH_S", "FrameSession", "RepositoryStats", "StoreCore", "StoreStats"]
+
+Address = tuple[str, int]
+_M = 0xFFFFFFFF
+_TIDX_SQN = struct.Struct("!II")
+_STORED_TYPES = frozenset((lbmc.MSG_DATA, lbmc.MSG_PRORX))
+# ACK positions (consumption ACKs) reach a source's state file at most this often: a lost
+# position only makes the receiver get messages again, which UM allows after a Store restart.
+STATE_FLUSH_S = 1.0
+# Retransmission requests waiting for a disk READ, across the instance; beyond it they are
+# dropped and counted (the receiver asks again): bounds memory when a disk is slow.
+MAX_WAITING_READS = 65536
+_ERR = logging.ERROR
+_INFO = logging.INFO
+_WARN = logging.WARNING
+
+
+class FrameSession(Protocol):
+    """What :meth:`StoreCore.receive_frame` needs to know of a transport session
+    (:class:`umcore.engine.raw.RawSession` has it)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def topic_index(self) -> int: ...
+    @property
+    def source_ip(self) -> str: ...
+    @property
+    def options(self) -> tuple[Any, ...]: ...
+    @property
+    def source_string(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryStats:
+    reg_id: int
+    topic: str
+    session_id: int
+    transport_idx: int
+    topic_idx: int
+    rpp: bool
+    kind: str
+    state: str
+    receivers: int
+    counters: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """A snapshot: the instance's counters and one entry per source repository."""
+
+    counters: dict[str, int]
+    sources: int
+    receivers: int
+    topics: int
+    retx_queue: int
+    repositories: tuple[RepositoryStats, ...] = field(default=())
+
+
+@dataclass(slots=True)
+class _Counters:
+    """The instance's counters (:meth:`StoreCore.stats` copies them)."""
+
+    acks_sent: int = 0
+    bad_control: int = 0
+    bad_frames: int = 0
+    consumption_acks: int = 0
+    control_frames: int = 0
+    control_messages: int = 0
+    frames: int = 0
+    frames_stored: int = 0
+    internal_errors: int = 0
+    io_orphans: int = 0
+    keepalives_received: int = 0
+    keepalives_sent: int = 0
+    naks_sent: int = 0
+    other_topic_frames: int = 0
+    refused_after_shutdown: int = 0
+    registration_errors: int = 0
+    registrations: int = 0
+    retransmissions: int = 0
+    rx_forwarded: int = 0
+    rx_not_held: int = 0
+    rx_read_dropped: int = 0
+    rx_unknown: int = 0
+    state_write_errors: int = 0
+    unexpected_control: int = 0
+    unknown_regid: int = 0
+    unmatched_frames: int = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(slots=True)
+class _Held:
+    """Answers waiting for a state write (a registration that created a RegID)."""
+
+    sends: list[tuple[Address, bytes]]
+    events: list[StoreEvent]
+    undo: Callable[[float], None]
+
+
+class StoreCore:
+    """One Store instance; see the module docstring."""
+
+    def __init__(
+        self,
+        instance: StoreInstance,
+        *,
+        store_index: int,
+        address: Address,
+        now: float,
+        restored: Sequence[tuple[SourceState, Repository]] = (),
+        seed: int | None = None,
+    ) -> None:
+        self.instance = instance
+        self.store_index = store_index
+        self.address = address
+        opts = instance.options
+        self.cache_dir = str(opts["disk-cache-directory"])
+        self.state_dir = str(opts["disk-state-directory"])
+        #: ``context-name`` ("" = none): the name the daemon advertises for ``ume_store_name``.
+        self.context_name = str(opts["context-name"])
+        self.registry = Registry(seed)
+        self.ctxinst = self.registry.rng.getrandbits(64).to_bytes(8, "big")
+        self.retx: RetxQueue[compose.RxReq] = RetxQueue(
+            int(opts["retransmission-request-processing-rate"]), now
+        )
+        self.counters = _Counters()
+        self.closing = False
+        self._sends: list[tuple[Address, bytes]] = []
+        self._io: list[IoJob] = []
+        self._joins: list[str] = []
+        self._leaves: list[str] = []
+        self._events: list[StoreEvent] = []
+        self._held: dict[int, _Held] = {}
+        self._tag = 0
+        self._sessions: dict[FrameSession, SourceEntry | None] = {}
+        self._reads: dict[tuple[int, int], list[compose.RxReq]] = {}
+        self._waiting_reads = 0
+        self._handlers: dict[type, Callable[[Any, str, float], None]] = {
+            compose.SourceRegistration: self._source_registration,
+            compose.ReceiverRegistration: self._receiver_registration,
+            compose.Deregistration: self._deregistration,
+            compose.ConsumptionAck: self._consumption_ack,
+            compose.Keepalive: self._keepalive,
+            compose.ReceiverKeepalive: self._receiver_keepalive,
+            compose.RetransmissionRequest: self._retransmission_request,
+        }
+        for state, repo in restored:
+            self._restore(state, repo, now)
+
+    # ==========================================================================================
+    # Outputs
+    # ==========================================================================================
+
+    def take_sends(self) -> list[tuple[Address, bytes]]:
+        out, self._sends = self._sends, []
+        return out
+
+    def take_io(self) -> list[IoJob]:
+        out, self._io = self._io, []
+        return out
+
+    def take_joins(self) -> tuple[list[str], list[str]]:
+        joins, leaves = self._joins, self._leaves
+        self._joins, self._leaves = [], []
+        return joins, leaves
+
+    def take_events(self) -> list[StoreEvent]:
+        out, self._events = self._events, []
+        return out
+
+    def _send(self, dest: Address, data: bytes) -> None:
+        self._sends.append((dest, data))
+
+    def _event(self, event: StoreEvent) -> None:
+        self._events.append(event)
+
+    def _note(self, level: int, text: str) -> None:
+        self._events.append(StoreEvent(level, text))
+
+    # ==========================================================================================
+    # Control messages
+    # ==========================================================================================
+
+    def receive_control(self, msg: lbmc.LBMCMessage, peer_ip: str, now: float) -> None:
+        """One LBMC message from the request port, sent by ``peer_ip``."""
+        c = self.counters
+        c.control_messages += 1
+        try:
+            comp = compose.decode(msg)
+        except RemoteProtocolError as exc:
+            c.bad_control += 1
+            self._event(ControlRejected(_WARN, f"bad store message from {peer_ip}: {exc}", peer_ip))
+            return
+        try:
+            if comp is None:
+                if msg.msg_type in _STORED_TYPES:
+                    self._uim_data(msg, peer_ip, now)
+                else:
+                    c.unexpected_control += 1
+                return
+            handler = self._handlers.get(type(comp))
+            if handler is None:
+                c.unexpected_control += 1
+                return
+            handler(comp, peer_ip, now)
+            self._service_retx(now)
+        except Exception as exc:  # a bug of ours must not cost the other clients the Store
+            c.internal_errors += 1
+            self._note(_ERR, f"internal error handling {type(comp).__name__}: {exc!r}")
+
+    # --- registration ------------------------------------------------------------------------
+
+    def _refuse(
+        self,
+        source: bool,
+        topic: str,
+        req_reg_id: int,
+        transport_idx: int,
+        topic_idx: int,
+        reply_to: Address,
+        marker: int,
+        code: int,
+        why: str,
+    ) -> None:
+        self.counters.registration_errors += 1
+        resp = compose.RegistrationResponse(
+            source, req_reg_id, transport_idx, topic_idx, 0, NO_SQN, marker,
+            store_index=self.store_index, error=code, ctxinst=self.ctxinst,
+        )  # fmt: skip
+        self._send(reply_to, resp.encode())
+        kind = "source" if source else "receiver"
+        text = compose.ERROR_TEXTS[code]
+        self._event(
+            RegistrationRefused(
+                _WARN,
+                f"{kind} registration for topic {topic!r} RegID {req_reg_id} from "
+                f"{reply_to[0]}:{reply_to[1]} refused: {text} ({why})",
+                source,
+                topic,
+                req_reg_id,
+                code,
+                reply_to,
+            )
+        )
+
+    def _check_rpp(self, req: compose.SourceRegistration, cfg: StoreTopic) -> str | None:
+        """Why the RPP part of ``req`` is refused (ECONFIG), or None."""
+        if not req.rpp:
+            return None
+        opts = cfg.options
+        if not opts["repository-allow-receiver-paced-persistence"]:
+            return "RPP requested; repository-allow-receiver-paced-persistence is 0"
+        values = dict(req.rpp_options)
+        for name, value in values.items():
+            bound = compose.RPP_OPTIONS[name]
+            limit = int(opts[bound])
+            if name == "ume_repository_ack_on_reception":
+                if value not in (0, 1):
+                    return f"{name}={value} is not 0 or 1"
+                if value and not limit:
+                    return f"{name}=1 requested; {bound} is 0"
+            elif value > limit:
+                return f"{name}={value} above {bound}={limit}"
+        flight = values.get("ume_flight_size_bytes", 0)
+        if not flight:
+            return "RPP requires ume_flight_size_bytes"
+        return None
+
+    def _source_registration(self, req: compose.SourceRegistration, peer: str, now: float) -> None:
+        c = self.counters
+        if self.closing:
+            c.refused_after_shutdown += 1
+            return
+        c.registrations += 1
+        reg = self.registry
+
+        def refuse(code: int, why: str, reg_id: int = req.reg_id) -> None:
+            self._refuse(
+                True, req.topic, reg_id, req.transport_idx, req.topic_idx, req.reply_to,
+                req.marker, code, why,
+            )  # fmt: skip
+
+        cfg = self.instance.match(req.topic)
+        if cfg is None:
+            refuse(lbmc.PREG_RESP_ENOPATTERN, "no <topic> pattern matches")
+            return
+        why = self._check_rpp(req, cfg)
+        if why is not None:
+            refuse(lbmc.PREG_RESP_ECONFIG, why)
+            return
+        reg_id = req.reg_id
+        if req.session_id:
+            reg_id = reg.source_sessions.get((req.topic, req.session_id), reg_id)
+        if reg_id and reg_id in reg.receivers:
+            refuse(lbmc.PREG_RESP_EREGID, "the RegID is a receiver's", reg_id)
+            return
+        src = reg.sources.get(reg_id) if reg_id else None
+        if src is None:
+            self._new_source(req, cfg, reg_id or reg.assign(), now)
+            return
+        if src.topic != req.topic:
+            refuse(lbmc.PREG_RESP_ETOPICNAME, f"RegID {reg_id} is topic {src.topic!r}", reg_id)
+            return
+        if src.clock.strong and not src.same_registrant(req.reply_to, req.ctxinst):
+            refuse(lbmc.PREG_RESP_EACTIVE, "the RegID's source is still active", reg_id)
+            return
+        if (src.rpp or req.rpp) and (src.rpp, src.rpp_options) != (
+            req.rpp,
+            dict(req.rpp_options),
+        ):
+            refuse(lbmc.PREG_RESP_ECONFIG, "RPP options differ from the first registration")
+            return
+        self._reregister_source(src, req, now)
+
+    def _repository_config(
+        self, src_rpp: bool, options: dict[str, int], cfg: StoreTopic
+    ) -> RepositoryConfig:
+        overrides = {
+            k: v
+            for k, v in options.items()
+            if k not in ("ume_flight_size_bytes", "ume_repository_ack_on_reception")
+        }
+        return RepositoryConfig.from_topic(
+            cfg,
+            rpp=src_rpp,
+            overrides=overrides,
+            ack_on_reception=bool(options.get("ume_repository_ack_on_reception", 0)),
+            restore_last_hours=self.instance.restore_last.value,
+        )
+
+    def _new_source(
+        self, req: compose.SourceRegistration, cfg: StoreTopic, reg_id: int, now: float
+    ) -> None:
+        options = dict(req.rpp_options) if req.rpp else {}
+        try:
+            rcfg = self._repository_config(req.rpp, options, cfg)
+            repo = make_repository(reg_id, rcfg, self.cache_dir, now)
+        except ConfigError as exc:
+            self._refuse(
+                True, req.topic, req.reg_id, req.transport_idx, req.topic_idx, req.reply_to,
+                req.marker, lbmc.PREG_RESP_ECONFIG, exc.message,
+            )  # fmt: skip
+            return
+        topts = cfg.options
+        clock = Clock(
+            considered_activity(req.activity_timeout_ms, int(topts["source-activity-timeout"])),
+            considered_lifetime(req.state_lifetime_ms, int(topts["source-state-lifetime"])),
+            now,
+        )
+        src = SourceEntry(
+            reg_id=reg_id, topic=req.topic, topic_cfg=cfg, session_id=req.session_id,
+            transport_idx=req.transport_idx, topic_idx=req.topic_idx, reply_to=req.reply_to,
+            clock=clock, repository=repo, ctxinst=req.ctxinst, store_index=req.store_index,
+            rpp=req.rpp, rpp_options=options,
+            ack_on_reception=bool(options.get("ume_repository_ack_on_reception", 0)),
+            flight_size_bytes=options.get("ume_flight_size_bytes", 0), created=now,
+        )  # fmt: skip
+        self._set_identity(src)
+        src.next_check = now + self._check_s(src)
+        self._add_source(src, now)
+        resp, event = self._source_answer(src, req.marker, old=False)
+        self._note(
+            _INFO,
+            f'new source for topic "{src.topic}" created. Session ID {src.session_id} RegID '
+            f"{reg_id} Indices {src.transport_idx}.{src.topic_idx} [{src.reply_to[0]}:"
+            f"{src.reply_to[1]}]",
+        )
+        self._answer(src, [(src.reply_to, resp)], [event], now, undo=self._undo_source(src))
+
+    def _undo_source(self, src: SourceEntry) -> Callable[[float], None]:
+        def undo(now: float) -> None:
+            if self.registry.sources.get(src.reg_id) is src:
+                self._delete_source(src, now, DeletionReason.DELETED, quiet=True)
+
+        return undo
+
+    def _add_source(self, src: SourceEntry, now: float) -> None:
+        if self.registry.add_source(src):
+            self._joins.append(src.topic)
+            self._event(TopicCreated(_INFO, f'new topic "{src.topic}" created', src.topic))
+        self._sessions.clear()
+
+    def _set_identity(self, src: SourceEntry) -> None:
+        otid = make_otid(src.reply_to[0], src.reply_to[1], src.transport_idx)
+        src.retx_prefix = compose.retransmission_prefix(otid, src.topic)
+
+    def _check_s(self, src: SourceEntry) -> float:
+        return max(int(src.topic_cfg.options["source-check-interval"]), 1) / 1000.0
+
+    def _source_answer(
+        self, src: SourceEntry, marker: int, *, old: bool
+    ) -> tuple[bytes, SourceRegistered]:
+        repo = src.repository
+        resp = compose.RegistrationResponse(
+            True, src.reg_id, src.transport_idx, src.topic_idx, repo.trail_sqn, repo.lead_sqn,
+            marker, store_index=src.store_index, old=old, rpp=src.rpp, ctxinst=self.ctxinst,
+        )  # fmt: skip
+        event = SourceRegistered(
+            _INFO,
+            f"PREG RESP SRC Session ID {src.session_id} RegID {src.reg_id} "
+            f"SQN[{repo.trail_sqn}:{repo.lead_sqn}]{' OLD' if old else ''}"
+            f"{' RPP' if src.rpp else ''} topic {src.topic!r}",
+            src.reg_id, src.topic, src.session_id, repo.lead_sqn, old, src.rpp,
+        )  # fmt: skip
+        return resp.encode(), event
+
+    def _answer(
+        self,
+        src: SourceEntry,
+        sends: list[tuple[Address, bytes]],
+        events: list[StoreEvent],
+        now: float,
+        *,
+        undo: Callable[[float], None] | None = None,
+    ) -> None:
+        """Send ``sends`` and report ``events`` once ``src``'s state is on disk (at once for a
+        memory repository, whose state is not kept)."""
+        job = self._write_state(src, now)
+        if job is None or undo is None:
+            for dest, data in sends:
+                self._send(dest, data)
+            self._events.extend(events)
+            return
+        self._held[job.tag] = _Held(sends, events, undo)
+
+    def _reregister_source(
+        self, src: SourceEntry, req: compose.SourceRegistration, now: float
+    ) -> None:
+        old = True
+        changed = (src.reply_to, src.transport_idx, src.topic_idx, src.ctxinst) != (
+            req.reply_to, req.transport_idx, req.topic_idx, req.ctxinst,
+        )  # fmt: skip
+        src.reply_to = req.reply_to
+        src.transport_idx = req.transport_idx
+        src.topic_idx = req.topic_idx
+        src.ctxinst = req.ctxinst
+        src.store_index = req.store_index
+        if req.session_id and not src.session_id:
+            src.session_id = req.session_id
+            self.registry.source_sessions[(src.topic, req.session_id)] = src.reg_id
+            changed = True
+        was = src.clock.state
+        src.clock.last_heard = now
+        src.clock.step(ClientEvent.REGISTER)
+        if changed:
+            self._set_identity(src)
+            self._sessions.clear()
+            src.matched = False
+        resp, event = self._source_answer(src, req.marker, old=old)
+        if was is Liveness.RESTORED:
+            self._note(_INFO, f"source RegID {src.reg_id} re-registered after restart")
+        if changed:
+            self._write_state(src, now)
+        self._send(src.reply_to, resp)
+        self._event(event)
+
+    def _receiver_registration(
+        self, req: compose.ReceiverRegistration, peer: str, now: float
+    ) -> None:
+        c = self.counters
+        if self.closing:
+            c.refused_after_shutdown += 1
+            return
+        c.registrations += 1
+        reg = self.registry
+
+        def refuse(code: int, why: str, reg_id: int = req.reg_id) -> None:
+            self._refuse(
+                False, req.topic, reg_id, req.transport_idx, req.topic_idx, req.reply_to,
+                req.marker, code, why,
+            )  # fmt: skip
+
+        src = reg.sources.get(req.src_reg_id)
+        if src is None:
+            refuse(lbmc.PREG_RESP_ESRCREGID, f"no source RegID {req.src_reg_id}")
+            return
+        if req.topic and req.topic != src.topic:
+            refuse(lbmc.PREG_RESP_ETOPICNAME, f"source RegID is topic {src.topic!r}")
+            return
+        if src.rpp and req.rpp_mode == 0:
+            refuse(lbmc.PREG_RESP_ECONFIG, "SPP receiver on an RPP repository")
+            return
+        if not src.rpp and req.rpp_mode:
+            refuse(lbmc.PREG_RESP_ECONFIG, "RPP receiver on an SPP repository")
+            return
+        reg_id = req.reg_id
+        if req.session_id:
+            reg_id = reg.receiver_sessions.get((src.topic, req.session_id), reg_id)
+        if reg_id and reg_id in reg.sources:
+            refuse(lbmc.PREG_RESP_EREGID, "the RegID is a source's", reg_id)
+            return
+        rcv = src.receivers.get(reg_id) if reg_id else None
+        repo = src.repository
+        lead = repo.lead_sqn
+        if rcv is not None:
+            if rcv.clock.strong and rcv.reply_to != req.reply_to:
+                refuse(lbmc.PREG_RESP_EACTIVE, "the RegID's receiver is still active", reg_id)
+                return
+            if rcv.rpp_mode != req.rpp_mode:
+                rcv.rpp_mode = req.rpp_mode
+            changed = rcv.reply_to != req.reply_to
+            rcv.reply_to = req.reply_to
+            rcv.transport_idx, rcv.topic_idx = req.transport_idx, req.topic_idx
+            rcv.store_index = req.store_index
+            rcv.ctxinst = req.ctxinst
+            rcv.clock.last_heard = now
+            rcv.clock.step(ClientEvent.REGISTER)
+            if rcv.high_ack_sqn != NO_SQN:
+                low = (rcv.high_ack_sqn + 1) & _M
+            else:
+                low = self._first_for_new(src, rpp=False)
+            sends, events = self._receiver_answer(src, rcv, req.marker, low, old=True)
+            if changed:
+                self._write_state(src, now)
+            for dest, data in sends:
+                self._send(dest, data)
+            self._events.extend(events)
+            return
+        if not reg_id:
+            reg_id = reg.assign()
+        topts = src.topic_cfg.options
+        clock = Clock(
+            considered_activity(req.activity_timeout_ms, int(topts["receiver-activity-timeout"])),
+            considered_lifetime(req.state_lifetime_ms, int(topts["receiver-state-lifetime"])),
+            now,
+        )
+        rcv = ReceiverEntry(
+            reg_id=reg_id, src_reg_id=src.reg_id, session_id=req.session_id,
+            reply_to=req.reply_to, clock=clock, rpp_mode=req.rpp_mode, ctxinst=req.ctxinst,
+            transport_idx=req.transport_idx, topic_idx=req.topic_idx,
+            store_index=req.store_index, created=now,
+        )  # fmt: skip
+        low = self._first_for_new(src, rpp=src.rpp)
+        if src.rpp:
+            rcv.high_ack_sqn = lead  # nothing before its first registration is held for it
+        reg.add_receiver(src, rcv)
+        sends, events = self._receiver_answer(src, rcv, req.marker, low, old=False)
+
+        def undo(now: float) -> None:
+            if src.receivers.get(rcv.reg_id) is rcv:
+                self.registry.remove_receiver(src, rcv)
+                rcv.clock.step(ClientEvent.EXPIRE)
+
+        self._answer(src, sends, events, now, undo=undo)
+
+    def _first_for_new(self, src: SourceEntry, *, rpp: bool) -> int:
+        """Where a new receiver's recovery starts."""
+        repo = src.repository
+        lead, trail = repo.lead_sqn, repo.trail_sqn
+        if rpp or lead == NO_SQN:
+            return (lead + 1) & _M
+        low = trail if trail != NO_SQN else (lead + 1) & _M
+        rollback = int(src.topic_cfg.options["receiver-new-registration-rollback"])
+        floor = (lead - rollback + 1) & _M
+        return floor if serial_gt(floor, low) else low
+
+    def _receiver_answer(
+        self, src: SourceEntry, rcv: ReceiverEntry, marker: int, low: int, *, old: bool
+    ) -> tuple[list[tuple[Address, bytes]], list[StoreEvent]]:
+        lead = src.repository.lead_sqn
+        resp = compose.RegistrationResponse(
+            False, rcv.reg_id, rcv.transport_idx, rcv.topic_idx, low, lead, marker,
+            store_index=rcv.store_index, old=old, no_acks=src.repository.kind == "no-cache",
+            rpp=src.rpp, ctxinst=self.ctxinst, session_id=src.session_id,
+        )  # fmt: skip
+        event = ReceiverRegistered(
+            _INFO,
+            f"PREG RESP RCV Session ID {rcv.session_id} RegID {rcv.reg_id} SQN[{low}:{lead}] "
+            f"source RegID {src.reg_id}{' OLD' if old else ''} topic {src.topic!r}",
+            src.reg_id, rcv.reg_id, src.topic, rcv.session_id, low, lead, old, rcv.rpp_mode,
+        )  # fmt: skip
+        return [(rcv.reply_to, resp.encode())], [event]
+
+    def _deregistration(self, req: compose.Deregistration, peer: str, now: float) -> None:
+        reg = self.registry
+        low = high = NO_SQN
+        if req.source:
+            src = reg.sources.get(req.reg_id)
+            if src is not None:
+                low, high = src.repository.trail_sqn, src.repository.lead_sqn
+                self._delete_source(src, now, DeletionReason.DELETED, deregistered=True)
+        else:
+            src = reg.sources.get(req.src_reg_id)
+            rcv = src.receivers.get(req.reg_id) if src is not None else None
+            if src is not None and rcv is not None:
+                low, high = rcv.high_ack_sqn, src.repository.lead_sqn
+                self._delete_receiver(src, rcv, now, DeletionReason.DELETED, deregistered=True)
+        resp = compose.RegistrationResponse(
+            req.source, req.reg_id, req.transport_idx, req.topic_idx, low, high, req.marker,
+            store_index=req.store_index, deregistered=True, ctxinst=self.ctxinst,
+        )  # fmt: skip
+        self._send(req.reply_to, resp.encode())
+
+    # --- ACKs, keepalives ----------------------------------------------------------------------
+
+    def _consumption_ack(self, ack: compose.ConsumptionAck, peer: str, now: float) -> None:
+        c = self.counters
+        c.consumption_acks += 1
+        src = self.registry.sources.get(ack.src_reg_id)
+        rcv = src.receivers.get(ack.rcv_reg_id) if src is not None else None
+        if src is None or rcv is None:
+            c.unknown_regid += 1
+            return
+        rcv.clock.heard(now)
+        if rcv.high_ack_sqn == NO_SQN or serial_gt(ack.seqnum, rcv.high_ack_sqn):
+            rcv.high_ack_sqn = ack.seqnum
+            self._dirty(src, now)
+            if src.rpp:
+                self._release(src, now)
+                self._after(src, now)
+
+    def _keepalive(self, ka: compose.Keepalive, peer: str, now: float) -> None:
+        c = self.counters
+        c.keepalives_received += 1
+        reg = self.registry
+        if ka.role == lbmc.KA_TYPE_SOURCE:
+            src = reg.sources.get(ka.reg_id)
+            if src is None:
+                c.unknown_regid += 1
+                return
+            src.clock.heard(now)
+            if ka.response_requested:
+                self._keepalive_to(src.reply_to, src, ka.reg_id, src.store_index, False, now)
+                src.clock.last_sent = now
+            return
+        states = reg.receiver_states(ka.reg_id)
+        if not states:
+            c.unknown_regid += 1
+            return
+        for rcv in states:
+            rcv.clock.heard(now)
+        if ka.response_requested:
+            rcv = states[0]
+            owner = reg.sources[rcv.src_reg_id]
+            self._keepalive_to(rcv.reply_to, owner, rcv.reg_id, rcv.store_index, False, now)
+            rcv.clock.last_sent = now
+
+    def _receiver_keepalive(self, ka: compose.ReceiverKeepalive, peer: str, now: float) -> None:
+        c = self.counters
+        c.keepalives_received += 1
+        states = self.registry.receiver_states(ka.rcv_reg_id)
+        if not states:
+            c.unknown_regid += 1
+        for rcv in states:
+            rcv.clock.heard(now)
+
+    def _keepalive_to(
+        self,
+        dest: Address,
+        src: SourceEntry,
+        reg_id: int,
+        store_index: int,
+        respond: bool,
+        now: float,
+    ) -> None:
+        ka = compose.Keepalive(
+            lbmc.KA_TYPE_STORE, src.transport_idx, src.topic_idx, reg_id,
+            response_requested=respond, no_tir=not src.matched, store_index=store_index,
+        )  # fmt: skip
+        self.counters.keepalives_sent += 1
+        self._send(dest, ka.encode())
+
+    # --- retransmission requests ---------------------------------------------------------------
+
+    def _retransmission_request(
+        self, req: compose.RetransmissionRequest, peer: str, now: float
+    ) -> None:
+        for rx in req.requests:
+            self.retx.offer(rx)
+
+    def _service_retx(self, now: float) -> None:
+        taken = self.retx.take(now)
+        if not taken:
+            return
+        c = self.counters
+        sources = self.registry.sources
+        forward: dict[int, list[compose.RxReq]] = {}
+        touched: dict[int, SourceEntry] = {}
+        for rx in taken:
+            src = sources.get(rx.id_2)
+            if src is None:
+                c.rx_unknown += 1
+                continue
+            got = src.repository.get(rx.seqnum)
+            if got is PENDING:
+                if self._waiting_reads >= MAX_WAITING_READS:
+                    c.rx_read_dropped += 1
+                    continue
+                self._reads.setdefault((src.reg_id, rx.seqnum), []).append(rx)
+                self._waiting_reads += 1
+                touched[src.reg_id] = src
+            elif got is None:
+                self._not_held(src, rx, forward)
+            else:
+                c.retransmissions += 1
+                self._send(rx.reply_to, compose.splice_retransmission(got, src.retx_prefix))
+        self._forward(forward)
+        for src in touched.values():
+            self._after(src, now)
+
+    def _not_held(
+        self, src: SourceEntry, rx: compose.RxReq, forward: dict[int, list[compose.RxReq]]
+    ) -> None:
+        if src.topic_cfg.options["retransmission-request-forwarding"]:
+            self.counters.rx_forwarded += 1
+            fwd = compose.RxReq(
+                src.transport_idx, src.topic_idx, rx.seqnum, rx.reply_to, rx.request_idx,
+                rx.tsni, rx.marker,
+            )  # fmt: skip
+            forward.setdefault(src.reg_id, []).append(fwd)
+        else:
+            self.counters.rx_not_held += 1
+
+    def _forward(self, forward: dict[int, list[compose.RxReq]]) -> None:
+        for reg_id, reqs in forward.items():
+            src = self.registry.sources[reg_id]
+            for m in compose.rxreq_messages(reqs):
+                self._send(src.reply_to, m.encode())
+
+    # ==========================================================================================
+    # Frames
+    # ==========================================================================================
+
+    def receive_frame(self, session: FrameSession, frame: bytes, now: float) -> None:
+        """One LBMC frame of a joined transport session."""
+        c = self.counters
+        c.frames += 1
+        n = len(frame)
+        if n < 4 or frame[0] & 0xF0 or (frame[2] << 8 | frame[3]) != n:
+            c.bad_frames += 1
+            return
+        if frame[0] not in _STORED_TYPES:
+            c.control_frames += 1
+            return
+        if n < 12:
+            c.bad_frames += 1
+            return
+        tidx, sqn = _TIDX_SQN.unpack_from(frame, 4)
+        if tidx != session.topic_index:
+            c.other_topic_frames += 1
+            return
+        src = self._sessions.get(session, _MISSING)
+        if src is _MISSING:
+            src = self._match(session)
+            self._sessions[session] = src
+        if src is None:
+            c.unmatched_frames += 1
+            return
+        try:
+            self._store(src, sqn, frame, now)
+        except Exception as exc:
+            c.internal_errors += 1
+            self._note(_ERR, f"internal error storing sqn {sqn} of RegID {src.reg_id}: {exc!r}")
+
+    def receive_session(self, session: FrameSession, active: bool, now: float) -> None:
+        """BOS (``active``) / EOS of a joined session."""
+        self._sessions.pop(session, None)
+        word = "begins" if active else "ends"
+        self._note(
+            _INFO, f"transport session {session.source_string} {word} (topic {session.topic!r})"
+        )
+
+    def _match(self, session: FrameSession) -> SourceEntry | None:
+        reg = self.registry
+        topic = session.topic
+        regs = reg.topics.get(topic, ()) if topic else tuple(reg.sources)
+        cands = [
+            s
+            for r in regs
+            if (s := reg.sources.get(r)) is not None and s.topic_idx == session.topic_index
+        ]
+        ident = _advertised(session.options)
+        if ident is not None:
+            cands = [s for s in cands if (s.reply_to, s.transport_idx) == ident]
+        elif session.source_ip:
+            cands = [s for s in cands if s.reply_to[0] == session.source_ip]
+        if len(cands) != 1:
+            if len(cands) > 1:
+                self._note(
+                    _WARN,
+                    f"session {session.source_string} matches {len(cands)} registrations of "
+                    f"topic {topic!r}: its frames are not stored",
+                )
+            return None
+        cands[0].matched = True
+        return cands[0]
+
+    def _uim_data(self, msg: lbmc.LBMCMessage, peer_ip: str, now: float) -> None:
+        """A data/PRORX message on the request port (a proactive retransmission sent as a UIM):
+        matched by its OTID when it has one, else by the sender's IP and topic index."""
+        otid = msg.find(lbmc.Otid)
+        cands = [s for s in self.registry.sources.values() if s.topic_idx == msg.tidx]
+        if otid is not None:
+            cands = [
+                s
+                for s in cands
+                if make_otid(s.reply_to[0], s.reply_to[1], s.transport_idx) == bytes(otid.otid)
+            ]
+        else:
+            cands = [s for s in cands if s.reply_to[0] == peer_ip]
+        if len(cands) != 1:
+            self.counters.unmatched_frames += 1
+            return
+        rest = [h for h in msg.headers if type(h) not in (lbmc.Otid, lbmc.TopicName)]
+        frame = lbmc.encode(lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, rest, msg.payload))
+        cands[0].clock.heard(now)
+        self._store(cands[0], msg.sqn, frame, now)
+
+    def _store(self, src: SourceEntry, sqn: int, frame: bytes, now: float) -> None:
+        clock = src.clock
+        clock.last_heard = now
+        if clock.state is not Liveness.ACTIVE:
+            clock.step(ClientEvent.ACTIVITY)
+        repo = src.repository
+        res = repo.append(sqn, frame, now)
+        if res is Append.STORED:
+            self.counters.frames_stored += 1
+        elif res is Append.DUPLICATE:
+            stable = repo.stable_sqn
+            if stable is not None and not serial_gt(sqn, stable) and not self._withheld(src):
+                self._stability(src, sqn, sqn, nak=False, now=now)
+        elif res is not None:  # LOST, OLD, DROPPED: the Store cannot hold it
+            self._stability(src, sqn, sqn, nak=True, now=now)
+        self._after(src, now)
+
+    # ==========================================================================================
+    # Stability, release, state
+    # ==========================================================================================
+
+    def _stability(self, src: SourceEntry, first: int, last: int, *, nak: bool, now: float) -> None:
+        ack = compose.StabilityAck(
+            src.transport_idx, src.topic_idx, first, last, src.store_index, nak
+        )
+        if nak:
+            self.counters.naks_sent += 1
+        else:
+            self.counters.acks_sent += 1
+        src.clock.last_sent = now
+        self._send(src.reply_to, ack.encode())
+
+    def _withheld(self, src: SourceEntry) -> bool:
+        repo = src.repository
+        if repo.full:
+            return True
+        if not src.rpp or not src.flight_size_bytes:
+            return False
+        if repo.room_bytes > src.flight_size_bytes:
+            return False
+        lead = repo.lead_sqn
+        return any(
+            r.blocking and (r.high_ack_sqn == NO_SQN or serial_gt(lead, r.high_ack_sqn))
+            for r in src.receivers.values()
+        )
+
+    def _after(self, src: SourceEntry, now: float) -> None:
+        """Collect what ``src``'s repository produced: stable ranges, I/O, read results."""
+        repo = src.repository
+        opts = src.topic_cfg.options
+        while (rng := repo.take_newly_stable()) is not None:
+            first, last = rng
+            ranges = src.ack_ranges
+            if ranges and ranges[-1][1] == ((first - 1) & _M):
+                ranges[-1][1] = last
+            else:
+                if not ranges:
+                    src.ack_since = now
+                ranges.append([first, last])
+            src.ack_count += ((last - first) & _M) + 1
+        if src.ack_count:
+            minimum = int(opts["stability-ack-minimum-number"])
+            due = src.ack_since + int(opts["stability-ack-interval"]) / 1000.0
+            if (minimum <= 1 or src.ack_count >= minimum or now >= due) and not self._withheld(src):
+                for first, last in src.ack_ranges:
+                    self._stability(src, first, last, nak=False, now=now)
+                src.ack_ranges.clear()
+                src.ack_count = 0
+        jobs = repo.take_io()
+        if jobs:
+            self._io.extend(jobs)
+        if self._reads:
+            for sqn, frame in repo.take_read_results():
+                waiting = self._reads.pop((src.reg_id, sqn), [])
+                self._waiting_reads -= len(waiting)
+                forward: dict[int, list[compose.RxReq]] = {}
+                for rx in waiting:
+                    if frame is None:
+                        self._not_held(src, rx, forward)
+                    else:
+                        self.counters.retransmissions += 1
+                        self._send(
+                            rx.reply_to, compose.splice_retransmission(frame, src.retx_prefix)
+                        )
+                self._forward(forward)
+
+    def _release(self, src: SourceEntry, now: float) -> None:
+        """RPP: delete what every receiver consumed (past the stop point: every blocking one)."""
+        repo = src.repository
+        lead = repo.lead_sqn
+        if lead == NO_SQN:
+            return
+        rcvs = list(src.receivers.values())
+        target = _behind(lead, [r.high_ack_sqn for r in rcvs])
+        if src.flight_size_bytes and repo.room_bytes <= src.flight_size_bytes:
+            blocking = [r.high_ack_sqn for r in rcvs if r.blocking]
+            target = _behind(lead, blocking) if blocking else lead
+        if target is not None:
+            repo.release_through(target, now)
+
+    def _state_of(self, src: SourceEntry) -> SourceState:
+        repo = src.repository
+        return SourceState(
+            reg_id=src.reg_id, topic=src.topic, session_id=src.session_id,
+            transport_idx=src.transport_idx, topic_idx=src.topic_idx, ip=src.reply_to[0],
+            port=src.reply_to[1], store_index=src.store_index,
+            activity_timeout_ms=src.clock.activity_ms, state_lifetime_ms=src.clock.lifetime_ms,
+            rpp=src.rpp, rpp_overrides=dict(src.rpp_options),
+            ack_on_reception=src.ack_on_reception, repository_type=repo.kind,
+            created=src.created, flight_size_bytes=src.flight_size_bytes,
+            otid=make_otid(src.reply_to[0], src.reply_to[1], src.transport_idx),
+            context_instance=src.ctxinst, lead_sqn=repo.lead_sqn,
+            receivers=[
+                ReceiverState(
+                    reg_id=r.reg_id, session_id=r.session_id, high_ack_sqn=r.high_ack_sqn,
+                    ip=r.reply_to[0], port=r.reply_to[1],
+                    activity_timeout_ms=r.clock.activity_ms,
+                    state_lifetime_ms=r.clock.lifetime_ms, rpp_mode=r.rpp_mode,
+                    transport_idx=r.transport_idx, topic_idx=r.topic_idx,
+                    context_instance=r.ctxinst, created=r.created,
+                )
+                for r in src.receivers.values()
+            ],
+        )  # fmt: skip
+
+    def _state_path(self, reg_id: int) -> str:
+        return f"{self.state_dir}/{state_name(reg_id)}"
+
+    def _write_state(self, src: SourceEntry, now: float) -> IoJob | None:
+        """Queue ``src``'s state file (None: a memory repository keeps no state)."""
+        src.state_dirty = False
+        if src.repository.kind == "memory":
+            return None
+        self._tag += 1
+        job = IoJob(
+            IoKind.STATE_WRITE,
+            self._state_path(src.reg_id),
+            data=encode_state(self._state_of(src)),
+            owner=src.reg_id,
+            tag=self._tag,
+        )
+        self._io.append(job)
+        return job
+
+    def _dirty(self, src: SourceEntry, now: float) -> None:
+        if not src.state_dirty and src.repository.kind != "memory":
+            src.state_dirty = True
+            src.state_due = now + STATE_FLUSH_S
+
+    def receive_io_done(self, done: IoDone, now: float) -> None:
+        job = done.job
+        if job.kind is IoKind.STATE_WRITE or job.kind is IoKind.STATE_DELETE:
+            held = self._held.pop(job.tag, None) if job.kind is IoKind.STATE_WRITE else None
+            if done.ok:
+                if held is not None:
+                    for dest, data in held.sends:
+                        self._send(dest, data)
+                    self._events.extend(held.events)
+                return
+            self.counters.state_write_errors += 1
+            self._note(_ERR, f"{job.kind.name} {job.path} failed: {done.error}")
+            if held is not None:
+                held.undo(now)  # the client asks again; nothing was promised
+            return
+        src = self.registry.sources.get(job.owner)
+        if src is None:
+            self.counters.io_orphans += 1
+            if not done.ok:
+                self._note(_WARN, f"{job.kind.name} {job.path} failed: {done.error}")
+            return
+        try:
+            src.repository.io_done(done, now)
+            self._after(src, now)
+        except Exception as exc:
+            self.counters.internal_errors += 1
+            self._note(_ERR, f"internal error on I/O completion {job.path}: {exc!r}")
+
+    # ==========================================================================================
+    # Deletion
+    # ==========================================================================================
+
+    def _delete_receiver(
+        self,
+        src: SourceEntry,
+        rcv: ReceiverEntry,
+        now: float,
+        reason: DeletionReason,
+        *,
+        deregistered: bool = False,
+    ) -> None:
+        self.registry.remove_receiver(src, rcv)
+        rcv.clock.step(ClientEvent.EXPIRE)
+        if deregistered:
+            self._event(
+                ReceiverDeregistered(
+                    _INFO,
+                    f"receiver RegID {rcv.reg_id} of source RegID {src.reg_id} deregistered",
+                    src.reg_id,
+                    rcv.reg_id,
+                    src.topic,
+                )
+            )
+        else:
+            self._event(
+                ReceiverDeleted(
+                    _INFO,
+                    f"receiver RegID {rcv.reg_id} state of source RegID {src.reg_id} topic "
+                    f"{src.topic!r} deleted ({reason.name})",
+                    src.reg_id,
+                    rcv.reg_id,
+                    src.topic,
+                    reason,
+                )
+            )
+        if src.rpp:
+            self._release(src, now)  # an expired RPP receiver implicitly ACKs what it held
+            self._after(src, now)
+        self._write_state(src, now)
+
+    def _delete_source(
+        self,
+        src: SourceEntry,
+        now: float,
+        reason: DeletionReason,
+        *,
+        deregistered: bool = False,
+        quiet: bool = False,
+    ) -> None:
+        reg = self.registry
+        for rcv in list(src.receivers.values()):
+            if not quiet:
+                self._event(
+                    ReceiverDeleted(
+                        _INFO,
+                        f"receiver RegID {rcv.reg_id} state of source RegID {src.reg_id} topic "
+                        f"{src.topic!r} deleted (SRC_DELETED)",
+                        src.reg_id,
+                        rcv.reg_id,
+                        src.topic,
+                        DeletionReason.SRC_DELETED,
+                    )
+                )
+            rcv.clock.step(ClientEvent.EXPIRE)
+        last = reg.remove_source(src)
+        src.clock.step(ClientEvent.EXPIRE)
+        self._io.extend(src.repository.destroy())
+        if src.repository.kind != "memory":
+            self._io.append(IoJob(IoKind.STATE_DELETE, self._state_path(src.reg_id), owner=0))
+        for key in [k for k in self._reads if k[0] == src.reg_id]:
+            self._waiting_reads -= len(self._reads.pop(key))
+        self._sessions.clear()
+        if deregistered:
+            self._event(
+                SourceDeregistered(
+                    _INFO,
+                    f"source RegID {src.reg_id} topic {src.topic!r} deregistered",
+                    src.reg_id,
+                    src.topic,
+                )
+            )
+        elif not quiet:
+            self._event(
+                SourceDeleted(
+                    _INFO,
+                    f"source RegID {src.reg_id} state for topic {src.topic!r} deleted "
+                    f"({reason.name})",
+                    src.reg_id,
+                    src.topic,
+                    reason,
+                )
+            )
+        if last:
+            self._leaves.append(src.topic)
+            self._event(TopicDeleted(_INFO, f'topic "{src.topic}" deleted', src.topic))
+
+    # ==========================================================================================
+    # Start-up, timers, shutdown
+    # ==========================================================================================
+
+    def _restore(self, state: SourceState, repo: Repository, now: float) -> None:
+        cfg = self.instance.match(state.topic)
+        if cfg is None:
+            self._note(
+                _WARN,
+                f"state of source RegID {state.reg_id} topic {state.topic!r} matches no <topic> "
+                "pattern any more: not restored (files kept)",
+            )
+            return
+        src = SourceEntry(
+            reg_id=state.reg_id, topic=state.topic, topic_cfg=cfg, session_id=state.session_id,
+            transport_idx=state.transport_idx, topic_idx=state.topic_idx,
+            reply_to=(state.ip, state.port),
+            clock=Clock(state.activity_timeout_ms, state.state_lifetime_ms, now, Liveness.RESTORED),
+            repository=repo, ctxinst=state.context_instance or bytes(8),
+            store_index=state.store_index, rpp=state.rpp, rpp_options=dict(state.rpp_overrides),
+            ack_on_reception=state.ack_on_reception, flight_size_bytes=state.flight_size_bytes,
+            created=state.created,
+        )  # fmt: skip
+        for r in state.receivers:
+            rcv = ReceiverEntry(
+                reg_id=r.reg_id, src_reg_id=src.reg_id, session_id=r.session_id,
+                reply_to=(r.ip, r.port),
+                clock=Clock(r.activity_timeout_ms, r.state_lifetime_ms, now, Liveness.RESTORED),
+                rpp_mode=r.rpp_mode, high_ack_sqn=r.high_ack_sqn,
+                ctxinst=r.context_instance or bytes(8), transport_idx=r.transport_idx,
+                topic_idx=r.topic_idx, created=r.created,
+            )  # fmt: skip
+            src.receivers[rcv.reg_id] = rcv
+        self._set_identity(src)
+        src.next_check = now + self._check_s(src)
+        # stability already reported before the restart is not ACKed again
+        while repo.take_newly_stable() is not None:
+            pass
+        self._add_source(src, now)
+        self._event(
+            SourceRecreated(
+                _INFO,
+                f"source RegID {src.reg_id} topic {src.topic!r} recreated from state; "
+                f"SQN[{repo.trail_sqn}:{repo.lead_sqn}]",
+                src.reg_id,
+                src.topic,
+                repo.lead_sqn,
+            )
+        )
+        for rcv in src.receivers.values():
+            self._event(
+                ReceiverRecreated(
+                    _INFO,
+                    f"receiver RegID {rcv.reg_id} of source RegID {src.reg_id} recreated; "
+                    f"ACK {rcv.high_ack_sqn:#x}",
+                    src.reg_id,
+                    rcv.reg_id,
+                    src.topic,
+                    rcv.high_ack_sqn,
+                )
+            )
+
+    def next_timer(self) -> float | None:
+        due: list[float] = []
+        for src in self.registry.sources.values():
+            due.append(src.next_check)
+            t = src.repository.next_timer()
+            if t is not None:
+                due.append(t)
+            if src.state_dirty:
+                due.append(src.state_due)
+            if src.ack_count and not self._withheld(src):
+                ivl = int(src.topic_cfg.options["stability-ack-interval"]) / 1000.0
+                due.append(src.ack_since + ivl)
+        t = self.retx.next_time()
+        if t is not None:
+            due.append(t)
+        return min(due) if due else None
+
+    def handle_timer(self, now: float) -> None:
+        try:
+            for src in list(self.registry.sources.values()):
+                if self.registry.sources.get(src.reg_id) is not src:
+                    continue
+                t = src.repository.next_timer()
+                if t is not None and now >= t:
+                    src.repository.handle_timer(now)
+                if now >= src.next_check:
+                    src.next_check = now + self._check_s(src)
+                    if not self._check(src, now):
+                        continue
+                self._after(src, now)
+                if src.state_dirty and now >= src.state_due:
+                    self._write_state(src, now)
+            self._service_retx(now)
+        except Exception as exc:
+            self.counters.internal_errors += 1
+            self._note(_ERR, f"internal error in the timer: {exc!r}")
+
+    def _check(self, src: SourceEntry, now: float) -> bool:
+        """Liveness of ``src`` and its receivers, keepalives; False when ``src`` was deleted."""
+        verdict = src.clock.verdict(now)
+        if verdict is Verdict.EXPIRE:
+            reason = (
+                DeletionReason.STATE_LIFETIME_EXPIRED
+                if src.clock.lifetime_ms
+                else DeletionReason.DELETED
+            )
+            self._delete_source(src, now, reason)
+            return False
+        if verdict is Verdict.TIMEOUT:
+            src.clock.step(ClientEvent.TIMEOUT)
+            self._note(_INFO, f"source RegID {src.reg_id} topic {src.topic!r} inactive")
+        for rcv in list(src.receivers.values()):
+            v = rcv.clock.verdict(now)
+            if v is Verdict.EXPIRE:
+                reason = (
+                    DeletionReason.STATE_LIFETIME_EXPIRED
+                    if rcv.clock.lifetime_ms
+                    else DeletionReason.DELETED
+                )
+                self._delete_receiver(src, rcv, now, reason)
+            elif v is Verdict.TIMEOUT:
+                rcv.clock.step(ClientEvent.TIMEOUT)
+                self._note(_INFO, f"receiver RegID {rcv.reg_id} of source {src.reg_id} inactive")
+        ka = int(src.topic_cfg.options["keepalive-interval"]) / 1000.0
+        if ka > 0:
+            self._idle_keepalive(src.clock, src.reply_to, src, src.reg_id, src.store_index, ka, now)
+            for rcv in src.receivers.values():
+                self._idle_keepalive(
+                    rcv.clock, rcv.reply_to, src, rcv.reg_id, rcv.store_index, ka, now
+                )
+        return True
+
+    def _idle_keepalive(
+        self,
+        clock: Clock,
+        dest: Address,
+        src: SourceEntry,
+        reg_id: int,
+        store_index: int,
+        ka: float,
+        now: float,
+    ) -> None:
+        if clock.state is not Liveness.ACTIVE or now - clock.last_sent < ka:
+            return
+        respond = now - clock.last_heard >= ka
+        self._keepalive_to(dest, src, reg_id, store_index, respond, now)
+        clock.last_sent = now
+
+    def shutdown(self, now: float) -> None:
+        """Stop taking registrations and write every kept state (ACK positions included); the
+        caller then drains :meth:`take_io`."""
+        self.closing = True
+        for src in self.registry.sources.values():
+            self._write_state(src, now)
+
+    # ==========================================================================================
+    # Views
+    # ==========================================================================================
+
+    def store_info(self, reg_id: int, *, grp_idx: int = 0, version: int = 1) -> compose.SriStore:
+        """This Store's entry in the SRI of source ``reg_id`` (what the source sends)."""
+        src = self.registry.sources[reg_id]
+        return compose.SriStore(
+            self.address, src.store_index, reg_id, grp_idx=grp_idx, version=version
+        )
+
+    def stats(self) -> StoreStats:
+        reg = self.registry
+        repos = tuple(
+            RepositoryStats(
+                s.reg_id,
+                s.topic,
+                s.session_id,
+                s.transport_idx,
+                s.topic_idx,
+                s.rpp,
+                s.repository.kind,
+                s.clock.state.value,
+                len(s.receivers),
+                s.repository.stats(),
+            )
+            for s in reg.sources.values()
+        )
+        counters = self.counters.snapshot()
+        counters["rx_received"] = self.retx.received
+        counters["rx_serviced"] = self.retx.serviced
+        counters["rx_dropped"] = self.retx.dropped
+        return StoreStats(
+            counters,
+            len(reg.sources),
+            sum(len(s.receivers) for s in reg.sources.values()),
+            len(reg.topics),
+            len(self.retx),
+            repos,
+        )
+
+
+_MISSING: Any = object()
+
+
+def src_ranges(src: SourceEntry) -> list[list[int]]:
+    """The pending stability ranges of ``src`` (kept on the entry)."""
+    return src.ack_ranges
+
+
+def _behind(lead: int, acks: list[int]) -> int | None:
+    """The ACK furthest behind ``lead`` (None: someone ACKed nothing; everything for none)."""
+    if not acks:
+        return lead
+    if any(a == NO_SQN for a in acks):
+        return None
+    return max(acks, key=lambda a: (lead - a) & _M)
+
+
+def _advertised(options: tuple[Any, ...]) -> tuple[Address, int] | None:
+    """The request address and transport index a persistent source's TIR advertises."""
+    for opt in options:
+        if isinstance(opt, UMEOption):
+            return (opt.src_tcp_addr, opt.src_tcp_port), opt.transport_idx
+    for opt in options:
+        if isinstance(opt, LateJoinOption):
+            return (opt.src_ip_addr, opt.src_tcp_port), opt.transport_idx
+    return None
