@@ -124,6 +124,11 @@ TOPIC_OPTIONS: dict[str, tuple[ValueType, str, str]] = {
     "retransmission-request-forwarding": (BOOL, "0", "forward requests for missing data"),
     "stability-ack-interval": (_U31, "200", "max batching delay of stability ACKs, ms"),
     "stability-ack-minimum-number": (Int(1, 2**31 - 1), "1", "fragments per stability ACK"),
+    # pyum-only, NOT one of UM's options: 1 = fdatasync a disk repository's writes before they
+    # count as stable (power-loss safety).  UM's "stable" is "the operating system accepted the
+    # write" (survives the Store being killed, not a power cut): that is the default, 0.
+    # Documented in docs/store-format.md.
+    "pyum-repository-disk-fdatasync": (BOOL, "0", "pyum only: fdatasync before the ACK"),
 }
 
 
