@@ -431,7 +431,7 @@ class StoreCore:
         if src.topic != req.topic:
             refuse(lbmc.PREG_RESP_ETOPICNAME, f"RegID {reg_id} is topic {src.topic!r}", reg_id)
             return
-        if src.clock.strong and not src.same_registrant(req.reply_to, req.ctxinst):
+        if src.clock.strong and not src.same_registrant(req.reply_to, req.ctxinst, req.session_id):
             refuse(lbmc.PREG_RESP_EACTIVE, "the RegID's source is still active", reg_id)
             return
         if (src.rpp or req.rpp) and (src.rpp, src.rpp_options) != (
@@ -623,7 +623,10 @@ class StoreCore:
         repo = src.repository
         lead = repo.lead_sqn
         if rcv is not None:
-            if rcv.clock.strong and rcv.reply_to != req.reply_to:
+            same = (req.session_id and req.session_id == rcv.session_id) or (
+                rcv.reply_to == req.reply_to
+            )
+            if rcv.clock.strong and not same:
                 refuse(lbmc.PREG_RESP_EACTIVE, "the RegID's receiver is still active", reg_id)
                 return
             if rcv.rpp_mode != req.rpp_mode:

@@ -205,9 +205,13 @@ class SourceEntry:
     retx_prefix: bytes = b""
     matched: bool = False  # a transport session's frames were matched to it
 
-    def same_registrant(self, reply_to: Address, ctxinst: bytes) -> bool:
-        """A registration from the registrant we know (its context instance when both have one,
-        else its request address), not a second one asking for the RegID."""
+    def same_registrant(self, reply_to: Address, ctxinst: bytes, session_id: int) -> bool:
+        """A registration from the registrant we know, not a second one asking for the RegID:
+        the same Session ID (the application's durable identity: a restarted process keeps
+        it), else the same context instance when both have one, else the same request
+        address."""
+        if session_id and session_id == self.session_id:
+            return True
         zero = bytes(8)
         if ctxinst != zero and self.ctxinst != zero:
             return ctxinst == self.ctxinst
