@@ -128,6 +128,7 @@ __all__ = ["STATE_FLUSH_S", "FrameSession", "RepositoryStats", "StoreCore", "Sto
 
 Address = tuple[str, int]
 _M = 0xFFFFFFFF
+_HALF = 0x80000000
 _TIDX_SQN = struct.Struct("!II")
 _STORED_TYPES = frozenset((lbmc.MSG_DATA, lbmc.MSG_PRORX))
 # ACK positions (consumption ACKs) reach a source's state file at most this often: a lost
@@ -136,6 +137,9 @@ STATE_FLUSH_S = 1.0
 # Retransmission requests waiting for a disk READ, across the instance; beyond it they are
 # dropped and counted (the receiver asks again): bounds memory when a disk is slow.
 MAX_WAITING_READS = 65536
+# Lost ranges a source may have declared and not yet passed by stability (each a NAK to send);
+# a transport that loses more than this many separate ranges at once is counted, not tracked.
+MAX_LOST_RANGES = 1024
 _ERR = logging.ERROR
 _INFO = logging.INFO
 _WARN = logging.WARNING
@@ -197,6 +201,7 @@ class _Counters:
     frames_stored: int = 0
     internal_errors: int = 0
     io_orphans: int = 0
+    lost_ranges_dropped: int = 0
     keepalives_received: int = 0
     keepalives_sent: int = 0
     naks_sent: int = 0
@@ -239,8 +244,11 @@ class StoreCore:
         now: float,
         restored: Sequence[tuple[SourceState, Repository]] = (),
         seed: int | None = None,
+        wall_offset: float = 0.0,
     ) -> None:
+        """``now + wall_offset`` is wall-clock time (repositories persist arrival times)."""
         self.instance = instance
+        self.wall_offset = wall_offset
         self.store_index = store_index
         self.address = address
         opts = instance.options
@@ -464,7 +472,7 @@ class StoreCore:
         options = dict(req.rpp_options) if req.rpp else {}
         try:
             rcfg = self._repository_config(req.rpp, options, cfg)
-            repo = make_repository(reg_id, rcfg, self.cache_dir, now)
+            repo = make_repository(reg_id, rcfg, self.cache_dir, now, wall_offset=self.wall_offset)
         except ConfigError as exc:
             self._refuse(
                 True, req.topic, req.reg_id, req.transport_idx, req.topic_idx, req.reply_to,
@@ -893,6 +901,23 @@ class StoreCore:
             _INFO, f"transport session {session.source_string} {word} (topic {session.topic!r})"
         )
 
+    def receive_loss(self, session: FrameSession, first: int, last: int, now: float) -> None:
+        """The session's messages ``first..last`` are unrecoverable (the transport and OTR gave
+        up): stability and writing pass the gap, and the source's re-sends of them get a
+        stability NAK."""
+        src = self._sessions.get(session, _MISSING)
+        if src is _MISSING:
+            src = self._match(session)
+            self._sessions[session] = src
+        if src is None:
+            return
+        if len(src.lost_ranges) >= MAX_LOST_RANGES:
+            self.counters.lost_ranges_dropped += 1
+            return
+        src.lost_ranges.append((first & _M, last & _M))
+        src.repository.declare_lost(first, last, now)
+        self._after(src, now)
+
     def _match(self, session: FrameSession) -> SourceEntry | None:
         reg = self.registry
         topic = session.topic
@@ -990,15 +1015,12 @@ class StoreCore:
         repo = src.repository
         opts = src.topic_cfg.options
         while (rng := repo.take_newly_stable()) is not None:
-            first, last = rng
-            ranges = src.ack_ranges
-            if ranges and ranges[-1][1] == ((first - 1) & _M):
-                ranges[-1][1] = last
-            else:
-                if not ranges:
-                    src.ack_since = now
-                ranges.append([first, last])
-            src.ack_count += ((last - first) & _M) + 1
+            pieces = _split_lost(rng[0], rng[1], src) if src.lost_ranges else ((*rng, False),)
+            for first, last, lost in pieces:
+                if lost:
+                    self._stability(src, first, last, nak=True, now=now)
+                else:
+                    self._pending_ack(src, first, last, now)
         if src.ack_count:
             minimum = int(opts["stability-ack-minimum-number"])
             due = src.ack_since + int(opts["stability-ack-interval"]) / 1000.0
@@ -1024,6 +1046,16 @@ class StoreCore:
                             rx.reply_to, compose.splice_retransmission(frame, src.retx_prefix)
                         )
                 self._forward(forward)
+
+    def _pending_ack(self, src: SourceEntry, first: int, last: int, now: float) -> None:
+        ranges = src.ack_ranges
+        if ranges and ranges[-1][1] == ((first - 1) & _M):
+            ranges[-1][1] = last
+        else:
+            if not ranges:
+                src.ack_since = now
+            ranges.append([first, last])
+        src.ack_count += ((last - first) & _M) + 1
 
     def _release(self, src: SourceEntry, now: float) -> None:
         """RPP: delete what every receiver consumed (past the stop point: every blocking one)."""
@@ -1419,6 +1451,40 @@ _MISSING: Any = object()
 def src_ranges(src: SourceEntry) -> list[list[int]]:
     """The pending stability ranges of ``src`` (kept on the entry)."""
     return src.ack_ranges
+
+
+def _rel(x: int, origin: int) -> int:
+    """``x`` as a signed offset from ``origin`` (serial arithmetic)."""
+    return ((x - origin + _HALF) & _M) - _HALF
+
+
+def _split_lost(first: int, last: int, src: SourceEntry) -> list[tuple[int, int, bool]]:
+    """``first..last`` cut into (first, last, lost) pieces by ``src.lost_ranges``; lost ranges
+    stability has passed are forgotten."""
+    n = (last - first) & _M
+    cuts: list[tuple[int, int]] = []
+    keep: list[tuple[int, int]] = []
+    for a, b in src.lost_ranges:
+        lo, hi = max(_rel(a, first), 0), min(_rel(b, first), n)
+        if lo <= hi:
+            cuts.append((lo, hi))
+        if _rel(b, first) > n:
+            keep.append((a, b))
+    src.lost_ranges = keep
+    out: list[tuple[int, int, bool]] = []
+    pos = 0
+    for lo, hi in sorted(cuts):
+        if lo < pos:
+            lo = pos
+        if lo > hi:
+            continue
+        if lo > pos:
+            out.append(((first + pos) & _M, (first + lo - 1) & _M, False))
+        out.append(((first + lo) & _M, (first + hi) & _M, True))
+        pos = hi + 1
+    if pos <= n:
+        out.append(((first + pos) & _M, last, False))
+    return out
 
 
 def _behind(lead: int, acks: list[int]) -> int | None:
