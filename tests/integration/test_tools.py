@@ -105,6 +105,10 @@ async def test_topology_shows_messages_crossing_lbmrd_and_the_srs() -> None:
     rc, out, _ = await finish(proc)
     assert rc == 0, out
     assert "[lbmrd ]" in out and "new client" in out
+    # the Store started from configs/umestored.xml, resolving through lbmrd, stopped in order
+    store = [line for line in out.splitlines() if line.startswith("[store ]")]
+    assert any("Store store1 ready to accept registrations" in line for line in store), out
+    assert any("Shutdown complete" in line for line in store), out
     for name in ("lbmrcv", "srsrcv"):  # through lbmrd, through the SRS (UDP TR off)
         summary = [
             line for line in out.splitlines() if line.startswith(f"[{name}] lbmrcv: messages=")
@@ -148,7 +152,7 @@ async def test_topology_ctrl_c_leaves_no_process() -> None:
     out = "\n".join(lines) + rest.decode(errors="replace")
     assert "[topo  ] stopping (Ctrl-C)" in out
     pids = [int(p) for p in re.findall(r"^\[topo  \] \w+ .*\(pid (\d+)\)", out, re.M)]
-    assert len(pids) == 7, out  # lbmrd, srs, lbmmon and two pairs
+    assert len(pids) == 8, out  # lbmrd, the store, srs, lbmmon and two pairs
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

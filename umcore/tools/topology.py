@@ -1,5 +1,6 @@
-"""The local demo topology of ``make run``: lbmrd and the SRS side by side, a source/receiver
-pair resolving through each, and lbmmon showing the SRS's live statistics.
+"""The local demo topology of ``make run``: lbmrd, the SRS and a Store side by side, a
+source/receiver pair resolving through lbmrd and through the SRS, and lbmmon showing the SRS's
+live statistics.
 
 Theory of operation
 -------------------
@@ -12,13 +13,18 @@ Everything runs on loopback with embedded settings, so no file has to exist befo
    ``/29west/statistics`` every ``--stats-interval`` seconds (default 5) from a monitoring
    context configured by ``<lbm-attributes>`` to resolve through the lbmrd; control requests
    are accepted at that context's request port (the SRS logs its address).
-3. Two flat UM configurations are written to a temporary directory: ``demo.cfg`` names the
+3. A Store (``python -m daemons.umestored``) starts from ``configs/umestored.xml`` in a
+   working directory of its own (``store/``, where its cache and state directories are created
+   first: the Store never creates them), with two changes written into a copy: the port is 0
+   (a free one, read from its "listening on" line) and ``<lbm-config>`` names ``store.cfg``,
+   which resolves through the lbmrd.  Its "ready to accept registrations" line is waited for.
+4. Two flat UM configurations are written to a temporary directory: ``demo.cfg`` names the
    lbmrd (``context resolver_unicast_daemon 127.0.0.1:PORT``: unicast UDP topic resolution,
    multicast TR off) and ``srs.cfg`` names the SRS only (``context resolver_service
    127.0.0.1:PORT`` and ``context resolver_disable_udp_topic_resolution 1``: TCP-based TR, no
    UDP TR at all); interfaces are 127.0.0.1 and request and resolver ports ephemeral in both
    (UM's small default port ranges run out with seven programs on a busy host).
-4. ``lbmmon -c demo.cfg`` starts and is waited for (its "receiving statistics" line), then two
+5. ``lbmmon -c demo.cfg`` starts and is waited for (its "receiving statistics" line), then two
    pairs, each ``lbmrcv -E -V -s`` (exit when the source stops, verify every message,
    statistics each second) and, a moment later, ``lbmsrc -V``: ``lbmrcv``/``lbmsrc`` on topic
    ``pyum.demo`` through the lbmrd, ``srsrcv``/``srssrc`` on ``pyum.demo.srs`` through the SRS.
@@ -50,6 +56,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lxml import etree
+
 __all__ = ["main"]
 
 # Bound on each child's start-up and on its exit after SIGINT.
@@ -60,6 +68,9 @@ SRS_TOPIC = "pyum.demo.srs"
 STATS_TOPIC = "/29west/statistics"
 _LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
+_STORE_READY = re.compile(rb"ready to accept registrations")
+# The Store's configuration (the repository's, not installed with the package).
+STORE_XML = Path(__file__).resolve().parents[2] / "configs" / "umestored.xml"
 
 
 class Child:
@@ -67,16 +78,22 @@ class Child:
         self.name = name
         self.proc = proc
         self.pump: asyncio.Task[None] | None = None
+        # What _stop sends.  The Store gets SIGTERM: after a terminal's Ctrl-C it already has
+        # the SIGINT, and a second SIGINT makes it exit at once without finishing its writes.
+        self.stop_signal: int = signal.SIGINT
 
 
-async def _spawn(name: str, *args: str) -> Child:
+async def _spawn(name: str, *args: str, cwd: Path | None = None) -> Child:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if cwd is not None:  # the child must still import pyum from where we run
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (os.getcwd(), env.get("PYTHONPATH"))))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         env=env,
+        cwd=cwd,
     )
     return Child(name, proc)
 
@@ -98,7 +115,7 @@ async def _stop(child: Child) -> None:
         # os.kill, not Popen.send_signal: the latter reaps an exited child behind asyncio's
         # child watcher, which then reports a bogus status 255.
         with contextlib.suppress(ProcessLookupError):
-            os.kill(child.proc.pid, signal.SIGINT)
+            os.kill(child.proc.pid, child.stop_signal)
         try:
             await asyncio.wait_for(child.proc.wait(), STOP_TIMEOUT_S)
         except TimeoutError:
@@ -185,6 +202,46 @@ def _srs_xml(tmp: Path, lbmrd_port: int, stats_ms: int) -> Path:
     return path
 
 
+def _store_dir(tmp: Path, resolver_lines: str) -> Path:
+    """The Store's working directory: its cache and state directories, ``store.cfg`` and a copy
+    of ``configs/umestored.xml`` on port 0 reading ``store.cfg`` (``<lbm-config>``)."""
+    work = tmp / "store"
+    tree = etree.parse(str(STORE_XML))
+    root = tree.getroot()
+    for store in root.iter("store"):
+        store.set("port", "0")
+        for option in store.iter("option"):
+            if option.get("name") in ("disk-cache-directory", "disk-state-directory"):
+                (work / str(option.get("value"))).mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "store.cfg").write_text(
+        "# written by umcore.tools.topology: the Store resolves through the demo lbmrd\n"
+        + resolver_lines
+        + _INTERFACES
+    )
+    daemon = root.find("daemon")
+    assert daemon is not None  # the DTD requires it
+    lbm_config = etree.SubElement(daemon, "lbm-config")
+    lbm_config.text = "store.cfg"
+    tree.write(str(work / "umestored.xml"), xml_declaration=True, encoding="UTF-8")
+    return work
+
+
+async def _start_store(tmp: Path, resolver_lines: str) -> tuple[Child, int]:
+    work = _store_dir(tmp, resolver_lines)
+    child = await _spawn("store", "-m", "daemons.umestored", "umestored.xml", cwd=work)
+    child.stop_signal = signal.SIGTERM
+    lines: asyncio.Queue[bytes] = asyncio.Queue()
+    child.pump = asyncio.create_task(_pump(child, lines))
+    try:
+        found = await _wait_line(child, lines, _LISTENING)
+        await _wait_line(child, lines, _STORE_READY)
+    except BaseException:
+        await _stop(child)
+        raise
+    return child, int(found.group(2))
+
+
 # Ports: ephemeral request and resolver ports (UM's small default ranges run out with seven
 # programs on one host); interfaces: loopback.
 _INTERFACES = (
@@ -240,6 +297,18 @@ async def _run(args: argparse.Namespace) -> int:
             assert found is not None
             port = int(found.group(2))
             print(f"[topo  ] lbmrd    udp 127.0.0.1:{port} (pid {lbmrd.proc.pid})")
+            resolver = (
+                f"context resolver_unicast_daemon 127.0.0.1:{port}\n"
+                "context resolver_unicast_interface 127.0.0.1\n"
+                "context resolver_unicast_port_low 0\n"
+                "context resolver_unicast_port_high 0\n"
+            )
+            store, store_port = await _start_store(Path(tmp), resolver)
+            children.append(store)
+            print(
+                f"[topo  ] store    tcp 127.0.0.1:{store_port} (pid {store.proc.pid}); "
+                f"{STORE_XML.name}, ready to accept registrations, resolved through lbmrd"
+            )
             stats_ms = max(200, round(args.stats_interval * 1000))
             xml = _srs_xml(Path(tmp), port, stats_ms)
             srs, found = await _started("srs", "-m", "daemons.srs", str(xml), ready=_LISTENING)
@@ -254,10 +323,9 @@ async def _run(args: argparse.Namespace) -> int:
             cfg = Path(tmp) / "demo.cfg"
             cfg.write_text(
                 "# written by umcore.tools.topology: topic resolution through the demo lbmrd\n"
-                f"context resolver_unicast_daemon 127.0.0.1:{port}\n"
-                "context resolver_unicast_interface 127.0.0.1\n"
-                "context resolver_unicast_port_low 0\n"
-                "context resolver_unicast_port_high 0\n" + _INTERFACES + transport
+                + resolver
+                + _INTERFACES
+                + transport
             )
             srs_cfg = Path(tmp) / "srs.cfg"
             srs_cfg.write_text(
@@ -288,7 +356,7 @@ async def _run(args: argparse.Namespace) -> int:
             reason = "Ctrl-C" if stop.is_set() else "both receivers saw their sources finish"
             print(f"[topo  ] stopping ({reason})")
             # Receivers first: stopping a source first would race lbmrcv's own exit on EOS.
-            for child in (rcv, srcv, src, ssrc, mon, srs, lbmrd):
+            for child in (rcv, srcv, src, ssrc, mon, srs, store, lbmrd):
                 await _stop(child)
             rcs = (rcv.proc.returncode, srcv.proc.returncode)
             print(f"[topo  ] done; lbmrcv exit status {rcs[0]}, srsrcv exit status {rcs[1]}")
@@ -302,7 +370,7 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m umcore.tools.topology",
-        description="Run lbmrd and the SRS on loopback, an lbmsrc/lbmrcv pair resolving through "
+        description="Run lbmrd, the SRS and a Store (configs/umestored.xml) on loopback, an lbmsrc/lbmrcv pair resolving through "
         "each (the SRS pair with UDP topic resolution off) and lbmmon printing the SRS's live "
         "statistics (make run).  Ctrl-C stops everything.",
     )
