@@ -79,20 +79,18 @@ def _pin(cpus: list[int]) -> None:
     log.log(NOTICE, "-a: process pinned to CPU %d%s", cpus[0], rest)
 
 
-def _detach() -> None:
-    """``-f``: fork; the parent returns 0 to the shell, the child leaves the session."""
-    if os.name == "nt" or not hasattr(os, "fork"):
-        lifecycle.config_error_exit(
-            PROG,
-            ConfigError("-f is not available on this system", source="command line", what="-f"),
-        )
+def _detach(*, keep_output: bool) -> None:
+    """``-f``: fork; the parent returns 0 to the shell, the child leaves the session with
+    standard input on /dev/null, and standard output and error too unless the log goes there
+    (``keep_output``: console logging)."""
     sys.stdout.flush()
     sys.stderr.flush()
     if os.fork() > 0:
         os._exit(0)
     os.setsid()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0,) if keep_output else (0, 1, 2):
+        os.dup2(devnull, fd)
     os.close(devnull)
 
 
@@ -111,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
             )
         cpus = parse_affinity(args.affinitize) if args.affinitize else []
         if args.detach and (os.name == "nt" or not hasattr(os, "fork")):
-            raise ConfigError("-f is not available on this system", source="command line")
+            raise ConfigError(
+                "-f is not available on this system (no fork)", source="command line", what="-f"
+            )
         prepared = prepare(store_config.load(args.config))
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     if cpus:
         _pin(cpus)
     if args.detach:
-        _detach()
+        _detach(keep_output=log_setup.path is None)
     # The wiring (engine, store cores, writer) is imported only to run: -d and -v stay quick.
     from daemons.umestored.app import serve
 

@@ -431,6 +431,14 @@ def _advertise_context_name(rt: StoreRuntime) -> None:
     rt.log.info("context-name %s advertised at %s:%d", name, ip, port)
 
 
+def _start_failed(plan: StorePlan, what: str, exc: BaseException) -> int:
+    """A Store that cannot start: one log line, one stderr line, exit status 1."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    logging.getLogger(f"umestored.{plan.instance.name}").error("%s: %s", what, reason)
+    sys.stderr.write(f"umestored: store {plan.instance.name!r}: {what}: {reason}\n")
+    return 1
+
+
 async def serve(
     prepared: Prepared,
     *,
@@ -464,9 +472,15 @@ async def serve(
         loaded: list[LoadedStore] = []
         for plan in prepared.stores:
             slog = logging.getLogger(f"umestored.{plan.instance.name}")
-            ld = load_store(
-                plan.cache_dir, plan.state_dir, repository_configs(plan.instance), now=loop.time()
-            )
+            try:
+                ld = load_store(
+                    plan.cache_dir,
+                    plan.state_dir,
+                    repository_configs(plan.instance),
+                    now=loop.time(),
+                )
+            except (UMError, OSError) as exc:  # a directory gone since the check, unreadable
+                return _start_failed(plan, "cannot read its repositories and state", exc)
             for line in ld.repairs:
                 slog.warning("%s", line)
             slog.info(
@@ -479,18 +493,9 @@ async def serve(
             runtimes.append(rt)
             try:
                 await rt.start()
-            except OSError as exc:
-                rt.log.error(
-                    "cannot listen on %s:%d: %s",
-                    plan.bind_ip,
-                    plan.instance.port,
-                    exc.strerror or exc,
-                )
-                sys.stderr.write(
-                    f"umestored: store {plan.instance.name!r}: cannot listen on "
-                    f"{plan.bind_ip}:{plan.instance.port}: {exc.strerror or exc}\n"
-                )
-                return 1
+            except (UMError, OSError) as exc:
+                where = f"cannot listen on {plan.bind_ip}:{plan.instance.port}"
+                return _start_failed(plan, where, exc)
             host, port = rt.address
             rt.log.info(
                 "listening on %s:%d (store index %d, %d topic pattern(s))",

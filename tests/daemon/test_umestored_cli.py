@@ -7,22 +7,26 @@ they exit); the start, SIGINT and restart run the daemon as a subprocess on loop
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
 from daemons.umestored.__main__ import main, parse_affinity
+from daemons.umestored.logsetup import NOTICE, configure_logging
 from daemons.umestored.prepare import RECEIVER_DEFAULTS, prepare
 from umcore.config import store as store_config
 from umcore.config.attributes import Configuration, reset_global_configuration
+from umcore.config.store import StoreDaemon
 from umcore.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -378,3 +382,81 @@ async def test_sigint_stops_in_order_with_status_0_and_starts_again(tmp_path: Pa
     second = await _run_once(tmp_path)
     assert any("restored 0 source(s)" in line for line in second), second
     assert not any("[ERROR]" in line or "[WARNING]" in line for line in first + second)
+
+
+async def test_a_port_in_use_is_one_line_and_status_1(tmp_path: Path) -> None:
+    for d in ("cache", "state"):
+        (tmp_path / d).mkdir()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        store_xml(tmp_path / "store.xml", port=f'port="{port}"')
+        proc = await _start(tmp_path, "store.xml")
+        async with asyncio.timeout(TIMEOUT):
+            out, _ = await proc.communicate()
+    assert proc.returncode == 1
+    text = out.decode()
+    assert f"umestored: store 's1': cannot listen on 127.0.0.1:{port}: " in text, text
+    assert "ready to accept registrations" not in text
+
+
+async def test_detach_returns_at_once_and_the_store_runs_on(tmp_path: Path) -> None:
+    """-f: the command exits 0; the child writes the pid file, logs to its file and stops on
+    SIGINT like the foreground daemon (its pid file goes)."""
+    for d in ("cache", "state"):
+        (tmp_path / d).mkdir()
+    log = tmp_path / "store.log"
+    store_xml(
+        tmp_path / "store.xml",
+        daemon=f'<log type="file">{log}</log><pidfile>{tmp_path / "store.pid"}</pidfile>',
+    )
+    proc = await _start(tmp_path, "-f", "-a", "0", "store.xml")
+    async with asyncio.timeout(TIMEOUT):
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0, out
+    pid_file = tmp_path / "store.pid"
+
+    def text() -> str:
+        return log.read_text() if log.exists() else ""
+
+    try:
+        await until(lambda: "ready to accept registrations" in text() and pid_file.exists())
+        child = int(pid_file.read_text())
+        assert child != proc.pid
+        os.kill(child, signal.SIGINT)
+        await until(lambda: "Shutdown complete" in text() and not pid_file.exists())
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert "-a: process pinned to CPU 0" in text()
+
+
+def test_use_utc_stamps_lines_in_utc(fresh_root_logger: None) -> None:
+    setup = configure_logging(StoreDaemon(), utc=True)
+    record = logging.LogRecord("umestored.s1", NOTICE, __file__, 1, "hello", None, None)
+    record.created = 0.0  # the epoch: 1970-01-01 00:00:00 UTC, whatever the local zone
+    record.msecs = 0
+    line = setup.handler.format(record)
+    setup.close()
+    assert line == "Thu Jan 01 00:00:00 1970 [NOTICE]: umestored.s1: hello"
+
+
+@pytest.fixture
+def fresh_root_logger() -> Iterator[None]:
+    """configure_logging replaces the root logger's handlers: put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+async def until(pred: Callable[[], object], timeout: float = TIMEOUT) -> None:
+    """Poll a condition (a file another process writes), bounded by ``timeout``."""
+    async with asyncio.timeout(timeout):
+        while not pred():
+            await asyncio.sleep(0.02)
