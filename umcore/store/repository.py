@@ -406,6 +406,18 @@ class Repository:
         self._dseg = array("I")
         self._doff = array("I")
         self._empty = True  # nothing ever appended (base meaningless)
+        # index of the first sqn ever held (negative after compaction): window values below
+        # it mean "none yet"
+        self._floor = 0
+        self._fast = False  # append's fast path applies (SPP, not empty)
+        self._limit = config.size_limit
+        self._thr = config.size_threshold
+        # a frame larger than this cannot be written (half the disk limit, for the wrap)
+        self._max_frame = (
+            config.disk_file_size_limit // 2 - OVERHEAD
+            if config.kind in ("disk", "reduced-fd")
+            else fmt.MAX_FRAME
+        )
         self._t = 0  # index of the trail
         self._mt = 0  # index of the memory trail (oldest frame possibly in memory)
         self._contig = -1  # index of the contiguous-from-trail end
@@ -413,6 +425,7 @@ class Repository:
         self._chunks: dict[int, bytearray] = {}
         self._live: dict[int, int] = {}
         self._cur_no = -1
+        self._cur = bytearray()  # the current chunk
         self._cur_fill = CHUNK
         # disk writing
         self._segments: deque[_Segment] = deque()
@@ -508,19 +521,19 @@ class Repository:
     def contig_sqn(self) -> int:
         if self._nocache:
             return self._nc_lead
-        return NO_SQN if self._empty or self._contig < 0 else self._sqn(self._contig)
+        return NO_SQN if self._empty or self._contig < self._floor else self._sqn(self._contig)
 
     @property
     def sync_sqn(self) -> int:
         if not self._disk:
             return self.contig_sqn
-        return NO_SQN if self._empty or self._cut < 0 else self._sqn(self._cut)
+        return NO_SQN if self._empty or self._cut < self._floor else self._sqn(self._cut)
 
     @property
     def sync_complete_sqn(self) -> int:
         if not self._disk:
             return self.contig_sqn
-        return NO_SQN if self._empty or self._complete < 0 else self._sqn(self._complete)
+        return NO_SQN if self._empty or self._complete < self._floor else self._sqn(self._complete)
 
     def _stable_index(self) -> int:
         if not self._disk or self._aor:
@@ -532,7 +545,7 @@ class Repository:
         if self._nocache:
             return None if self._nc_lead == NO_SQN else self._nc_lead
         i = self._stable_index()
-        return None if self._empty or i < 0 else self._sqn(i)
+        return None if self._empty or i < self._floor else self._sqn(i)
 
     @property
     def full(self) -> bool:
@@ -575,12 +588,51 @@ class Repository:
 
     def append(self, sqn: int, frame: bytes, now: float) -> Append:
         """Keep ``frame`` (an LBMC frame as received) as message ``sqn``."""
+        st = self._state
+        n = len(st)
+        if self._fast and ((sqn - self._base) & _M) == n and self._contig == n - 1:
+            # the common case (SPP, next in order, nothing missing), with few lookups
+            flen = len(frame)
+            acct = flen + OVERHEAD
+            fill = self._cur_fill
+            if (
+                self.mem_bytes + acct <= self._limit
+                and fill + flen <= CHUNK
+                and flen <= self._max_frame
+            ):
+                no = self._cur_no
+                self._cur[fill : fill + flen] = frame
+                self._live[no] += 1
+                self._cur_fill = fill + flen
+                self._moff.append((no << CHUNK_BITS) | fill)
+                self._flen.append(flen)
+                self._time.append(now)
+                st.append(_MEM)
+                self.stored += 1
+                self.frames_held += 1
+                self.mem_bytes += acct
+                self.bytes_held += acct
+                self._contig = n
+                if self._disk:
+                    self._dseg.append(0)
+                    self._doff.append(0)
+                    if n == self._wt and self._buffer_record(n, frame, now):
+                        self._wt = n + 1
+                        if len(self._writes) < MAX_WRITES_IN_FLIGHT:
+                            self._cut_write()
+                elif self.mem_bytes > self._thr:
+                    self._shrink_memory(now)
+                return Append.STORED
+        return self._append(sqn, frame, now)
+
+    def _append(self, sqn: int, frame: bytes, now: float) -> Append:
         if self._nocache:
             return self._append_nocache(sqn)
         st = self._state
         if self._empty:
             self._base = sqn & _M
             self._empty = False
+            self._fast = not self._rpp
             i = 0
         else:
             i = (sqn - self._base) & _M
@@ -605,12 +657,13 @@ class Repository:
             return Append.DROPPED
         acct = self._account(frame)
         if self.mem_bytes + acct > self.config.size_limit or (
-            self._disk and len(frame) + OVERHEAD > self.config.disk_file_size_limit // 2
+            self._disk and len(frame) > self._max_frame
         ):
             self.size_limit_drops += 1
             self.intentional_drops += 1
             if n == 0:
                 self._empty = True
+                self._fast = False
             return Append.DROPPED
         moff = self._put(frame)
         if i >= n:
@@ -637,9 +690,20 @@ class Repository:
         self.mem_bytes += acct
         self.bytes_held += acct
         if i == self._contig + 1:
-            self._advance_contig()
+            if i == n:
+                self._contig = i  # the in-order case: nothing after it yet
+            else:
+                self._advance_contig()
         if self._disk:
-            if i == self._wt and (not self._delay or self.mem_bytes > self.config.size_threshold):
+            if i != self._wt or (self._delay and self.mem_bytes <= self.config.size_threshold):
+                pass
+            elif i == n and not self._blocked:
+                # the in-order case: straight into the write buffer
+                if self._buffer_record(i, frame, now):
+                    self._wt = i + 1
+                    if len(self._writes) < MAX_WRITES_IN_FLIGHT:
+                        self._cut_write()
+            else:
                 self._pump(now)
         elif self.mem_bytes > self.config.size_threshold and not self._rpp:
             self._shrink_memory(now)
@@ -678,7 +742,7 @@ class Repository:
                 self._cur_fill = CHUNK  # the next frame opens a fresh chunk
                 return no << CHUNK_BITS
             self._cur_no += 1
-            self._chunks[self._cur_no] = bytearray(CHUNK)
+            self._cur = self._chunks[self._cur_no] = bytearray(CHUNK)
             self._live[self._cur_no] = 0
             fill = 0
         no = self._cur_no
@@ -800,6 +864,7 @@ class Repository:
             del self._dseg[:k]
             del self._doff[:k]
         self._base = (self._base + k) & _M
+        self._floor -= k
         self._t = 0
         self._mt = max(0, self._mt - k)
         self._contig -= k
@@ -951,8 +1016,6 @@ class Repository:
         n = len(st)
         i = self._wt
         delay = self._delay
-        limit = self.config.async_buffer_length
-        shared = self._shared is not None
         while i < n and not self._blocked:
             s = st[i]
             if s == _ABSENT:
@@ -973,43 +1036,56 @@ class Repository:
                 and self.mem_bytes <= self.config.size_threshold
             ):
                 break
-            rlen = self._flen[i] + OVERHEAD
-            if self._wcount and len(self._wbuf) + rlen > limit:
-                self._cut_write()
-            if shared:
-                if not self._fit_shared(rlen):
-                    break
-                doff = len(self._wbuf)  # within the buffer; placed when the write is cut
-                if self._marker_trail >= 0:
-                    self._add_marker(now)
-                    doff = len(self._wbuf)
-                self._wrec_bytes += rlen
-            else:
-                seg = self._fit_segment(rlen, now)
-                if seg is None:
-                    break
-                doff = seg.end
-                seg.end += rlen
-                if seg.size < seg.end:
-                    self.disk_bytes += seg.end - seg.size
-                    seg.size = seg.end
-                sqn0 = (self._base + i) & _M
-                if seg.first == NO_SQN:
-                    seg.first = sqn0
-                seg.last = sqn0
-                seg.live += 1
-            sqn = (self._base + i) & _M
-            arrival = self._time[i] + self._wall
-            fmt.append_record(self._wbuf, self.reg_id, sqn, self._frame(i), arrival)
-            self._ibuf += fmt.INDEX_ENTRY.pack(sqn, rlen, arrival, self.reg_id, 0)
-            self._doff[i] = doff
-            self._windex.append(i)
-            self._wcount += 1
-            self._wlast = i
+            if not self._buffer_record(i, self._frame(i), now):
+                break
             i += 1
         self._wt = i
         if self._wcount and len(self._writes) < MAX_WRITES_IN_FLIGHT:
             self._cut_write()
+
+    def _buffer_record(self, i: int, frame: bytes, now: float) -> bool:
+        """Put slot ``i``'s record into the write buffer; False if it cannot be written now
+        (no disk room: RPP, or nothing to wrap)."""
+        rlen = len(frame) + OVERHEAD
+        if self._wcount and len(self._wbuf) + rlen > self.config.async_buffer_length:
+            self._cut_write()
+        sqn = (self._base + i) & _M
+        if self._shared is not None:
+            if not self._fit_shared(rlen):
+                return False
+            if self._marker_trail >= 0:
+                self._add_marker(now)
+            doff = len(self._wbuf)  # within the buffer; placed when the write is cut
+            self._wrec_bytes += rlen
+        else:
+            seg = self._wseg
+            if (
+                seg is None
+                or seg.end + rlen > self._seg_target + fmt.FILE_HEADER_LEN
+                or self.disk_bytes + rlen + _INDEX_COST > self.config.disk_file_size_limit
+            ):
+                seg = self._fit_segment(rlen, now)
+                if seg is None:
+                    return False
+            elif not self._wcount:
+                self._wstart = seg.end - len(self._wbuf)
+            doff = seg.end
+            seg.end += rlen
+            if seg.size < seg.end:
+                self.disk_bytes += seg.end - seg.size
+                seg.size = seg.end
+            if seg.first == NO_SQN:
+                seg.first = sqn
+            seg.last = sqn
+            seg.live += 1
+        arrival = self._time[i] + self._wall
+        fmt.append_record(self._wbuf, self.reg_id, sqn, frame, arrival)
+        self._ibuf += fmt.INDEX_ENTRY.pack(sqn, rlen, arrival, self.reg_id, 0)
+        self._doff[i] = doff
+        self._windex.append(i)
+        self._wcount += 1
+        self._wlast = i
+        return True
 
     def _fit_segment(self, rlen: int, now: float) -> _Segment | None:
         """The segment the next record of ``rlen`` bytes goes to, opening a new one and
@@ -1354,6 +1430,7 @@ class Repository:
         self._chunks.clear()
         self._live.clear()
         self._empty = True
+        self._fast = False
         self.mem_bytes = self.disk_bytes = self.bytes_held = self.frames_held = 0
         return jobs
 
@@ -1456,6 +1533,7 @@ class Repository:
         if self._empty:
             self._base = first
             self._empty = False
+            self._fast = not self._rpp
         start = (first - self._base) & _M
         n = len(self._state)
         if start >= _HALF or start < n:
