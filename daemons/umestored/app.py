@@ -33,9 +33,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -80,30 +79,6 @@ DRAIN_TIMEOUT_S = 60.0
 # Repositories exported per Store on a scrape (each is a dozen series): a Store with more
 # sources shows the first ones; the per-Store totals still count them all.
 MAX_REPOSITORY_SERIES = 1000
-# Joined sessions remembered per Store (one small object each, so that a frame costs no
-# allocation); past it the table starts over.
-MAX_SESSIONS = 65536
-
-
-@dataclass(frozen=True, slots=True)
-class JoinedSession:
-    """A joined transport session as the core sees it (its ``FrameSession``): the engine's
-    :class:`~umcore.engine.raw.RawSession` plus the topic of the raw receiver it came to and
-    the source's IP (from UM's source string ``TRANSPORT:ip:port...``).  ``options`` are the
-    TIR's topic options when known (the engine's raw session does not carry them: the core
-    then matches a session by its source IP)."""
-
-    topic: str
-    topic_index: int
-    source_ip: str
-    options: tuple[Any, ...]
-    source_string: str
-
-    @classmethod
-    def of(cls, topic: str, raw: RawSession) -> JoinedSession:
-        parts = raw.source_string.split(":")
-        ip = parts[1] if len(parts) > 1 else ""
-        return cls(topic, raw.topic_index, ip, (), raw.source_string)
 
 
 def repository_configs(instance: StoreInstance) -> Callable[[str], RepositoryConfig | None]:
@@ -119,12 +94,13 @@ def repository_configs(instance: StoreInstance) -> Callable[[str], RepositoryCon
 class StoreRuntime:
     """One ``<store>`` running (see the module docstring)."""
 
-    def __init__(self, plan: StorePlan, loaded: LoadedStore) -> None:
+    def __init__(self, plan: StorePlan, loaded: LoadedStore, wall_offset: float) -> None:
         self.plan = plan
         self.name = plan.instance.name
         self.log = logging.getLogger(f"umestored.{self.name}")
         self.loop = asyncio.get_running_loop()
         self.loaded = loaded
+        self.wall_offset = wall_offset
         self.engine: Engine | None = None
         self.port: RequestPort | None = None
         self.core: StoreCore | None = None
@@ -140,7 +116,6 @@ class StoreRuntime:
         #: Control messages the core rejected (not store messages).
         self.control_rejected = 0
         self.limited = RateLimitedLog(self.log, self.loop.time)
-        self._sessions: dict[tuple[str, RawSession], JoinedSession] = {}
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:
@@ -171,6 +146,7 @@ class StoreRuntime:
             address=self.address,
             now=self.loop.time(),
             restored=self.loaded.sources,
+            wall_offset=self.wall_offset,
         )
         self.flush()
 
@@ -180,31 +156,20 @@ class StoreRuntime:
         self.core.receive_control(msg, peer_ip, self.loop.time())
         self._schedule()
 
-    def _joined(self, topic: str, raw: RawSession) -> JoinedSession:
-        key = (topic, raw)
-        session = self._sessions.get(key)
-        if session is None:
-            if len(self._sessions) >= MAX_SESSIONS:
-                self._sessions.clear()  # rebuilt on the next frame of each session
-            session = self._sessions[key] = JoinedSession.of(topic, raw)
-        return session
-
     def _raw_receiver(self, topic: str) -> RawReceiver:
         """A raw receiver of ``topic`` handing its frames and BOS/EOS to the core."""
         assert self.engine is not None
 
-        def on_frame(raw: RawSession, frame: bytes) -> None:
+        def on_frame(session: RawSession, frame: bytes) -> None:
             core = self.core
             if core is not None:
-                core.receive_frame(self._joined(topic, raw), frame, self.loop.time())
+                core.receive_frame(session, frame, self.loop.time())
                 self._schedule()
 
-        def on_session(raw: RawSession, active: bool) -> None:
+        def on_session(session: RawSession, active: bool) -> None:
             core = self.core
             if core is not None:
-                core.receive_session(self._joined(topic, raw), active, self.loop.time())
-                if not active:
-                    self._sessions.pop((topic, raw), None)
+                core.receive_session(session, active, self.loop.time())
                 self._schedule()
 
         return self.engine.open_raw_receiver(
@@ -468,6 +433,9 @@ async def serve(
     metrics_server: MetricsServer | None = None
     pid: PidFile | None = None
     status = 0
+    # The loop's clock is the cores' (monotonic); this turns it into wall-clock time for the
+    # arrival times repositories keep on disk.
+    wall_offset = time.time() - loop.time()
     try:
         loaded: list[LoadedStore] = []
         for plan in prepared.stores:
@@ -478,6 +446,7 @@ async def serve(
                     plan.state_dir,
                     repository_configs(plan.instance),
                     now=loop.time(),
+                    wall_offset=wall_offset,
                 )
             except (UMError, OSError) as exc:  # a directory gone since the check, unreadable
                 return _start_failed(plan, "cannot read its repositories and state", exc)
@@ -489,7 +458,7 @@ async def serve(
             )  # fmt: skip
             loaded.append(ld)
         for plan, ld in zip(prepared.stores, loaded, strict=True):
-            rt = StoreRuntime(plan, ld)
+            rt = StoreRuntime(plan, ld, wall_offset)
             runtimes.append(rt)
             try:
                 await rt.start()
