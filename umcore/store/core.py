@@ -979,6 +979,8 @@ class StoreCore:
                 self._stability(src, sqn, sqn, nak=False, now=now)
         elif res is not None:  # LOST, OLD, DROPPED: the Store cannot hold it
             self._stability(src, sqn, sqn, nak=True, now=now)
+        if src.rpp and (not src.receivers or repo.room_bytes <= src.flight_size_bytes):
+            self._release(src, now)  # no receiver to wait for, or at the stop point
         self._after(src, now)
 
     # ==========================================================================================
@@ -1015,12 +1017,7 @@ class StoreCore:
         repo = src.repository
         opts = src.topic_cfg.options
         while (rng := repo.take_newly_stable()) is not None:
-            pieces = _split_lost(rng[0], rng[1], src) if src.lost_ranges else ((*rng, False),)
-            for first, last, lost in pieces:
-                if lost:
-                    self._stability(src, first, last, nak=True, now=now)
-                else:
-                    self._pending_ack(src, first, last, now)
+            self._newly_stable(src, _after_stable(src, *rng), now)
         if src.ack_count:
             minimum = int(opts["stability-ack-minimum-number"])
             due = src.ack_since + int(opts["stability-ack-interval"]) / 1000.0
@@ -1063,13 +1060,44 @@ class StoreCore:
         lead = repo.lead_sqn
         if lead == NO_SQN:
             return
+        self._release_to(src, now)
+        trail = repo.trail_sqn
+        released = (trail - 1) & _M if trail != NO_SQN else repo.lead_sqn
+        # RPP: a message every receiver consumed is stable, written or not ("delete and ACK")
+        self._newly_stable(src, _after_stable(src, (src.stable_through + 1) & _M, released), now)
+
+    def _newly_stable(self, src: SourceEntry, rng: tuple[int, int] | None, now: float) -> None:
+        """Queue ``rng`` for a stability ACK, NAKing at once the parts declared lost."""
+        if rng is None:
+            return
+        pieces = _split_lost(rng[0], rng[1], src) if src.lost_ranges else ((*rng, False),)
+        for first, last, lost in pieces:
+            if lost:
+                self._stability(src, first, last, nak=True, now=now)
+            else:
+                self._pending_ack(src, first, last, now)
+
+    def _release_to(self, src: SourceEntry, now: float) -> None:
+        repo = src.repository
+        lead = repo.lead_sqn
         rcvs = list(src.receivers.values())
         target = _behind(lead, [r.high_ack_sqn for r in rcvs])
-        if src.flight_size_bytes and repo.room_bytes <= src.flight_size_bytes:
-            blocking = [r.high_ack_sqn for r in rcvs if r.blocking]
-            target = _behind(lead, blocking) if blocking else lead
         if target is not None:
             repo.release_through(target, now)
+        flight = src.flight_size_bytes
+        if not flight or repo.room_bytes > flight:
+            return
+        # at the stop point non-blocking receivers lose their oldest messages: release toward
+        # the slowest blocking receiver (everything held, with none), oldest half at a time
+        blocking = [r.high_ack_sqn for r in rcvs if r.blocking]
+        cap = _behind(lead, blocking) if blocking else lead
+        while cap is not None and repo.room_bytes <= flight:
+            trail = repo.trail_sqn
+            if trail == NO_SQN or serial_gt(trail, cap):
+                return
+            repo.release_through((trail + ((cap - trail) & _M) // 2) & _M, now)
+            if repo.trail_sqn == trail:
+                return
 
     def _state_of(self, src: SourceEntry) -> SourceState:
         repo = src.repository
@@ -1284,6 +1312,8 @@ class StoreCore:
         # stability already reported before the restart is not ACKed again
         while repo.take_newly_stable() is not None:
             pass
+        stable = repo.stable_sqn
+        src.stable_through = NO_SQN if stable is None else stable
         self._add_source(src, now)
         self._event(
             SourceRecreated(
@@ -1451,6 +1481,20 @@ _MISSING: Any = object()
 def src_ranges(src: SourceEntry) -> list[list[int]]:
     """The pending stability ranges of ``src`` (kept on the entry)."""
     return src.ack_ranges
+
+
+def _after_stable(src: SourceEntry, first: int, last: int) -> tuple[int, int] | None:
+    """``first..last`` without what was already reported stable; advances the mark."""
+    mark = src.stable_through
+    if mark != NO_SQN:
+        if not serial_gt(last, mark):
+            return None
+        if not serial_gt(first, mark):
+            first = (mark + 1) & _M
+    elif serial_gt(first, last):
+        return None
+    src.stable_through = last
+    return first, last
 
 
 def _rel(x: int, origin: int) -> int:

@@ -197,6 +197,8 @@ class SourceEntry:
     # stability ACK batch: pending [first, last] ranges in order, their size, when the first came
     ack_ranges: list[list[int]] = field(default_factory=list)
     ack_count: int = 0
+    # the newest sqn reported stable (ACKed or pending): ranges are clipped after it
+    stable_through: int = NO_SQN
     # ranges declared lost (receive_loss) not yet passed by stability: NAKed, never ACKed
     lost_ranges: list[tuple[int, int]] = field(default_factory=list)
     ack_since: float = 0.0
