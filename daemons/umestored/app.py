@@ -22,9 +22,10 @@ the request port, I/O jobs to the writer, topics to join or leave to the engine'
 receivers, events to the log.
 
 Stop (SIGINT/SIGTERM): "Shutdown requested"; each Store stops taking registrations
-(``StoreCore.shutdown``), its outstanding writes and state files are finished
-(``StoreIO.drain``, repeated while completions bring new jobs), then its raw receivers, request
-port, engine and writer close; "Shutdown complete".  A second SIGINT exits at once
+(``StoreCore.shutdown``, which also queues every state file) and data (its raw receivers
+close), its outstanding writes and state files are finished (``StoreIO.drain``, repeated while
+completions bring new jobs, bounded), then its request port, engine and writer close;
+"Shutdown complete".  A second SIGINT exits at once
 (:class:`~umcore.daemon.lifecycle.StopSignals`, trap 27).
 """
 
@@ -109,6 +110,8 @@ class StoreRuntime:
         self.raw: dict[str, RawReceiver] = {}
         self.address: tuple[str, int] = (plan.bind_ip, 0)
         self._flush_pending = False
+        #: Set at stop: no raw receiver is opened any more.
+        self.stopping = False
         #: UIMs the request port refused (its per-destination buffer was full).
         self.sends_refused = 0
         #: I/O jobs handed to the writer (the stop drains until a round adds none).
@@ -221,7 +224,7 @@ class StoreRuntime:
             if raw is not None and self.engine is not None:
                 self.engine.close_raw_receiver(raw)
         for topic in opens:
-            if topic not in self.raw and self.engine is not None and not self.engine.closed:
+            if topic not in self.raw and self.engine is not None and not self.stopping:
                 self.raw[topic] = self._raw_receiver(topic)
         for ev in core.take_events():
             if isinstance(ev, ControlRejected):
@@ -234,18 +237,6 @@ class StoreRuntime:
                 self.log.log(ev.level, "%s", ev.text)
         self.timer.arm(core.next_timer())
 
-    def io_stats(self) -> dict[str, int]:
-        """The writer's counters (empty before it started)."""
-        io = self.io
-        if io is None:
-            return {}
-        return {
-            "completed": io.completed,
-            "errors": io.errors,
-            "refused": io.refused,
-            "pending": io.pending,
-        }
-
     # ---------------------------------------------------------------- stop
     async def shutdown(self) -> None:
         """Stop taking registrations, finish outstanding writes and state (bounded)."""
@@ -253,6 +244,9 @@ class StoreRuntime:
         if core is None or io is None:
             return
         core.shutdown(self.loop.time())
+        # No new data either: what arrived is written, nothing more is taken in.
+        self.stopping = True
+        self._close_raw_receivers()
         self.flush()
         for _ in range(MAX_DRAIN_ROUNDS):
             before = self.jobs_submitted
@@ -264,19 +258,23 @@ class StoreRuntime:
                     DRAIN_TIMEOUT_S,
                 )
                 return
-            await asyncio.sleep(0)  # completions delivered with call_soon_threadsafe
-            self.flush()
+            self.flush()  # drain delivered every completion: take what they led to
             if self.jobs_submitted == before:
                 return
         self.log.error("still writing after %d rounds; stopping anyway", MAX_DRAIN_ROUNDS)
 
-    async def close(self) -> None:
-        self.timer.cancel()
+    def _close_raw_receivers(self) -> None:
         engine = self.engine
         for raw in self.raw.values():
             if engine is not None:
                 engine.close_raw_receiver(raw)
         self.raw.clear()
+
+    async def close(self) -> None:
+        self.timer.cancel()
+        self.stopping = True
+        self._close_raw_receivers()
+        engine = self.engine
         if self.port is not None:
             await self.port.close()
         if engine is not None:
@@ -331,8 +329,11 @@ class StoreCollector(Collector):
                 counter("request_port_bad_connections", name, rt.port.bad_connections)
                 gauge("uim_connections", "Outgoing UIM connections", name, rt.port.outgoing)
             if rt.io is not None:
-                for key, value in rt.io_stats().items():
-                    counter(f"io_{key}", name, value)
+                io = rt.io
+                counter("io_completed", name, io.completed)
+                counter("io_errors", name, io.errors)
+                counter("io_refused", name, io.refused)
+                gauge("io_pending", "Disk jobs submitted and not completed", name, io.pending)
             core = rt.core
             if core is None:
                 continue
