@@ -460,3 +460,31 @@ async def until(pred: Callable[[], object], timeout: float = TIMEOUT) -> None:
     async with asyncio.timeout(timeout):
         while not pred():
             await asyncio.sleep(0.02)
+
+
+async def test_two_stores_in_one_process(tmp_path: Path) -> None:
+    """Several <store>s per process: each its own port and directories, one stop for all."""
+    for d in ("c1", "s1", "c2", "s2"):
+        (tmp_path / d).mkdir()
+    text = store_xml(tmp_path / "store.xml", cache="c1", state="s1").read_text()
+    store = text[text.index("<store ") : text.index("</store>") + len("</store>")]
+    second = store.replace('name="s1"', 'name="s2"').replace('"c1"', '"c2"')
+    text = text.replace(store, store + second.replace('"s1"', '"s2"'))
+    (tmp_path / "store.xml").write_text(text)
+    proc = await _start(tmp_path, "store.xml")
+    lines: list[str] = []
+    try:
+        await _read_until(proc, r"Store s1 ready", lines)
+        await _read_until(proc, r"Store s2 ready", lines)
+        proc.send_signal(signal.SIGINT)
+        await _read_until(proc, r"Shutdown complete", lines)
+        async with asyncio.timeout(TIMEOUT):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    ports = re.findall(r"umestored\.(s[12]): listening on 127\.0\.0\.1:(\d+)", "\n".join(lines))
+    assert [name for name, _ in ports] == ["s1", "s2"]
+    assert ports[0][1] != ports[1][1]
+    assert any(f"from {tmp_path / 's2'} and {tmp_path / 'c2'}" in line for line in lines), lines
