@@ -10,10 +10,11 @@ line, what, allowed values) -- the command line prints it and exits 1 with no so
    configuration; a bad line or a missing file is a *warning* and the Store goes on (UM's Store
    since 6.13).  ``<xml-config application-name=...>`` loads an XML configuration; an error there
    stops start-up (the application must exist).
-2. **Directories** (trap 20).  Each Store's ``disk-cache-directory`` and ``disk-state-directory``
-   (relative to the working directory) must exist, be directories and be writable -- for memory
-   repositories too, as UM checks them for every Store.  They are never created.  One on an NFS
-   mount is a warning, as in UM.
+2. **Directories** (trap 20).  Each Store's ``disk-cache-directory`` and
+   ``disk-state-directory`` (relative to the working directory) must exist, be directories and
+   be writable -- for memory repositories too, as UM checks them for every Store.  They are
+   never created.  One on an NFS mount is a warning, as in UM.  ``<pidfile>``'s directory must
+   be writable (the file is written once the Stores listen).
 3. **Interfaces.**  ``<store interface>`` is an address, a CIDR network (the first local
    interface in it) or ``0.0.0.0`` (all interfaces).
 4. **Context options** per Store: the UM files, then the Store's ``lbm-context`` options,
@@ -174,6 +175,18 @@ def _load_lbm_config(path: str, warn: Callable[[str], None]) -> None:
             warn(f"<lbm-config>: {exc} (line ignored)")
 
 
+def _check_pidfile(path: str, source: str) -> None:
+    """``<pidfile>`` is written once the Stores listen: its directory must be writable now."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"cannot write the pid file {path!r}: {folder} is not a writable directory",
+            source=source,
+            what="<pidfile>",
+            allowed="a file in an existing, writable directory",
+        )
+
+
 def _bind_ip(instance: StoreInstance, source: str, line: int | None) -> str:
     iface = instance.interface
     if iface.is_any:
@@ -192,6 +205,8 @@ def prepare(file: StoreFile) -> Prepared:
         _load_lbm_config(daemon.lbm_config, warnings.append)
     if daemon.xml_config:
         cfg.config_xml_file(daemon.xml_config, daemon.xml_config_application)
+    if daemon.pidfile:
+        _check_pidfile(daemon.pidfile, file.source)
     if not file.stores:
         warnings.append(f"{file.source}: no <store> configured: umestored runs without a Store")
     store_lines, option_lines = _lines(file.source)

@@ -488,3 +488,19 @@ async def test_two_stores_in_one_process(tmp_path: Path) -> None:
     assert [name for name, _ in ports] == ["s1", "s2"]
     assert ports[0][1] != ports[1][1]
     assert any(f"from {tmp_path / 's2'} and {tmp_path / 'c2'}" in line for line in lines), lines
+
+
+def test_a_pid_file_in_a_missing_directory_is_refused(
+    tmp_path: Path, fresh_configuration: None
+) -> None:
+    for d in ("cache", "state"):
+        (tmp_path / d).mkdir()
+    cfg = store_xml(
+        tmp_path / "a.xml",
+        cache=str(tmp_path / "cache"),
+        state=str(tmp_path / "state"),
+        daemon=f"<pidfile>{tmp_path / 'no' / 'x.pid'}</pidfile>",
+    )
+    with pytest.raises(ConfigError, match="cannot write the pid file") as info:
+        prepare(store_config.load(cfg))
+    assert info.value.what == "<pidfile>"
