@@ -259,7 +259,7 @@ class StoreCore:
         self.registry = Registry(seed)
         self.ctxinst = self.registry.rng.getrandbits(64).to_bytes(8, "big")
         self.retx: RetxQueue[compose.RxReq] = RetxQueue(
-            int(opts["retransmission-request-processing-rate"]), now
+            int(opts["retransmission-request-processing-rate"]), now, _rx_key
         )
         self.counters = _Counters()
         self.closing = False
@@ -1465,6 +1465,7 @@ class StoreCore:
         counters["rx_received"] = self.retx.received
         counters["rx_serviced"] = self.retx.serviced
         counters["rx_dropped"] = self.retx.dropped
+        counters["rx_duplicates"] = self.retx.duplicates
         return StoreStats(
             counters,
             len(reg.sources),
@@ -1495,6 +1496,11 @@ def _after_stable(src: SourceEntry, first: int, last: int) -> tuple[int, int] | 
         return None
     src.stable_through = last
     return first, last
+
+
+def _rx_key(rx: compose.RxReq) -> tuple[int, int, int, Address]:
+    """Requests for the same message to the same place are one request."""
+    return rx.transport_idx, rx.id_2, rx.seqnum, rx.reply_to
 
 
 def _rel(x: int, origin: int) -> int:
