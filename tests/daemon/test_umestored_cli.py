@@ -504,3 +504,21 @@ def test_a_pid_file_in_a_missing_directory_is_refused(
     with pytest.raises(ConfigError, match="cannot write the pid file") as info:
         prepare(store_config.load(cfg))
     assert info.value.what == "<pidfile>"
+
+
+def test_a_cidr_interface_picks_the_matching_local_address(
+    tmp_path: Path, fresh_configuration: None
+) -> None:
+    for d in ("cache", "state"):
+        (tmp_path / d).mkdir()
+    cfg = store_xml(
+        tmp_path / "a.xml", cache=str(tmp_path / "cache"), state=str(tmp_path / "state")
+    )
+    text = cfg.read_text()
+    cfg.write_text(text.replace('interface="127.0.0.1"', 'interface="127.0.0.0/8"'))
+    assert prepare(store_config.load(cfg)).stores[0].bind_ip == "127.0.0.1"
+    cfg.write_text(text.replace('interface="127.0.0.1"', 'interface="203.0.113.0/24"'))
+    with pytest.raises(ConfigError, match=re.escape("no local address in 203.0.113.0/24")) as info:
+        prepare(store_config.load(cfg))
+    assert info.value.line == 5 and info.value.what == '<store name="s1"> interface'
+    assert info.value.allowed is not None and "127.0.0.1" in info.value.allowed
