@@ -43,8 +43,10 @@ UM options for the Stores' contexts: <lbm-config> (a flat file; errors in it are
 warnings and the Store goes on, as UM's since 6.13), <xml-config application-name=...> (an
 XML configuration file), then each Store's <option type="lbm-context"> entries, then for the
 receivers of matching topics each <topic>'s <option type="lbm-receiver">.  Unless configured
-otherwise a Store's receivers use OTR (use_otr 1) and never declare burst loss
-(delivery_control_maximum_burst_loss 4294967295): a Store repairs its own loss.
+otherwise a Store's receivers are given use_otr 1 and delivery_control_maximum_burst_loss
+4294967295 (Informatica's advice: a Store repairs its own loss).  pyum's Store receives through
+the engine's raw receivers, which do not run OTR yet: on TCP nothing is lost; on LBT-RU and
+LBT-RM the transport's own NAK repair is what a Store has for now.
 
 Not in pyum: <web-monitor> and <daemon-monitor> are accepted and reported as not running (use
 --metrics); proxy sources (allow-proxy-source) are not implemented yet.
