@@ -578,7 +578,7 @@ class StoreCore:
             self.registry.source_sessions[(src.topic, req.session_id)] = src.reg_id
             changed = True
         was = src.clock.state
-        src.clock.last_heard = now
+        src.clock.last_heard = src.clock.last_sent = now
         src.clock.step(ClientEvent.REGISTER)
         if changed:
             self._set_identity(src)
@@ -644,7 +644,7 @@ class StoreCore:
             rcv.transport_idx, rcv.topic_idx = req.transport_idx, req.topic_idx
             rcv.store_index = req.store_index
             rcv.ctxinst = req.ctxinst
-            rcv.clock.last_heard = now
+            rcv.clock.last_heard = rcv.clock.last_sent = now
             rcv.clock.step(ClientEvent.REGISTER)
             if rcv.high_ack_sqn != NO_SQN:
                 low = (rcv.high_ack_sqn + 1) & _M

@@ -120,7 +120,11 @@ class Clock:
     lifetime_ms: int
     last_heard: float
     state: Liveness = Liveness.ACTIVE
-    last_sent: float = 0.0  # last message the Store sent it (keepalive idleness)
+    last_sent: float = -1.0  # last message the Store sent it (keepalive idleness); -1: now
+
+    def __post_init__(self) -> None:
+        if self.last_sent < 0:
+            self.last_sent = self.last_heard
 
     def step(self, event: ClientEvent) -> Liveness:
         self.state = TRANSITIONS.get((self.state, event), self.state)
