@@ -1,0 +1,973 @@
+"""umestored ingest: stability-ACKed 64-byte messages/s against a minimal raw loop (issue 16).
+
+What runs where (one 2-core machine, loopback only):
+
+- **The store under test** is the real daemon, ``python -m daemons.umestored CONFIG.xml`` as a
+  subprocess (a generated configuration in a temporary directory: one Store, topic patterns
+  ``bench.mem.*`` -> memory repository and ``bench.disk.*`` -> disk repository, both sized to
+  keep every message of the run; multicast topic resolution on loopback).
+- **The feeding side** (this process, uvloop): a pyum engine with one
+  :class:`~umcore.engine.raw.RawSource` per round on the TCP transport sending pre-encoded
+  LBMC DATA frames (64-byte payloads, 76-byte frames, sequence numbers 0, 1, ...), and the
+  persistent source's control side played with :mod:`umcore.store.compose`: a
+  ``SourceRegistration`` per round to the Store's port, the answers (``RegistrationResponse``,
+  ``StabilityAck``) arriving on this process's own LBT-TCP listener (:class:`AckPort`).  Like a
+  persistent source with ``ume_flight_size`` :data:`WINDOW`, the feeder keeps at most
+  :data:`WINDOW` messages un-ACKed.
+- **The baseline** (:func:`raw_loop`, a subprocess): a blocking loop that receives the same
+  frames on a plain TCP socket, appends them (``bytearray +=`` for memory, ``os.write`` to a
+  file for disk) and writes back one ACK per read (the byte count so far) over a second socket,
+  nothing else.  Fed the same way (same frames, same window, same chunks), in the same run,
+  rounds alternating their order.
+
+Figures:
+
+1. **Ingest** (:data:`ROUNDS` rounds of :data:`ROUND_SECONDS` each for store-memory,
+   store-disk, raw-memory, raw-disk): messages/s from the first send to the ACK of the last
+   message; the ratios store / raw (best against best, and the median of per-round ratios);
+   CPU time per message of the store daemon and of the raw loop (``/proc/<pid>/stat``: user +
+   system, the writer thread included), which other load on the machine distorts less than
+   throughput.  Targets: >= 150,000 msgs/s and >= 0.70 of the raw loop, for each repository.
+   Correctness (fails the run): every message sent is ACKed, nothing beyond the last one is,
+   no stability NAK.
+2. **Stability-ACK latency** at half the best measured store rate, per repository: sends paced
+   in 1 ms bursts for :data:`LATENCY_SECONDS`; a message's latency is from the flush of its
+   burst to the arrival of the ACK covering it.  Goal: p99 <= 2 ms.
+3. **Resident memory per 1,000,000 retained 64-byte messages** in a memory repository, measured
+   on the repository directly (:func:`umcore.store.repository.make_repository`) in a fresh
+   subprocess: ``VmRSS`` before and after appending 1,000,000 frames.  Goal: <= 250 MB.
+4. **Restart time of a Store holding 1,000,000 messages on disk**: a disk repository filled
+   directly (the repository + :class:`~umcore.aio.storeio.StoreIO`, the state file written as
+   the core writes it), then the daemon started on it: process start to its "ready to accept
+   registrations" line, against the same daemon starting on an empty Store (interpreter and
+   imports); the source's re-registration must come back OLD with the last sequence number.
+   Goal: <= 2 s.
+
+Targets are printed as met / not met; only a lost or un-ACKed message (or a store that did not
+restore) fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PAYLOAD = 64
+FRAME_LEN = 12 + PAYLOAD  # LBMC DATA header + payload
+MAX_FRAMES = 600_000  # frames pre-encoded for an ingest round (more than 3 s at 150k/s)
+ROUNDS = 2
+ROUND_SECONDS = 2.5
+WINDOW = 8192  # messages un-ACKed at most (a persistent source's ume_flight_size)
+CHUNK = 256  # frames sent per turn of the feeder before it lets the loop read ACKs
+LATENCY_SECONDS = 2.5
+LATENCY_WARMUP = 0.3  # first seconds of the paced phase not counted
+MAX_BURST = 256  # a paced sender that fell behind catches up by at most this many frames
+RETAINED = 1_000_000  # messages for the memory and restart figures
+WAIT = 30.0  # bound on every wait for the daemon (a cold subprocess on a busy machine)
+TARGET_RATE = 150_000
+TARGET_RATIO = 0.70
+GOAL_P99_MS = 2.0
+GOAL_MB_PER_MILLION = 250.0
+GOAL_RESTART_S = 2.0
+CHECK_EVERY = 64  # every this many fast-parsed ACKs is checked against compose.decode
+# Set to a file name: the ingest daemon runs under cProfile and writes its profile there.
+PROFILE_ENV = "PYUM_BENCH_STORE_PROFILE"
+DISK_LIMIT = 1 << 30  # repository-disk-file-size-limit of the bench's disk topic
+MEM_LIMIT = 1 << 30  # repository-size-threshold / -limit: keep every message of the run
+
+_HEAD = struct.Struct("!BBHII")
+_U32 = struct.Struct("!I")
+_II = struct.Struct("!II")
+_Q = struct.Struct("!Q")
+_MODE = struct.Struct("!cxH")  # raw loop: mode (M/D), ACK port
+
+STORE_XML = """<?xml version="1.0"?>
+<ume-store version="1.3">
+  <daemon>
+    <log type="console"/>
+    <lbm-config>{tmp}/store.cfg</lbm-config>
+  </daemon>
+  <stores>
+    <store name="bench" interface="127.0.0.1" port="0">
+      <ume-attributes>
+        <option type="store" name="disk-cache-directory" value="{tmp}/cache"/>
+        <option type="store" name="disk-state-directory" value="{tmp}/state"/>
+      </ume-attributes>
+      <topics>
+        <topic pattern="bench\\.disk\\..*" type="PCRE">
+          <ume-attributes>
+            <option type="store" name="repository-type" value="disk"/>
+            <option type="store" name="repository-size-threshold" value="{mem}"/>
+            <option type="store" name="repository-size-limit" value="{mem}"/>
+            <option type="store" name="repository-disk-file-size-limit" value="{disk}"/>
+          </ume-attributes>
+        </topic>
+        <topic pattern="bench\\.mem\\..*" type="PCRE">
+          <ume-attributes>
+            <option type="store" name="repository-type" value="memory"/>
+            <option type="store" name="repository-size-threshold" value="{mem}"/>
+            <option type="store" name="repository-size-limit" value="{mem}"/>
+          </ume-attributes>
+        </topic>
+      </topics>
+    </store>
+  </stores>
+</ume-store>
+"""
+
+
+def frame(sqn: int, payload: bytes = bytes(PAYLOAD)) -> bytes:
+    """One pre-encoded LBMC DATA frame (no extra headers), topic index 0 (the raw source
+    rewrites it to its own)."""
+    return _HEAD.pack(0, 0, FRAME_LEN, 0, sqn) + payload
+
+
+def resolver_lines(port: int) -> str:
+    return (
+        "context resolver_multicast_interface 127.0.0.1\n"
+        "context resolver_multicast_address 224.9.10.116\n"
+        f"context resolver_multicast_port {port}\n"
+        "context transport_tcp_port_low 0\ncontext transport_tcp_port_high 0\n"
+        "context request_tcp_port_low 0\ncontext request_tcp_port_high 0\n"
+        "context request_tcp_interface 127.0.0.1\n"
+        "source transport_tcp_interface 127.0.0.1\n"
+    )
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads; Linux /proc), or NaN."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def vm_rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return -1
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+class BenchFailure(AssertionError):
+    """A correctness failure: a message not ACKed, ACKed twice over, NAKed; a Store that
+    did not restore."""
+
+
+# ==============================================================================================
+# The baseline
+# ==============================================================================================
+
+
+def raw_loop(directory: str) -> None:
+    """The baseline: per connection, receive, split the stream into frames by their msglen,
+    append them (memory: each frame to a list; disk: os.write of the read's whole frames to a
+    file) and ACK each read with the number of messages received so far over a second
+    socket; nothing else."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    print(f"listening on 127.0.0.1:{srv.getsockname()[1]}", flush=True)
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    rounds = 0
+    while True:
+        conn, _ = srv.accept()
+        head = b""
+        while len(head) < _MODE.size:
+            head += conn.recv(_MODE.size - len(head))
+        mode, ack_port = _MODE.unpack(head)
+        ack = socket.create_connection(("127.0.0.1", ack_port))
+        ack.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        rounds += 1
+        disk = mode == b"D"
+        fd = os.open(os.path.join(directory, f"raw-{rounds}"), os.O_WRONLY | os.O_CREAT, 0o600)
+        kept: list[bytes] = []
+        keep, write = kept.append, os.write
+        recv, send, pack = conn.recv_into, ack.sendall, _Q.pack
+        pending = b""
+        count = 0
+        while n := recv(buf):
+            data = pending + view[:n] if pending else bytes(view[:n])
+            pos, end = 0, len(data)
+            while end - pos >= 4:
+                size = data[pos + 2] << 8 | data[pos + 3]
+                if end - pos < size:
+                    break
+                if not disk:
+                    keep(data[pos : pos + size])
+                pos += size
+                count += 1
+            if disk:
+                write(fd, data[:pos])
+            pending = data[pos:]
+            send(pack(count))
+        os.close(fd)
+        kept.clear()
+        ack.close()
+        conn.close()
+
+
+# ==============================================================================================
+# The ACK side: an LBT-TCP listener (the persistent source's request port)
+# ==============================================================================================
+
+
+def fast_ack(f: bytes) -> tuple[int, int, bool] | None:
+    """``(first, last, nak)`` of a stability ACK laid out as compose encodes it (UME_ACK type
+    1, optional UME_RANGED_ACK, UME_STOREID), else None (then compose.decode is asked)."""
+    if len(f) < 28 or f[0] != 0x08 or f[1] != 0x14 or f[5] != 20 or f[7] != 1:
+        return None
+    first = last = _U32.unpack_from(f, 20)[0]
+    pos, nh, store = 24, f[4], False
+    n = len(f)
+    while nh != 0xFF:
+        if pos + 2 > n:
+            return None
+        nxt, hl = f[pos], f[pos + 1]
+        if nh == 0x18 and hl == 12 and pos + 12 <= n:
+            first, last = _II.unpack_from(f, pos + 4)
+        elif nh == 0x17 and hl == 4 and pos + 4 <= n:
+            store = True
+        else:
+            return None
+        pos += hl
+        nh = nxt
+    if pos != n or not store:
+        return None
+    return first, last, bool(f[6] & 0x04)
+
+
+class Tally:
+    """ACKed sequence numbers of one source: a bitmap of the messages sent, ACK times."""
+
+    def __init__(self, n: int, *, timed: bool = False) -> None:
+        self.bitmap = bytearray(n)
+        self.acked = 0  # distinct sqns ACKed
+        self.duplicates = 0
+        self.beyond = 0  # ACKs naming a sqn never sent
+        self.naks = 0
+        self.last_ack = 0.0
+        self.sent_at = array("d", bytes(8 * n)) if timed else None
+        self.latency: list[float] = []
+        self.progress = asyncio.Event()
+
+    def ack(self, first: int, last: int, nak: bool, now: float) -> None:
+        if nak:
+            self.naks += 1
+            return
+        n = len(self.bitmap)
+        if last < first or last >= n:
+            self.beyond += 1
+            last = min(last, n - 1)
+            if last < first:
+                return
+        span = last - first + 1
+        new = self.bitmap.count(0, first, last + 1)
+        self.duplicates += span - new
+        if new:
+            self.bitmap[first : last + 1] = b"\x01" * span
+            self.acked += new
+            self.last_ack = now
+            sent_at = self.sent_at
+            if sent_at is not None:
+                self.latency.extend(now - sent_at[s] for s in range(first, last + 1))
+            self.progress.set()
+
+    def check(self, sent: int, what: str) -> None:
+        missing = sent - self.bitmap.count(1, 0, sent)
+        if missing or self.naks or self.beyond or self.bitmap.count(1, sent):
+            raise BenchFailure(
+                f"{what}: {sent:,} sent, {missing:,} never ACKed, {self.naks} NAKs, "
+                f"{self.beyond} ACKs beyond the last message sent"
+            )
+
+
+class AckPort(asyncio.Protocol):
+    """One accepted UIM connection from the Store; frames go to :class:`AckServer`."""
+
+    def __init__(self, server: AckServer) -> None:
+        from umcore.wire.lbttcp import LBTTCPDecoder
+
+        self.server = server
+        self.decoder = LBTTCPDecoder()
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        on = self.server.on_frame
+        for f in self.decoder.feed_frames(data):
+            on(f, now)
+
+
+class AckServer:
+    """This process's request port: stability ACKs parsed on a fast path (checked against
+    :func:`umcore.store.compose.decode` every :data:`CHECK_EVERY`), anything else decoded by
+    compose.  (:class:`umcore.aio.request_port.RequestPort` decodes every header of every UIM
+    into objects, about 8 us per ACK here: at one ACK per message it would cap this process
+    below the target rate and measure itself instead of the Store.)"""
+
+    def __init__(self) -> None:
+        self.tallies: dict[int, Tally] = {}  # by topic index
+        self.other: list[object] = []  # other compositions (registration responses ...)
+        self.got_other = asyncio.Event()
+        self.fast = 0
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: AckPort(self), "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def on_frame(self, f: bytes, now: float) -> None:
+        from umcore.store import compose
+        from umcore.wire import lbmc
+
+        got = fast_ack(f)
+        if got is not None:
+            self.fast += 1
+            tidx = _U32.unpack_from(f, 12)[0]
+            if self.fast % CHECK_EVERY == 0:
+                comp = compose.decode(lbmc.decode(f))
+                if not (
+                    isinstance(comp, compose.StabilityAck)
+                    and (comp.first, comp.last, comp.nak, comp.topic_idx) == (*got, tidx)
+                ):
+                    raise BenchFailure(f"fast ACK parse {got} disagrees with compose: {comp}")
+        else:
+            comp = compose.decode(lbmc.decode(f))
+            if not isinstance(comp, compose.StabilityAck):
+                self.other.append(comp)
+                self.got_other.set()
+                return
+            got, tidx = (comp.first, comp.last, comp.nak), comp.topic_idx
+        tally = self.tallies.get(tidx)
+        if tally is None:
+            raise BenchFailure(f"a stability ACK for unknown topic index {tidx}")
+        tally.ack(*got, now)
+
+    async def wait_other(self, pred: Callable[[object], bool], what: str) -> object:
+        async with asyncio.timeout(WAIT):
+            while True:
+                for c in self.other:
+                    if pred(c):
+                        self.other.remove(c)
+                        return c
+                self.got_other.clear()
+                try:
+                    await self.got_other.wait()
+                except TimeoutError:  # pragma: no cover
+                    raise BenchFailure(f"no {what}") from None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+# ==============================================================================================
+# Processes
+# ==============================================================================================
+
+
+class Proc:
+    """A subprocess whose output lines are collected; waits are bounded."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, started: float) -> None:
+        self.proc = proc
+        self.started = started
+        self.lines: list[tuple[float, str]] = []
+        self.changed = asyncio.Event()
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, *argv: str) -> Proc:
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        return cls(proc, started)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            self.lines.append((time.perf_counter(), line.decode(errors="replace").rstrip()))
+            self.changed.set()
+        self.changed.set()
+
+    async def wait_line(self, pattern: str) -> tuple[float, re.Match[str]]:
+        rx = re.compile(pattern)
+        seen = 0
+        try:
+            async with asyncio.timeout(WAIT):
+                while True:
+                    for at, text in self.lines[seen:]:
+                        m = rx.search(text)
+                        if m:
+                            return at, m
+                    seen = len(self.lines)
+                    if self.proc.returncode is not None or self.reader.done():
+                        raise BenchFailure(f"exited waiting for {pattern!r}: {self.tail()}")
+                    self.changed.clear()
+                    await self.changed.wait()
+        except TimeoutError:
+            raise BenchFailure(f"timed out waiting for {pattern!r}: {self.tail()}") from None
+
+    def tail(self) -> str:
+        return "\n".join(t for _, t in self.lines[-15:])
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 15)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.reader, 5)
+
+
+def store_dirs(tmp: Path) -> Path:
+    """A Store's configuration and its two (existing, empty) directories under ``tmp``."""
+    for d in ("cache", "state"):
+        (tmp / d).mkdir(exist_ok=True)
+    cfg = tmp / "store.xml"
+    cfg.write_text(STORE_XML.format(tmp=tmp, mem=MEM_LIMIT, disk=DISK_LIMIT))
+    return cfg
+
+
+async def start_store(
+    tmp: Path, resolver: str, *, profile: str | None = None
+) -> tuple[Proc, tuple[str, int], float]:
+    """The daemon on ``tmp``'s configuration: (process, Store address, seconds to ready);
+    ``profile``: run it under cProfile, writing that file."""
+    (tmp / "store.cfg").write_text(resolver)
+    prof = ("-m", "cProfile", "-o", profile) if profile else ()
+    proc = await Proc.start(sys.executable, *prof, "-m", "daemons.umestored", str(store_dirs(tmp)))
+    _, m = await proc.wait_line(r"listening on (\d+\.\d+\.\d+\.\d+):(\d+)")
+    at, _ = await proc.wait_line(r"ready to accept registrations")
+    return proc, (m.group(1), int(m.group(2))), at - proc.started
+
+
+# ==============================================================================================
+# Feeding
+# ==============================================================================================
+
+
+class StoreFeed:
+    """The feeding side for the Store: a pyum engine with raw sources, the registration
+    connection to the Store, the ACK listener."""
+
+    def __init__(self, store: tuple[str, int], acks: AckServer) -> None:
+        self.store = store
+        self.acks = acks
+        self.engine: object = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.topics = 0
+
+    async def start(self) -> None:
+        from umcore.engine import Engine
+
+        engine = Engine()
+        await engine.start()
+        self.engine = engine
+        _, self.writer = await asyncio.open_connection(*self.store)
+
+    async def source(self, kind: str, n: int, *, timed: bool = False) -> tuple[object, Tally]:
+        """A new raw source on topic ``bench.<kind>.<i>``, registered with the Store and
+        joined by it; its :class:`Tally` is listening for ACKs."""
+        from umcore.engine import Engine, RawSource
+        from umcore.store import compose
+
+        engine = self.engine
+        assert isinstance(engine, Engine) and self.writer is not None
+        self.topics += 1
+        topic = f"bench.{kind}.{self.topics}"
+        raw: RawSource = await engine.open_raw_source(topic)
+        tidx = raw.source.tidx
+        tally = self.acks.tallies[tidx] = Tally(n, timed=timed)
+        reg = compose.SourceRegistration(
+            topic, 0, tidx, ("127.0.0.1", self.acks.port), ctxinst=os.urandom(8)
+        )
+        self.writer.write(reg.encode())
+        resp = await self.acks.wait_other(
+            lambda c: isinstance(c, compose.RegistrationResponse) and c.topic_idx == tidx,
+            f"registration response for {topic}",
+        )
+        assert isinstance(resp, compose.RegistrationResponse)
+        if resp.error is not None:
+            raise BenchFailure(f"registration of {topic} refused: {resp.error_text}")
+        async with asyncio.timeout(WAIT):
+            while raw.source.receivers < 1:
+                await asyncio.sleep(0.01)
+        return raw, tally
+
+    async def close(self) -> None:
+        from umcore.engine import Engine
+
+        if self.writer is not None:
+            self.writer.close()
+        if isinstance(self.engine, Engine):
+            await self.engine.close()
+
+
+async def feed_store(raw: object, tally: Tally, frames: list[bytes], seconds: float) -> int:
+    """Send frames (at most WINDOW un-ACKed) for ``seconds``; messages sent."""
+    from umcore.engine import RawSource
+    from umcore.errors import WouldBlock
+
+    assert isinstance(raw, RawSource)
+    send = raw.send_nowait
+    sent = 0
+    limit = len(frames)
+    end = time.perf_counter() + seconds
+    while sent < limit and time.perf_counter() < end:
+        room = WINDOW - (sent - tally.acked)
+        if room <= 0:
+            tally.progress.clear()
+            async with asyncio.timeout(WAIT):
+                await tally.progress.wait()
+            continue
+        stop = min(sent + min(room, CHUNK), limit)
+        for i in range(sent, stop):
+            try:
+                send(frames[i], i == stop - 1)
+            except WouldBlock:
+                async with asyncio.timeout(WAIT):
+                    await raw.send(frames[i], i == stop - 1)
+        sent = stop
+        await asyncio.sleep(0)
+    return sent
+
+
+async def settle(tally: Tally, sent: int, what: str) -> None:
+    try:
+        async with asyncio.timeout(WAIT):
+            while tally.acked < sent:
+                tally.progress.clear()
+                await tally.progress.wait()
+    except TimeoutError:
+        pass
+    tally.check(sent, what)
+
+
+class RawAcks(asyncio.Protocol):
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self.pending = b""
+        self.total = 0
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.pending + data if self.pending else data
+        whole = len(buf) - len(buf) % 8
+        if whole:
+            got = self.total = _Q.unpack_from(buf, whole - 8)[0]
+            t = self.tally
+            if got > t.acked:
+                t.ack(t.acked, got - 1, False, time.perf_counter())
+        self.pending = buf[whole:]
+
+
+async def feed_raw(
+    address: tuple[str, int], mode: bytes, frames: list[bytes], seconds: float
+) -> tuple[int, float]:
+    """The same feed to the raw loop: (messages sent and ACKed, seconds to the last ACK)."""
+    loop = asyncio.get_running_loop()
+    tally = Tally(len(frames))
+    ack_proto: list[RawAcks] = []
+
+    def make() -> RawAcks:
+        p = RawAcks(tally)
+        ack_proto.append(p)
+        return p
+
+    server = await loop.create_server(make, "127.0.0.1", 0)
+    ack_port = server.sockets[0].getsockname()[1]
+    transport, _ = await loop.create_connection(asyncio.Protocol, *address)
+    transport.write(_MODE.pack(mode, ack_port))
+    sent = 0
+    limit = len(frames)
+    start = time.perf_counter()
+    end = start + seconds
+    try:
+        while sent < limit and time.perf_counter() < end:
+            room = WINDOW - (sent - tally.acked)
+            if room <= 0:
+                tally.progress.clear()
+                async with asyncio.timeout(WAIT):
+                    await tally.progress.wait()
+                continue
+            stop = min(sent + min(room, CHUNK), limit)
+            transport.write(b"".join(frames[sent:stop]))
+            sent = stop
+            await asyncio.sleep(0)
+        await settle(tally, sent, f"raw loop ({mode.decode()})")
+        if ack_proto[0].total != sent:
+            raise BenchFailure(f"raw loop ACKed {ack_proto[0].total} messages of {sent}")
+    finally:
+        transport.close()
+        server.close()
+    return sent, tally.last_ack - start
+
+
+# ==============================================================================================
+# Phases
+# ==============================================================================================
+
+
+async def ingest_round(
+    feed: StoreFeed, kind: str, frames: list[bytes], store: Proc
+) -> tuple[float, float]:
+    """One store round: (msgs/s, store CPU seconds per message)."""
+    raw, tally = await feed.source(kind, len(frames))
+    cpu0 = store.cpu()
+    start = time.perf_counter()
+    sent = await feed_store(raw, tally, frames, ROUND_SECONDS)
+    await settle(tally, sent, f"store ({kind} repository)")
+    elapsed = tally.last_ack - start
+    cpu = (store.cpu() - cpu0) / sent
+    from umcore.engine import RawSource
+
+    assert isinstance(raw, RawSource)
+    feed.acks.tallies.pop(raw.source.tidx, None)
+    await raw.close()
+    return sent / elapsed, cpu
+
+
+async def latency_phase(
+    feed: StoreFeed, kind: str, rate: float, frames: list[bytes]
+) -> tuple[float, float, float, int]:
+    """Paced sends at ``rate``: (p50 ms, p99 ms, rate offered, messages counted)."""
+    from umcore.engine import RawSource
+    from umcore.errors import WouldBlock
+
+    n = min(len(frames), int(rate * LATENCY_SECONDS) + MAX_BURST)
+    raw, tally = await feed.source(kind, n, timed=True)
+    assert isinstance(raw, RawSource) and tally.sent_at is not None
+    sent_at = tally.sent_at
+    send = raw.send_nowait
+    sent = 0
+    clock = time.perf_counter
+    start = clock()
+    while sent < n:
+        now = clock()
+        if now - start >= LATENCY_SECONDS:
+            break
+        due = min(int((now - start) * rate), sent + MAX_BURST, n)
+        if due > sent:
+            for i in range(sent, due):
+                try:
+                    send(frames[i], i == due - 1)
+                except WouldBlock:
+                    await raw.send(frames[i], i == due - 1)
+            t = clock()
+            for i in range(sent, due):
+                sent_at[i] = t
+            sent = due
+        await asyncio.sleep(0.0005)
+    offered = sent / (clock() - start)
+    await settle(tally, sent, f"paced store ({kind} repository)")
+    feed.acks.tallies.pop(raw.source.tidx, None)
+    await raw.close()
+    skip = int(rate * LATENCY_WARMUP)
+    # tally.latency is in ACK order; recompute per sqn for the warm-up cut
+    lat = tally.latency[skip:] if len(tally.latency) > skip else tally.latency
+    return pct(lat, 0.5) * 1e3, pct(lat, 0.99) * 1e3, offered, len(lat)
+
+
+def rss_child() -> None:
+    """Subprocess: VmRSS before/after appending RETAINED frames to a memory repository."""
+    from umcore.store.repository import Append, RepositoryConfig, make_repository
+
+    cfg = RepositoryConfig(kind="memory", size_threshold=MEM_LIMIT, size_limit=MEM_LIMIT)
+    now = time.monotonic()
+    repo = make_repository(1, cfg, tempfile.gettempdir(), now)
+    payload = bytes(PAYLOAD)
+    pack = _HEAD.pack
+    repo.append(0, pack(0, 0, FRAME_LEN, 0, 0) + payload, now)
+    before = vm_rss_kb()
+    append = repo.append
+    t0 = time.perf_counter()
+    for sqn in range(1, RETAINED + 1):
+        if append(sqn, pack(0, 0, FRAME_LEN, 0, sqn) + payload, now) is not Append.STORED:
+            print(f"FAILED: sqn {sqn} not stored", flush=True)
+            return
+    took = time.perf_counter() - t0
+    after = vm_rss_kb()
+    held = repo.stats().get("frames_held", RETAINED)
+    print(f"rss {before} {after} {held} {took:.3f}", flush=True)
+
+
+def fill_child(cache_dir: str, state_dir: str, topic: str, reply_port: int) -> None:
+    """Subprocess: a disk repository of RETAINED frames through the repository + StoreIO, and
+    the state file the core would write for it."""
+    asyncio.run(_fill(cache_dir, state_dir, topic, reply_port))
+
+
+async def _fill(cache_dir: str, state_dir: str, topic: str, reply_port: int) -> None:
+    from umcore.aio.storeio import StoreIO
+    from umcore.features.latejoin import make_otid
+    from umcore.store.repository import Append, RepositoryConfig, make_repository
+    from umcore.store.state import SourceState, encode_state, state_name
+
+    loop = asyncio.get_running_loop()
+    reg_id = 4242
+    cfg = RepositoryConfig(
+        kind="disk",
+        size_threshold=1 << 20,
+        size_limit=MEM_LIMIT,
+        disk_file_size_limit=DISK_LIMIT,
+    )
+    now = loop.time()
+    repo = make_repository(reg_id, cfg, cache_dir, now, wall_offset=time.time() - now)
+    done = asyncio.Event()
+
+    def on_done(d: object) -> None:
+        from umcore.store.io import IoDone
+
+        assert isinstance(d, IoDone)
+        repo.io_done(d, loop.time())
+        io.submit(repo.take_io())
+        repo.take_newly_stable()
+        if repo.stable_sqn == RETAINED - 1:
+            done.set()
+
+    io = StoreIO(loop, on_done)
+    payload = bytes(PAYLOAD)
+    pack = _HEAD.pack
+    t0 = time.perf_counter()
+    for sqn in range(RETAINED):
+        if repo.append(sqn, pack(0, 0, FRAME_LEN, 0, sqn) + payload, now) is not Append.STORED:
+            print(f"FAILED: sqn {sqn} not stored", flush=True)
+            return
+        if sqn & 4095 == 4095:
+            io.submit(repo.take_io())
+            await asyncio.sleep(0)
+            now = loop.time()
+    io.submit(repo.take_io())
+    async with asyncio.timeout(60):
+        await done.wait()
+    state = SourceState(
+        reg_id=reg_id,
+        topic=topic,
+        ip="127.0.0.1",
+        port=reply_port,
+        repository_type="disk",
+        created=time.time(),
+        otid=make_otid("127.0.0.1", reply_port, 0),
+        context_instance=os.urandom(8),
+        lead_sqn=RETAINED - 1,
+    )
+    with open(os.path.join(state_dir, state_name(reg_id)), "wb") as f:
+        f.write(encode_state(state))
+    await io.close()
+    print(f"filled {RETAINED} {time.perf_counter() - t0:.3f} {repo.disk_bytes}", flush=True)
+
+
+async def run_child(*code: str) -> list[str]:
+    proc = await Proc.start(sys.executable, "-c", "; ".join(code))
+    async with asyncio.timeout(120):
+        await proc.proc.wait()
+        await proc.reader
+    out = [t for _, t in proc.lines]
+    if proc.proc.returncode != 0 or any(t.startswith("FAILED") for t in out):
+        raise BenchFailure("\n".join(out[-15:]))
+    return out
+
+
+async def restart_phase(resolver: str, acks: AckServer) -> tuple[float, float, float]:
+    """(seconds to ready holding RETAINED messages, seconds to ready empty, fill seconds)."""
+    from umcore.store import compose
+
+    topic = "bench.disk.restart"
+    with tempfile.TemporaryDirectory(prefix="pyum-bench-store-") as t_full, \
+            tempfile.TemporaryDirectory(prefix="pyum-bench-store-") as t_empty:  # fmt: skip
+        full, empty = Path(t_full), Path(t_empty)
+        store_dirs(full)
+        store_dirs(empty)
+        out = await run_child(
+            "from bench.store import fill_child",
+            f"fill_child({str(full / 'cache')!r}, {str(full / 'state')!r}, {topic!r}, {acks.port})",
+        )
+        fill_s = float(out[-1].split()[2])
+        times = {}
+        for name, tmp in (("empty", empty), ("full", full)):
+            proc, address, ready = await start_store(tmp, resolver)
+            times[name] = ready
+            try:
+                if name == "full":
+                    restored = [t for _, t in proc.lines if "restored 1 source" in t]
+                    if not restored:
+                        raise BenchFailure(f"the Store did not restore the source: {proc.tail()}")
+                    _, w = await asyncio.open_connection(*address)
+                    w.write(
+                        compose.SourceRegistration(
+                            topic, 0, 0, ("127.0.0.1", acks.port), reg_id=4242
+                        ).encode()
+                    )
+                    resp = await acks.wait_other(
+                        lambda c: isinstance(c, compose.RegistrationResponse) and c.reg_id == 4242,
+                        "re-registration response",
+                    )
+                    w.close()
+                    assert isinstance(resp, compose.RegistrationResponse)
+                    if resp.error is not None or not resp.old or resp.high_seqnum != RETAINED - 1:
+                        raise BenchFailure(f"restarted Store answered {resp}")
+            finally:
+                await proc.stop()
+    return times["full"], times["empty"], fill_s
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+async def _main() -> None:
+    from umcore.config.attributes import Configuration, reset_global_configuration
+
+    resolver = resolver_lines(free_udp_port())
+    cfg = Configuration()
+    cfg.config_text(resolver, "bench")
+    reset_global_configuration(cfg)
+    frames = [frame(i) for i in range(MAX_FRAMES)]
+    acks = AckServer()
+    await acks.start()
+    tmp_ctx = tempfile.TemporaryDirectory(prefix="pyum-bench-store-")
+    tmp = Path(tmp_ctx.name)
+    (tmp / "raw").mkdir()
+    store: Proc | None = None
+    rawp: Proc | None = None
+    feed: StoreFeed | None = None
+    try:
+        store, address, _ready = await start_store(
+            tmp, resolver, profile=os.environ.get(PROFILE_ENV)
+        )
+        rawp = await Proc.start(
+            sys.executable,
+            "-c",
+            f"from bench.store import raw_loop; raw_loop({str(tmp / 'raw')!r})",
+        )
+        _, m = await rawp.wait_line(r"listening on ([\d.]+):(\d+)")
+        raw_address = (m.group(1), int(m.group(2)))
+        feed = StoreFeed(address, acks)
+        await feed.start()
+        print(
+            f"   {PAYLOAD}-byte payloads ({FRAME_LEN}-byte LBMC frames), window {WINDOW:,} "
+            f"un-ACKed, {ROUNDS} rounds x {ROUND_SECONDS:.1f} s each of store-memory, "
+            f"store-disk, raw-memory, raw-disk (umestored daemon as a subprocess)"
+        )
+        names = ("store-mem", "store-disk", "raw-mem", "raw-disk")
+        rates: dict[str, list[float]] = {n: [] for n in names}
+        cpus: dict[str, list[float]] = {n: [] for n in names}
+        for rnd in range(ROUNDS):
+            order = names if rnd % 2 == 0 else names[::-1]
+            for name in order:
+                if name.startswith("store"):
+                    kind = "mem" if name == "store-mem" else "disk"
+                    rate, cpu = await ingest_round(feed, kind, frames, store)
+                else:
+                    c0 = rawp.cpu()
+                    mode = b"M" if name == "raw-mem" else b"D"
+                    sent, elapsed = await feed_raw(raw_address, mode, frames, ROUND_SECONDS)
+                    rate, cpu = sent / elapsed, (rawp.cpu() - c0) / sent
+                rates[name].append(rate)
+                cpus[name].append(cpu)
+            print(
+                f"   round {rnd + 1}: "
+                + "  ".join(f"{n} {rates[n][-1]:9,.0f}" for n in names)
+                + " msgs/s ACKed"
+            )
+        for kind in ("mem", "disk"):
+            s, r = f"store-{kind}", f"raw-{kind}"
+            best = max(rates[s])
+            ratio = best / max(rates[r])
+            med = statistics.median(a / b for a, b in zip(rates[s], rates[r], strict=True))
+            cpu_s = statistics.median(cpus[s]) * 1e6
+            cpu_r = statistics.median(cpus[r]) * 1e6
+            label = "memory" if kind == "mem" else "disk  "
+            print(
+                f"   {label} repository: best {best:,.0f} msgs/s ({verdict(best >= TARGET_RATE)}: "
+                f">= {TARGET_RATE:,}); raw loop {max(rates[r]):,.0f}; ratio best/best {ratio:.2f}, "
+                f"median of rounds {med:.2f} ({verdict(max(ratio, med) >= TARGET_RATIO)}: "
+                f">= {TARGET_RATIO:.2f}); CPU per message: store {cpu_s:.1f} us, raw {cpu_r:.2f} us"
+            )
+        for kind in ("mem", "disk"):
+            half = max(rates[f"store-{kind}"]) / 2
+            p50, p99, offered, count = await latency_phase(feed, kind, half, frames)
+            label = "memory" if kind == "mem" else "disk  "
+            print(
+                f"   stability-ACK latency, {label} repository at {offered:,.0f} msgs/s (half the "
+                f"best): p50 {p50:.3f} ms  p99 {p99:.3f} ms over {count:,} messages "
+                f"({verdict(p99 <= GOAL_P99_MS)}: p99 <= {GOAL_P99_MS:g} ms)"
+            )
+    finally:
+        if feed is not None:
+            await feed.close()
+        if store is not None:
+            await store.stop()
+        if rawp is not None:
+            await rawp.stop()
+        tmp_ctx.cleanup()
+    out = await run_child("from bench.store import rss_child", "rss_child()")
+    before, after, held, took = out[-1].split()[1:]
+    mb = (int(after) - int(before)) / 1024 * 1_000_000 / RETAINED
+    print(
+        f"   memory repository holding {int(held):,} 64-byte messages: VmRSS +{mb:.1f} MB per "
+        f"1,000,000 ({verdict(mb <= GOAL_MB_PER_MILLION)}: <= {GOAL_MB_PER_MILLION:g} MB); "
+        f"appended in {float(took):.2f} s"
+    )
+    full, empty, fill_s = await restart_phase(resolver, acks)
+    print(
+        f"   restart of a Store holding {RETAINED:,} messages on disk: {full:.2f} s to ready "
+        f"({verdict(full <= GOAL_RESTART_S)}: <= {GOAL_RESTART_S:g} s); empty Store "
+        f"{empty:.2f} s (interpreter and imports), so restoring took about {full - empty:.2f} s; "
+        f"filled in {fill_s:.1f} s"
+    )
+    acks.close()
+    reset_global_configuration(None)
+
+
+def main() -> None:
+    try:
+        import uvloop
+
+        runner: Callable[..., object] = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run
+    runner(_main())
+
+
+if __name__ == "__main__":
+    main()
