@@ -1055,7 +1055,7 @@ def decode(msg: lbmc.LBMCMessage) -> Composition | None:
                 continue
             for need in row.required:
                 if msg.find(need) is None:
-                    raise _bad(f"no {need.__name__} header", row.cls.__name__)
+                    raise _bad(f"no {need.NAME.upper()} header", row.cls.__name__)
             try:
                 return row.build(msg, hdr)
             except StoreProtocolError:
