@@ -333,3 +333,27 @@ def test_trap08_regid_0_is_assigned_unique_and_deterministic(tmp_path: Path) -> 
         ids.append([Source(rig, "t", port=15000 + i).register().reg_id for i in range(5)])  # type: ignore[union-attr]
     assert ids[0] == ids[1]
     assert len(set(ids[0])) == 5 and 0 not in ids[0]
+
+
+def test_a_retry_while_the_answer_waits_creates_nothing_twice(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [topic_config("t", repository_type="disk")])
+    rig.executor.hold = {IoKind.STATE_WRITE}
+    src = Source(rig, "t")
+    assert src.register() is None
+    assert src.register() is None  # the source's registration retry
+    rcv_src = rig.core.registry.sources
+    assert len(rcv_src) == 1
+    rig.executor.hold = set()
+    rig.release()
+    (resp,) = rig.take(src.reply_to, compose.RegistrationResponse)
+    assert resp.error is None and not resp.old
+    src.reg_id = resp.reg_id
+    rig.executor.hold = {IoKind.STATE_WRITE}
+    rcv = Receiver(rig, src)
+    assert rcv.register() is None
+    assert rcv.register() is None
+    rig.executor.hold = set()
+    rig.release()
+    (rresp,) = rig.take(rcv.reply_to, compose.RegistrationResponse)
+    assert rresp.error is None and rig.core.stats().receivers == 1
+    assert rig.core.stats().counters["registrations_waiting"] == 2

@@ -208,6 +208,7 @@ class _Counters:
     other_topic_frames: int = 0
     refused_after_shutdown: int = 0
     registration_errors: int = 0
+    registrations_waiting: int = 0
     registrations: int = 0
     retransmissions: int = 0
     rx_forwarded: int = 0
@@ -230,6 +231,7 @@ class _Held:
     sends: list[tuple[Address, bytes]]
     events: list[StoreEvent]
     undo: Callable[[float], None]
+    done: Callable[[], bool]  # clears the entry's ``creating``; False: it is gone meanwhile
 
 
 class StoreCore:
@@ -357,13 +359,14 @@ class StoreCore:
         topic_idx: int,
         reply_to: Address,
         marker: int,
+        store_index: int,
         code: int,
         why: str,
     ) -> None:
         self.counters.registration_errors += 1
         resp = compose.RegistrationResponse(
             source, req_reg_id, transport_idx, topic_idx, 0, NO_SQN, marker,
-            store_index=self.store_index, error=code, ctxinst=self.ctxinst,
+            store_index=store_index, error=code, ctxinst=self.ctxinst,
         )  # fmt: skip
         self._send(reply_to, resp.encode())
         kind = "source" if source else "receiver"
@@ -415,7 +418,7 @@ class StoreCore:
         def refuse(code: int, why: str, reg_id: int = req.reg_id) -> None:
             self._refuse(
                 True, req.topic, reg_id, req.transport_idx, req.topic_idx, req.reply_to,
-                req.marker, code, why,
+                req.marker, req.store_index, code, why,
             )  # fmt: skip
 
         cfg = self.instance.match(req.topic)
@@ -433,6 +436,20 @@ class StoreCore:
             refuse(lbmc.PREG_RESP_EREGID, "the RegID is a receiver's", reg_id)
             return
         src = reg.sources.get(reg_id) if reg_id else None
+        if src is None and not reg_id:
+            src = next(
+                (
+                    s
+                    for r in reg.topics.get(req.topic, ())
+                    if (s := reg.sources[r]).creating
+                    and (s.reply_to, s.transport_idx, s.topic_idx)
+                    == (req.reply_to, req.transport_idx, req.topic_idx)
+                ),
+                None,
+            )
+        if src is not None and src.creating:
+            c.registrations_waiting += 1  # a retry: its answer waits for the state write
+            return
         if src is None:
             self._new_source(req, cfg, reg_id or reg.assign(), now)
             return
@@ -476,7 +493,7 @@ class StoreCore:
         except ConfigError as exc:
             self._refuse(
                 True, req.topic, req.reg_id, req.transport_idx, req.topic_idx, req.reply_to,
-                req.marker, lbmc.PREG_RESP_ECONFIG, exc.message,
+                req.marker, req.store_index, lbmc.PREG_RESP_ECONFIG, exc.message,
             )  # fmt: skip
             return
         topts = cfg.options
@@ -503,14 +520,17 @@ class StoreCore:
             f"{reg_id} Indices {src.transport_idx}.{src.topic_idx} [{src.reply_to[0]}:"
             f"{src.reply_to[1]}]",
         )
-        self._answer(src, [(src.reply_to, resp)], [event], now, undo=self._undo_source(src))
+        reg = self.registry
 
-    def _undo_source(self, src: SourceEntry) -> Callable[[float], None]:
         def undo(now: float) -> None:
-            if self.registry.sources.get(src.reg_id) is src:
+            if reg.sources.get(src.reg_id) is src:
                 self._delete_source(src, now, DeletionReason.DELETED, quiet=True)
 
-        return undo
+        def done() -> bool:
+            src.creating = False
+            return reg.sources.get(src.reg_id) is src
+
+        src.creating = self._answer(src, [(src.reply_to, resp)], [event], now, undo=undo, done=done)
 
     def _add_source(self, src: SourceEntry, now: float) -> None:
         if self.registry.add_source(src):
@@ -550,16 +570,18 @@ class StoreCore:
         now: float,
         *,
         undo: Callable[[float], None] | None = None,
-    ) -> None:
+        done: Callable[[], bool] | None = None,
+    ) -> bool:
         """Send ``sends`` and report ``events`` once ``src``'s state is on disk (at once for a
-        memory repository, whose state is not kept)."""
+        memory repository, whose state is not kept); True when they wait."""
         job = self._write_state(src, now)
-        if job is None or undo is None:
+        if job is None or undo is None or done is None:
             for dest, data in sends:
                 self._send(dest, data)
             self._events.extend(events)
-            return
-        self._held[job.tag] = _Held(sends, events, undo)
+            return False
+        self._held[job.tag] = _Held(sends, events, undo, done)
+        return True
 
     def _reregister_source(
         self, src: SourceEntry, req: compose.SourceRegistration, now: float
@@ -605,7 +627,7 @@ class StoreCore:
         def refuse(code: int, why: str, reg_id: int = req.reg_id) -> None:
             self._refuse(
                 False, req.topic, reg_id, req.transport_idx, req.topic_idx, req.reply_to,
-                req.marker, code, why,
+                req.marker, req.store_index, code, why,
             )  # fmt: skip
 
         src = reg.sources.get(req.src_reg_id)
@@ -628,6 +650,14 @@ class StoreCore:
             refuse(lbmc.PREG_RESP_EREGID, "the RegID is a source's", reg_id)
             return
         rcv = src.receivers.get(reg_id) if reg_id else None
+        if rcv is None and not reg_id:
+            rcv = next(
+                (r for r in src.receivers.values() if r.creating and r.reply_to == req.reply_to),
+                None,
+            )
+        if rcv is not None and rcv.creating:
+            c.registrations_waiting += 1
+            return
         repo = src.repository
         lead = repo.lead_sqn
         if rcv is not None:
@@ -682,7 +712,11 @@ class StoreCore:
                 self.registry.remove_receiver(src, rcv)
                 rcv.clock.step(ClientEvent.EXPIRE)
 
-        self._answer(src, sends, events, now, undo=undo)
+        def done() -> bool:
+            rcv.creating = False
+            return src.receivers.get(rcv.reg_id) is rcv
+
+        rcv.creating = self._answer(src, sends, events, now, undo=undo, done=done)
 
     def _first_for_new(self, src: SourceEntry, *, rpp: bool) -> int:
         """Where a new receiver's recovery starts."""
@@ -764,6 +798,9 @@ class StoreCore:
                 self._keepalive_to(src.reply_to, src, ka.reg_id, src.store_index, False, now)
                 src.clock.last_sent = now
             return
+        if ka.role != lbmc.KA_TYPE_RECEIVER:
+            c.unexpected_control += 1  # another Store's keepalive is not for us
+            return
         states = reg.receiver_states(ka.reg_id)
         if not states:
             c.unknown_regid += 1
@@ -808,6 +845,13 @@ class StoreCore:
     ) -> None:
         for rx in req.requests:
             self.retx.offer(rx)
+        if req.requests:  # activity of the asking receiver (known by its address)
+            first = req.requests[0]
+            src = self.registry.sources.get(first.id_2)
+            if src is not None:
+                for rcv in src.receivers.values():
+                    if rcv.reply_to == first.reply_to:
+                        rcv.clock.heard(now)
 
     def _service_retx(self, now: float) -> None:
         taken = self.retx.take(now)
@@ -1153,7 +1197,7 @@ class StoreCore:
         if job.kind is IoKind.STATE_WRITE or job.kind is IoKind.STATE_DELETE:
             held = self._held.pop(job.tag, None) if job.kind is IoKind.STATE_WRITE else None
             if done.ok:
-                if held is not None:
+                if held is not None and held.done():
                     for dest, data in held.sends:
                         self._send(dest, data)
                     self._events.extend(held.events)
@@ -1477,11 +1521,6 @@ class StoreCore:
 
 
 _MISSING: Any = object()
-
-
-def src_ranges(src: SourceEntry) -> list[list[int]]:
-    """The pending stability ranges of ``src`` (kept on the entry)."""
-    return src.ack_ranges
 
 
 def _after_stable(src: SourceEntry, first: int, last: int) -> tuple[int, int] | None:

@@ -171,6 +171,7 @@ class ReceiverEntry:
     topic_idx: int = 0
     store_index: int = 0
     created: float = 0.0
+    creating: bool = False  # its answer waits for the state write naming it
 
     @property
     def blocking(self) -> bool:
@@ -212,6 +213,7 @@ class SourceEntry:
     next_check: float = 0.0
     retx_prefix: bytes = b""
     matched: bool = False  # a transport session's frames were matched to it
+    creating: bool = False  # its answer waits for the state write naming it
 
     def same_registrant(self, reply_to: Address, ctxinst: bytes, session_id: int) -> bool:
         """A registration from the registrant we know, not a second one asking for the RegID:
