@@ -237,3 +237,16 @@ def test_table_names_what_is_inferred() -> None:
     assert {r.cls for r in compose.TABLE if r.inferred} >= {
         compose.SourceRegistration, compose.StabilityAck, compose.Sri, compose.Retransmission,
     }  # fmt: skip
+
+
+@settings(max_examples=50, deadline=None)
+@given(ack=STRATEGIES[compose.StabilityAck])
+def test_stability_ack_fast_encoding_equals_the_general_encoder(ack: compose.StabilityAck) -> None:
+    headers: list[lbmc.Header] = [
+        lbmc.UmeAck(compose.ACK_FLAG_NAK if ack.nak else 0, lbmc.ACK_TYPE_STABLE,
+                    ack.transport_idx, ack.topic_idx, 0, ack.first)
+    ]  # fmt: skip
+    if ack.last != ack.first:
+        headers.append(lbmc.UmeRangedAck(0, ack.first, ack.last))
+    headers.append(lbmc.UmeStoreId(ack.store_index))
+    assert ack.encode() == lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=headers))

@@ -161,6 +161,11 @@ ERROR_TEXTS: dict[int, str] = {
 }
 
 
+# Stability ACKs, precompiled: CONTROL header, UME_ACK (20), [UME_RANGED_ACK (12),] UME_STOREID.
+_ACK1 = struct.Struct("!BBHBBBBIIIIBBH")
+_ACKR = struct.Struct("!BBHBBBBIIIIBBHIIBBH")
+
+
 class StoreProtocolError(RemoteProtocolError):
     """A peer's store message lacks a required header or carries a value out of range."""
 
@@ -577,18 +582,29 @@ class StabilityAck:
     RECORD: ClassVar[str] = "stability ACK"
 
     def encode(self) -> bytes:
+        """One precompiled struct per shape (the Store sends one per stable batch)."""
         if (self.last - self.first) & _U32 > _MAX_RANGE:
             raise LocalProtocolError(f"ranged ACK {self.first}..{self.last} out of order")
+        if not 0 <= self.store_index <= 0x7FFF:
+            raise LocalProtocolError(f"store_id out of range: {self.store_index}")
         flags = ACK_FLAG_NAK if self.nak else 0
-        headers: list[lbmc.Header] = [
-            lbmc.UmeAck(
-                flags, lbmc.ACK_TYPE_STABLE, self.transport_idx, self.topic_idx, 0, self.first
-            )
-        ]
-        if self.last != self.first:
-            headers.append(lbmc.UmeRangedAck(0, self.first, self.last))
-        headers.append(lbmc.UmeStoreId(self.store_index))
-        return _control(headers)
+        try:
+            if self.last == self.first:
+                return _ACK1.pack(
+                    lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACK1.size,
+                    lbmc.UmeStoreId.ID, 20, flags, lbmc.ACK_TYPE_STABLE, self.transport_idx,
+                    self.topic_idx, 0, self.first,
+                    lbmc.HDR_NONE, 4, self.store_index,
+                )  # fmt: skip
+            return _ACKR.pack(
+                lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACKR.size,
+                lbmc.UmeRangedAck.ID, 20, flags, lbmc.ACK_TYPE_STABLE, self.transport_idx,
+                self.topic_idx, 0, self.first,
+                lbmc.UmeStoreId.ID, 12, 0, self.first, self.last,
+                lbmc.HDR_NONE, 4, self.store_index,
+            )  # fmt: skip
+        except struct.error as exc:
+            raise LocalProtocolError(f"cannot encode a stability ACK: {exc}") from None
 
     @classmethod
     def from_message(cls, msg: lbmc.LBMCMessage, key: lbmc.Header) -> StabilityAck:
