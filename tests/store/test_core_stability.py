@@ -172,7 +172,7 @@ def test_ack_positions_reach_the_state_file_batched(tmp_path: Path) -> None:
     assert len([j for j in rig.executor.done if j.path == str(path)]) == writes + 1
 
 
-def test_frames_stored_only_for_the_matching_session_and_topic_index(tmp_path: Path) -> None:
+def test_trap02_frames_stored_per_source_for_the_matching_session_and_topic_index(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, [topic_config("t", repository_size_threshold=BIG)])
     a = Source(rig, "t", transport_idx=1, topic_idx=3)
     b = Source(rig, "t", ip="10.0.0.5", transport_idx=1, topic_idx=3, advertise=False)
@@ -181,6 +181,9 @@ def test_frames_stored_only_for_the_matching_session_and_topic_index(tmp_path: P
     a.send(0)
     b.send(0, 1)
     assert a.acked() == [0] and b.acked() == [0, 1]
+    # trap 2: one repository per source, not per topic
+    held = {r.reg_id: r.counters["frames_held"] for r in rig.core.stats().repositories}
+    assert held == {a.reg_id: 1, b.reg_id: 2}
     core = rig.core
     # another topic's index on the same session, control frames, garbage: not stored
     core.receive_frame(a.session, lbmc.encode_data(4, 9, b"x"), rig.now)

@@ -28,6 +28,8 @@ Modules (who builds on whom)::
                    as I/O jobs (:class:`IoJob`); completions come back as inputs.
     registry.py    RegIDs, Session IDs, sources and receivers with their activity timeouts and
                    state lifetimes.
+    retx.py        the instance's retransmission-request queue and its rate limit.
+    events.py      what the core reports (log lines with the statistics events' fields).
     core.py        :class:`StoreCore`, one Store instance: takes control messages, frames, I/O
                    completions and ``now``; gives UIMs to send, I/O jobs, topics to join or
                    leave, and events to log and count; exposes its next timer.
