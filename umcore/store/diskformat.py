@@ -290,16 +290,16 @@ def parse_index(
     mv = memoryview(buf).cast("B")
     off = FILE_HEADER_LEN
     parts: list[memoryview] = []
-    firsts: list[int] = []
-    counts: list[int] = []
-    expect = data_start
+    firsts: list[tuple[int, int, int]] = []  # (entry index, first_offset, block start)
+    count_all = 0
     problem: str | None = None
     total = len(mv)
+    unpack = BLOCK_HEADER.unpack_from
     while off < total:
         if total - off < BLOCK_HEADER_LEN:
             problem = f"index block at {off}: short header"
             break
-        magic, count, first, crc = BLOCK_HEADER.unpack_from(mv, off)
+        magic, count, first, crc = unpack(mv, off)
         body = off + BLOCK_HEADER_LEN
         end = body + count * INDEX_ENTRY_LEN
         if magic != BLOCK_MAGIC or end > total:
@@ -308,16 +308,9 @@ def parse_index(
         if crc32(mv[body:end], crc32(mv[off : off + 12])) != crc:
             problem = f"index block at {off}: bad CRC"
             break
-        if first != expect:
-            problem = f"index block at {off}: starts at {first}, expected {expect}"
-            break
         parts.append(mv[body:end])
-        firsts.append(first)
-        counts.append(count)
-        lens_block = array("I", bytes(mv[body:end]))
-        if _BIG:
-            lens_block.byteswap()
-        expect = first + sum(lens_block[1::_WORDS])
+        firsts.append((count_all, first, off))
+        count_all += count
         off = end
     blob = b"".join(parts)
     words = array("I", blob)
@@ -327,7 +320,17 @@ def parse_index(
         doubles.byteswap()
     lengths = words[1::_WORDS]
     offsets = array("Q", accumulate(lengths, initial=data_start))
-    offsets.pop()
+    # records are contiguous: each block must start where the one before it ended
+    for k, first, start in firsts:
+        if offsets[k] != first:
+            problem = f"index block at {start}: starts at {first}, expected {offsets[k]}"
+            off = start
+            del words[k * _WORDS :]
+            del doubles[k * _DOUBLES :]
+            del lengths[k:]
+            del offsets[k + 1 :]
+            break
+    expect = offsets.pop()
     return IndexData(
         sqns=words[0::_WORDS],
         lengths=lengths,
