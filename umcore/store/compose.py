@@ -109,6 +109,7 @@ __all__ = [
     "StabilityAck",
     "StoreProtocolError",
     "decode",
+    "encode_stability",
     "retransmission_prefix",
     "rxreq_messages",
     "splice_retransmission",
@@ -582,29 +583,9 @@ class StabilityAck:
     RECORD: ClassVar[str] = "stability ACK"
 
     def encode(self) -> bytes:
-        """One precompiled struct per shape (the Store sends one per stable batch)."""
-        if (self.last - self.first) & _U32 > _MAX_RANGE:
-            raise LocalProtocolError(f"ranged ACK {self.first}..{self.last} out of order")
-        if not 0 <= self.store_index <= 0x7FFF:
-            raise LocalProtocolError(f"store_id out of range: {self.store_index}")
-        flags = ACK_FLAG_NAK if self.nak else 0
-        try:
-            if self.last == self.first:
-                return _ACK1.pack(
-                    lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACK1.size,
-                    lbmc.UmeStoreId.ID, 20, flags, lbmc.ACK_TYPE_STABLE, self.transport_idx,
-                    self.topic_idx, 0, self.first,
-                    lbmc.HDR_NONE, 4, self.store_index,
-                )  # fmt: skip
-            return _ACKR.pack(
-                lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACKR.size,
-                lbmc.UmeRangedAck.ID, 20, flags, lbmc.ACK_TYPE_STABLE, self.transport_idx,
-                self.topic_idx, 0, self.first,
-                lbmc.UmeStoreId.ID, 12, 0, self.first, self.last,
-                lbmc.HDR_NONE, 4, self.store_index,
-            )  # fmt: skip
-        except struct.error as exc:
-            raise LocalProtocolError(f"cannot encode a stability ACK: {exc}") from None
+        return encode_stability(
+            self.transport_idx, self.topic_idx, self.first, self.last, self.store_index, self.nak
+        )
 
     @classmethod
     def from_message(cls, msg: lbmc.LBMCMessage, key: lbmc.Header) -> StabilityAck:
@@ -627,6 +608,35 @@ class StabilityAck:
             store_index=sid.store_id,
             nak=bool(key.flags & ACK_FLAG_NAK),
         )
+
+
+def encode_stability(
+    transport_idx: int, topic_idx: int, first: int, last: int, store_index: int, nak: bool
+) -> bytes:
+    """A :class:`StabilityAck`'s bytes without building one (the Store's per-batch path): one
+    precompiled struct per shape."""
+    if (last - first) & _U32 > _MAX_RANGE:
+        raise LocalProtocolError(f"ranged ACK {first}..{last} out of order")
+    if not 0 <= store_index <= 0x7FFF:
+        raise LocalProtocolError(f"store_id out of range: {store_index}")
+    flags = ACK_FLAG_NAK if nak else 0
+    try:
+        if last == first:
+            return _ACK1.pack(
+                lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACK1.size,
+                lbmc.UmeStoreId.ID, 20, flags, lbmc.ACK_TYPE_STABLE, transport_idx, topic_idx,
+                0, first,
+                lbmc.HDR_NONE, 4, store_index,
+            )  # fmt: skip
+        return _ACKR.pack(
+            lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACKR.size,
+            lbmc.UmeRangedAck.ID, 20, flags, lbmc.ACK_TYPE_STABLE, transport_idx, topic_idx,
+            0, first,
+            lbmc.UmeStoreId.ID, 12, 0, first, last,
+            lbmc.HDR_NONE, 4, store_index,
+        )  # fmt: skip
+    except struct.error as exc:
+        raise LocalProtocolError(f"cannot encode a stability ACK: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -539,6 +539,9 @@ class StoreCore:
         self._sessions.clear()
 
     def _set_identity(self, src: SourceEntry) -> None:
+        opts = src.topic_cfg.options
+        src.ack_minimum = max(1, int(opts["stability-ack-minimum-number"]))
+        src.ack_interval = int(opts["stability-ack-interval"]) / 1000.0
         otid = make_otid(src.reply_to[0], src.reply_to[1], src.transport_idx)
         src.retx_prefix = compose.retransmission_prefix(otid, src.topic)
 
@@ -1032,7 +1035,7 @@ class StoreCore:
     # ==========================================================================================
 
     def _stability(self, src: SourceEntry, first: int, last: int, *, nak: bool, now: float) -> None:
-        ack = compose.StabilityAck(
+        data = compose.encode_stability(
             src.transport_idx, src.topic_idx, first, last, src.store_index, nak
         )
         if nak:
@@ -1040,7 +1043,7 @@ class StoreCore:
         else:
             self.counters.acks_sent += 1
         src.clock.last_sent = now
-        self._send(src.reply_to, ack.encode())
+        self._sends.append((src.reply_to, data))
 
     def _withheld(self, src: SourceEntry) -> bool:
         repo = src.repository
@@ -1059,17 +1062,17 @@ class StoreCore:
     def _after(self, src: SourceEntry, now: float) -> None:
         """Collect what ``src``'s repository produced: stable ranges, I/O, read results."""
         repo = src.repository
-        opts = src.topic_cfg.options
         while (rng := repo.take_newly_stable()) is not None:
             self._newly_stable(src, _after_stable(src, *rng), now)
-        if src.ack_count:
-            minimum = int(opts["stability-ack-minimum-number"])
-            due = src.ack_since + int(opts["stability-ack-interval"]) / 1000.0
-            if (minimum <= 1 or src.ack_count >= minimum or now >= due) and not self._withheld(src):
-                for first, last in src.ack_ranges:
-                    self._stability(src, first, last, nak=False, now=now)
-                src.ack_ranges.clear()
-                src.ack_count = 0
+        if (
+            src.ack_count
+            and (src.ack_count >= src.ack_minimum or now >= src.ack_since + src.ack_interval)
+            and not self._withheld(src)
+        ):
+            for first, last in src.ack_ranges:
+                self._stability(src, first, last, nak=False, now=now)
+            src.ack_ranges.clear()
+            src.ack_count = 0
         jobs = repo.take_io()
         if jobs:
             self._io.extend(jobs)
@@ -1392,8 +1395,7 @@ class StoreCore:
             if src.state_dirty:
                 due.append(src.state_due)
             if src.ack_count and not self._withheld(src):
-                ivl = int(src.topic_cfg.options["stability-ack-interval"]) / 1000.0
-                due.append(src.ack_since + ivl)
+                due.append(src.ack_since + src.ack_interval)
         t = self.retx.next_time()
         if t is not None:
             due.append(t)

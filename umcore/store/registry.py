@@ -214,6 +214,9 @@ class SourceEntry:
     retx_prefix: bytes = b""
     matched: bool = False  # a transport session's frames were matched to it
     creating: bool = False  # its answer waits for the state write naming it
+    # stability-ack-minimum-number and stability-ack-interval (seconds), read once
+    ack_minimum: int = 1
+    ack_interval: float = 0.2
 
     def same_registrant(self, reply_to: Address, ctxinst: bytes, session_id: int) -> bool:
         """A registration from the registrant we know, not a second one asking for the RegID:
