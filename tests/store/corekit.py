@@ -135,6 +135,8 @@ class Rig:
             if evs:
                 self.events += evs
                 progressed = True
+                bugs = [e.text for e in evs if e.text.startswith("internal error")]
+                assert not bugs, bugs  # the core hides its own exceptions from peers, not from us
             if not progressed:
                 return
         raise AssertionError("the core did not settle")
