@@ -195,7 +195,7 @@ class _Counters:
     bad_control: int = 0
     bad_frames: int = 0
     consumption_acks: int = 0
-    control_frames: int = 0
+    unstored_frames: int = 0
     control_messages: int = 0
     frames: int = 0
     frames_stored: int = 0
@@ -918,7 +918,7 @@ class StoreCore:
             c.bad_frames += 1
             return
         if frame[0] not in _STORED_TYPES:
-            c.control_frames += 1
+            c.unstored_frames += 1
             return
         if n < 12:
             c.bad_frames += 1
