@@ -11,7 +11,7 @@ import pytest
 
 from tests.store.corekit import Receiver, Rig, Source, make_rig, topic_config
 from umcore.store import compose
-from umcore.store.events import DeletionReason, ReceiverDeleted
+from umcore.store.events import DeletionReason, ReceiverDeleted, RppRepoEmpty, RppWriting
 from umcore.store.io import IoKind
 from umcore.wire import lbmc
 
@@ -192,10 +192,17 @@ def test_check24_write_delay_with_fast_receivers_writes_nothing(tmp_path: Path) 
         rig.advance(0.1)
     assert src.acked() == list(range(20))
     assert not [j for j in rig.executor.done if j.kind == IoKind.WRITE]
+    assert not rig.events_of(RppWriting)
     send(src, 20, 21)  # the receiver stops: after the delay they are written
     rig.advance(1.5)
     assert [j for j in rig.executor.done if j.kind == IoKind.WRITE]
     assert src.acked() == [20, 21]
+    (ev,) = rig.events_of(RppWriting)
+    assert ev.reg_id == src.reg_id
+    rcv.ack(21)  # consumed: nothing stays on disk
+    rig.advance(0.1)
+    (empty,) = rig.events_of(RppRepoEmpty)
+    assert empty.reg_id == src.reg_id
 
 
 def test_check25_late_rpp_receiver_starts_after_the_lead(tmp_path: Path) -> None:

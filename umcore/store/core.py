@@ -90,6 +90,8 @@ from umcore.store.events import (
     ReceiverRecreated,
     ReceiverRegistered,
     RegistrationRefused,
+    RppRepoEmpty,
+    RppWriting,
     SourceDeleted,
     SourceDeregistered,
     SourceRecreated,
@@ -1076,6 +1078,26 @@ class StoreCore:
         jobs = repo.take_io()
         if jobs:
             self._io.extend(jobs)
+            if src.rpp and not src.rpp_writing and any(j.kind is IoKind.WRITE for j in jobs):
+                src.rpp_writing = True
+                self._event(
+                    RppWriting(
+                        _INFO,
+                        f"RPP source RegID {src.reg_id} topic {src.topic!r} writing to disk",
+                        src.reg_id,
+                        src.topic,
+                    )
+                )
+        if src.rpp_writing and not repo.frames_held:
+            src.rpp_writing = False
+            self._event(
+                RppRepoEmpty(
+                    _INFO,
+                    f"RPP source RegID {src.reg_id} topic {src.topic!r} repository empty",
+                    src.reg_id,
+                    src.topic,
+                )
+            )
         if self._reads:
             for sqn, frame in repo.take_read_results():
                 waiting = self._reads.pop((src.reg_id, sqn), [])

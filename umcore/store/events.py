@@ -28,6 +28,8 @@ __all__ = [
     "ReceiverRecreated",
     "ReceiverRegistered",
     "RegistrationRefused",
+    "RppRepoEmpty",
+    "RppWriting",
     "SourceDeleted",
     "SourceDeregistered",
     "SourceRecreated",
@@ -142,6 +144,24 @@ class RegistrationRefused(StoreEvent):
     reg_id: int
     code: int
     reply_to: tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RppWriting(StoreEvent):
+    """An RPP source's repository started writing to disk (UM's RPP_WRITING_EVENT): its
+    receivers did not consume within the write delay."""
+
+    reg_id: int
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class RppRepoEmpty(StoreEvent):
+    """An RPP source's repository that was writing holds nothing any more: every receiver
+    consumed everything (RPP_REPO_EMPTY_EVENT)."""
+
+    reg_id: int
+    topic: str
 
 
 @dataclass(frozen=True, slots=True)

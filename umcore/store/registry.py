@@ -214,6 +214,7 @@ class SourceEntry:
     retx_prefix: bytes = b""
     matched: bool = False  # a transport session's frames were matched to it
     creating: bool = False  # its answer waits for the state write naming it
+    rpp_writing: bool = False  # RPP: writing to disk began and the repository is not empty yet
     # stability-ack-minimum-number and stability-ack-interval (seconds), read once
     ack_minimum: int = 1
     ack_interval: float = 0.2
