@@ -172,7 +172,9 @@ def test_ack_positions_reach_the_state_file_batched(tmp_path: Path) -> None:
     assert len([j for j in rig.executor.done if j.path == str(path)]) == writes + 1
 
 
-def test_trap02_frames_stored_per_source_for_the_matching_session_and_topic_index(tmp_path: Path) -> None:
+def test_trap02_frames_stored_per_source_for_the_matching_session_and_topic_index(
+    tmp_path: Path,
+) -> None:
     rig = make_rig(tmp_path, [topic_config("t", repository_size_threshold=BIG)])
     a = Source(rig, "t", transport_idx=1, topic_idx=3)
     b = Source(rig, "t", ip="10.0.0.5", transport_idx=1, topic_idx=3, advertise=False)
