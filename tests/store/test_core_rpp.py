@@ -218,3 +218,21 @@ def test_check25_late_rpp_receiver_starts_after_the_lead(tmp_path: Path) -> None
     first.ack(9)
     # the late receiver owes nothing before its registration: everything is released
     assert rig.core.registry.sources[src.reg_id].repository.frames_held == 0
+
+
+def test_an_ack_ahead_of_the_store_does_not_release_what_another_receiver_needs(
+    tmp_path: Path,
+) -> None:
+    rig = rpp_rig(tmp_path)
+    src = rpp_source(rig)
+    src.register()
+    fast, slow = Receiver(rig, src, rpp_mode=1), Receiver(rig, src, rpp_mode=1, port=14800)
+    fast.register()
+    slow.register()
+    send(src, *range(10))
+    slow.ack(4)
+    fast.ack(15)  # ahead of what the Store received
+    repo = rig.core.registry.sources[src.reg_id].repository
+    assert repo.trail_sqn == 5 and repo.frames_held == 5
+    slow.request(5, 9)
+    assert slow.recovered() == [5, 9]

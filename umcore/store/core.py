@@ -1601,12 +1601,14 @@ def _split_lost(first: int, last: int, src: SourceEntry) -> list[tuple[int, int,
 
 
 def _behind(lead: int, acks: list[int]) -> int | None:
-    """The ACK furthest behind ``lead`` (None: someone ACKed nothing; everything for none)."""
+    """The ACK furthest behind ``lead`` (None: someone ACKed nothing; everything for none).
+    An ACK ahead of the lead (the receiver got messages the Store has not) counts as the lead."""
     if not acks:
         return lead
     if any(a == NO_SQN for a in acks):
         return None
-    return max(acks, key=lambda a: (lead - a) & _M)
+    gap = max(d if (d := (lead - a) & _M) < _HALF else 0 for a in acks)
+    return (lead - gap) & _M
 
 
 def _advertised(options: tuple[Any, ...]) -> tuple[Address, int] | None:
