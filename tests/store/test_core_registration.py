@@ -357,3 +357,19 @@ def test_a_retry_while_the_answer_waits_creates_nothing_twice(tmp_path: Path) ->
     (rresp,) = rig.take(rcv.reply_to, compose.RegistrationResponse)
     assert rresp.error is None and rig.core.stats().receivers == 1
     assert rig.core.stats().counters["registrations_waiting"] == 2
+
+
+def test_receiver_regids_strong_and_weak(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [topic_config("t"), topic_config("w", receiver_activity_timeout=0)])
+    for topic, strong in (("t", True), ("w", False)):
+        src = Source(rig, topic, port=14391 if strong else 14390)
+        src.register()
+        first = Receiver(rig, src, reg_id=4242 if strong else 4343)
+        assert first.register().error is None  # type: ignore[union-attr]
+        second = Receiver(rig, src, reg_id=first.reg_id, ip="10.0.0.3")
+        resp = second.register()
+        assert resp is not None
+        if strong:
+            assert resp.error == lbmc.PREG_RESP_EACTIVE
+        else:
+            assert resp.error is None and resp.old
