@@ -15,6 +15,9 @@ Inputs, each with ``now`` (seconds, any monotonic origin):
   (:class:`umcore.engine.raw.RawSession` says which).  DATA (0x0) and PRORX (0x2) frames of the
   session's topic index are appended, undecoded, to the repository of the source registration
   the session matches; control frames (TSNI, SRI, ...) are counted and not stored.
+* :meth:`StoreCore.receive_loss` -- the session's messages ``first..last`` are unrecoverable
+  (for an adapter that learns of transport loss): stability passes the gap and those sqns are
+  NAKed, never ACKed.
 * :meth:`StoreCore.receive_io_done` -- a completed :class:`~umcore.store.io.IoJob`: state-file
   jobs are the core's own, the rest go to the repository named by ``job.owner``.
 * :meth:`StoreCore.handle_timer` -- at or after :meth:`StoreCore.next_timer`.
@@ -38,7 +41,11 @@ missing or above ``source-flight-size-bytes-maximum``, ack-on-reception not allo
 re-registration with other RPP values; receivers: mode 0 on an RPP repository or 1/2 on an SPP
 one), RegID resolution (Session ID map, explicit RegID, else assigned), EREGID for a receiver's
 RegID asked by a source and the reverse, ETOPICNAME, EACTIVE for a second live registrant of a
-strong RegID, ESRCREGID for a receiver naming an unknown source.  Success answers carry O (the
+strong RegID (the same registrant -- same Session ID, else same context instance, else same
+request address -- asking again is no second registrant: its answer may have been lost, or
+its process restarted with its Session ID), ESRCREGID for a receiver naming an unknown source.
+A registration retried while its answer waits for the state write is not answered twice.
+Success answers carry O (the
 state existed, restored ones included) and the sequence numbers: a source's trail and lead (a
 fresh one's lead 0xFFFFFFFF), a receiver's low sequence number (its last ACK + 1; new ones: the
 trail, limited by ``receiver-new-registration-rollback``; a new RPP receiver: lead + 1, since
@@ -52,7 +59,9 @@ ACKed while the repository is ``full`` (a write failed), or, RPP, while a blocki
 holds messages and the room left is at most the source's flight size in bytes (the "one flight
 size before full" stop point).  A duplicate of a stable message is ACKed again at once; one the
 Store cannot hold (declared lost, before the trail, refused by the size limit) gets a stability
-NAK -- the Store never claims stable what it does not hold.
+NAK -- the Store never claims stable what it does not hold.  RPP: a message every receiver
+consumed is stable, written or not (UM's "delete and ACK"); an RPP repository with no receiver
+keeps nothing.
 
 **Consumption ACKs** are cumulative: ``high_ack_sqn`` moves forward only; RPP repositories
 release what every receiver consumed (past the stop point, what every *blocking* one did:
