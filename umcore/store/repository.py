@@ -66,7 +66,9 @@ from __future__ import annotations
 
 import enum
 import os
+import struct
 import weakref
+import zlib
 from array import array
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -133,6 +135,12 @@ _COMPACT = 4096
 # Slot states
 _ABSENT, _MEM, _BOTH, _DISK, _LOST = 0, 1, 2, 3, 4
 _HELD = frozenset((_MEM, _BOTH, _DISK))
+_WRITTEN = bytes.maketrans(bytes((_MEM,)), bytes((_BOTH,)))  # MEM -> BOTH, the rest as is
+# the record layout, for the hot path (diskformat.append_record is the reference)
+_REC_HEAD = struct.Struct("<IIIHHIdI")
+_U32 = struct.Struct("<I")
+_ENTRY = fmt.INDEX_ENTRY
+_crc = zlib.crc32
 
 # Source option names the core may pass as RPP overrides, mapped to the topic's names.
 _OVERRIDE_NAMES = {
@@ -393,6 +401,9 @@ class Repository:
         self._nocache = config.kind == "no-cache"
         self._rpp = config.rpp
         self._aor = config.ack_on_reception and config.rpp and self._disk
+        self._by_write = self._disk and not self._aor  # stable = written (in order)
+        self._buffer_limit = config.async_buffer_length
+        self._disk_limit = config.disk_file_size_limit
         # repository-disk-write-delay: RPP disk repositories only
         self._delay = config.write_delay if config.rpp and self._disk else 0.0
         self._shared = SharedLog.for_dir(cache_dir, now) if config.kind == "reduced-fd" else None
@@ -433,6 +444,7 @@ class Repository:
         self._seg_target = max(
             MIN_SEGMENT, min(MAX_SEGMENT, config.disk_file_size_limit // SEGMENTS_PER_LIMIT)
         )
+        self._seg_cap = self._seg_target + fmt.FILE_HEADER_LEN
         self._wt = 0  # index of the next frame to put into a write
         self._wbuf = bytearray()
         self._ibuf = bytearray()
@@ -568,7 +580,7 @@ class Repository:
             first = (self._nc_reported + 1) & _M
             self._nc_reported = self._nc_lead
             return first, self._nc_lead
-        s = self._stable_index()
+        s = min(self._complete, self._contig) if self._by_write else self._contig
         if s <= self._reported:
             return None
         first = max(self._reported + 1, self._t)
@@ -1047,8 +1059,10 @@ class Repository:
         """Put slot ``i``'s record into the write buffer; False if it cannot be written now
         (no disk room: RPP, or nothing to wrap)."""
         rlen = len(frame) + OVERHEAD
-        if self._wcount and len(self._wbuf) + rlen > self.config.async_buffer_length:
+        wbuf = self._wbuf
+        if self._wcount and len(wbuf) + rlen > self._buffer_limit:
             self._cut_write()
+            wbuf = self._wbuf
         sqn = (self._base + i) & _M
         if self._shared is not None:
             if not self._fit_shared(rlen):
@@ -1061,14 +1075,15 @@ class Repository:
             seg = self._wseg
             if (
                 seg is None
-                or seg.end + rlen > self._seg_target + fmt.FILE_HEADER_LEN
-                or self.disk_bytes + rlen + _INDEX_COST > self.config.disk_file_size_limit
+                or seg.end + rlen > self._seg_cap
+                or self.disk_bytes + rlen + _INDEX_COST > self._disk_limit
             ):
                 seg = self._fit_segment(rlen, now)
                 if seg is None:
                     return False
+                wbuf = self._wbuf
             elif not self._wcount:
-                self._wstart = seg.end - len(self._wbuf)
+                self._wstart = seg.end - len(wbuf)
             doff = seg.end
             seg.end += rlen
             if seg.size < seg.end:
@@ -1079,8 +1094,22 @@ class Repository:
             seg.last = sqn
             seg.live += 1
         arrival = self._time[i] + self._wall
-        fmt.append_record(self._wbuf, self.reg_id, sqn, frame, arrival)
-        self._ibuf += fmt.INDEX_ENTRY.pack(sqn, rlen, arrival, self.reg_id, 0)
+        reg_id = self.reg_id
+        # fmt.append_record, inline (the hot path)
+        head = _REC_HEAD.pack(
+            fmt.REC_MAGIC,
+            reg_id,
+            sqn,
+            fmt.REC_PAYLOAD_CRC,
+            0,
+            rlen - OVERHEAD,
+            arrival,
+            _crc(frame),
+        )
+        wbuf += head
+        wbuf += _U32.pack(_crc(head))
+        wbuf += frame
+        self._ibuf += _ENTRY.pack(sqn, rlen, arrival, reg_id, 0)
         self._doff[i] = doff
         self._windex.append(i)
         self._wcount += 1
@@ -1236,10 +1265,9 @@ class Repository:
         while writes and writes[0].done:
             done = writes.popleft()
             if done.last > self._complete:
-                # mark its frames written
-                for j in range(max(self._complete + 1, self._t), done.last + 1):
-                    if st[j] == _MEM:
-                        st[j] = _BOTH
+                # mark its frames written (in memory and on disk now)
+                a, b = max(self._complete + 1, self._t), done.last + 1
+                st[a:b] = st[a:b].translate(_WRITTEN)
                 self._complete = done.last
         if not writes and not self._wcount and self._cut > self._complete:
             self._complete = self._cut
