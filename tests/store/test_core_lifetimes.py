@@ -171,3 +171,19 @@ def test_shutdown_writes_state_and_refuses_registrations(tmp_path: Path) -> None
     assert [r.high_ack_sqn for r in state.receivers] == [1]
     assert Source(rig, "t", port=15000).register() is None
     assert rig.core.stats().counters["refused_after_shutdown"] == 1
+
+
+def test_each_source_times_out_on_its_own_clock(tmp_path: Path) -> None:
+    """The timer heap wakes each source when it is due, among many."""
+    rig = make_rig(tmp_path, [topic_config("t")])
+    srcs = []
+    for i in range(20):
+        s = Source(rig, "t", port=20000 + i, activity_timeout_ms=1000 * (20 - i))
+        s.register()
+        srcs.append(s)
+    gone: list[int] = []
+    for _ in range(22):
+        rig.advance(1.0)
+        gone += [e.reg_id for e in rig.events_of(SourceDeleted) if e.reg_id not in gone]
+    assert gone == [s.reg_id for s in reversed(srcs)]
+    assert rig.core.next_timer() is None and rig.leaves == ["t"]

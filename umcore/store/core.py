@@ -81,7 +81,9 @@ the source's late-join service answers the receiver directly) or counted.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -286,6 +288,9 @@ class StoreCore:
         self._sessions: dict[FrameSession, SourceEntry | None] = {}
         self._reads: dict[tuple[int, int], list[compose.RxReq]] = {}
         self._waiting_reads = 0
+        # (due, sequence, source RegID): a source's entry is current while its due_seq matches
+        self._timers: list[tuple[float, int, int]] = []
+        self._seq = 0
         self._handlers: dict[type, Callable[[Any, str, float], None]] = {
             compose.SourceRegistration: self._source_registration,
             compose.ReceiverRegistration: self._receiver_registration,
@@ -548,6 +553,7 @@ class StoreCore:
             self._joins.append(src.topic)
             self._event(TopicCreated(_INFO, f'new topic "{src.topic}" created', src.topic))
         self._sessions.clear()
+        self._schedule(src)
 
     def _set_identity(self, src: SourceEntry) -> None:
         opts = src.topic_cfg.options
@@ -1121,6 +1127,8 @@ class StoreCore:
                             rx.reply_to, compose.splice_retransmission(frame, src.retx_prefix)
                         )
                 self._forward(forward)
+        if self.registry.sources.get(src.reg_id) is src:
+            self._schedule(src)
 
     def _pending_ack(self, src: SourceEntry, first: int, last: int, now: float) -> None:
         ranges = src.ack_ranges
@@ -1225,6 +1233,7 @@ class StoreCore:
         if not src.state_dirty and src.repository.kind != "memory":
             src.state_dirty = True
             src.state_due = now + STATE_FLUSH_S
+            self._schedule(src)
 
     def receive_io_done(self, done: IoDone, now: float) -> None:
         job = done.job
@@ -1416,27 +1425,52 @@ class StoreCore:
                 )
             )
 
+    def _due(self, src: SourceEntry) -> float:
+        """When ``src`` next needs the timer: its check, its repository's timer, a state
+        write, an ACK batch's deadline."""
+        due = src.next_check
+        t = src.repository.next_timer()
+        if t is not None and t < due:
+            due = t
+        if src.state_dirty and src.state_due < due:
+            due = src.state_due
+        if src.ack_count and src.ack_since + src.ack_interval < due and not self._withheld(src):
+            due = src.ack_since + src.ack_interval
+        return due
+
+    def _schedule(self, src: SourceEntry) -> None:
+        """Re-arm ``src`` in the timer heap when its due time changed (stale heap entries are
+        skipped later: one entry per change, never a scan of every source)."""
+        due = self._due(src)
+        if due != src.due:
+            self._seq += 1
+            src.due, src.due_seq = due, self._seq
+            heapq.heappush(self._timers, (due, self._seq, src.reg_id))
+
+    def _top(self) -> tuple[float, int, int] | None:
+        timers = self._timers
+        sources = self.registry.sources
+        while timers:
+            _due, seq, reg_id = timers[0]
+            src = sources.get(reg_id)
+            if src is not None and src.due_seq == seq:
+                return timers[0]
+            heapq.heappop(timers)
+        return None
+
     def next_timer(self) -> float | None:
-        due: list[float] = []
-        for src in self.registry.sources.values():
-            due.append(src.next_check)
-            t = src.repository.next_timer()
-            if t is not None:
-                due.append(t)
-            if src.state_dirty:
-                due.append(src.state_due)
-            if src.ack_count and not self._withheld(src):
-                due.append(src.ack_since + src.ack_interval)
+        top = self._top()
         t = self.retx.next_time()
-        if t is not None:
-            due.append(t)
-        return min(due) if due else None
+        if top is None:
+            return t
+        return top[0] if t is None or top[0] < t else t
 
     def handle_timer(self, now: float) -> None:
         try:
-            for src in list(self.registry.sources.values()):
-                if self.registry.sources.get(src.reg_id) is not src:
-                    continue
+            while (top := self._top()) is not None and top[0] <= now:
+                heapq.heappop(self._timers)
+                src = self.registry.sources[top[2]]
+                src.due = _NEVER
                 t = src.repository.next_timer()
                 if t is not None and now >= t:
                     src.repository.handle_timer(now)
@@ -1447,6 +1481,7 @@ class StoreCore:
                 self._after(src, now)
                 if src.state_dirty and now >= src.state_due:
                     self._write_state(src, now)
+                self._schedule(src)
             self._service_retx(now)
         except Exception as exc:
             self.counters.internal_errors += 1
@@ -1554,6 +1589,7 @@ class StoreCore:
 
 
 _MISSING: Any = object()
+_NEVER = math.inf
 
 
 def _after_stable(src: SourceEntry, first: int, last: int) -> tuple[int, int] | None:

@@ -214,6 +214,8 @@ class SourceEntry:
     retx_prefix: bytes = b""
     matched: bool = False  # a transport session's frames were matched to it
     creating: bool = False  # its answer waits for the state write naming it
+    due: float = float("inf")  # when it next needs the core's timer (StoreCore's heap)
+    due_seq: int = 0
     rpp_writing: bool = False  # RPP: writing to disk began and the repository is not empty yet
     # stability-ack-minimum-number and stability-ack-interval (seconds), read once
     ack_minimum: int = 1
