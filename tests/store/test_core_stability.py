@@ -4,7 +4,11 @@ disk stability and a full disk, sequence-number wrap, cumulative consumption ACK
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.store.corekit import Receiver, Source, make_rig, topic_config
 from umcore.engine.raw import RawSession
@@ -226,3 +230,45 @@ def test_declared_lost_ranges_across_the_wrap(tmp_path: Path) -> None:
     rig.pump()
     got = [(a.first, a.last, a.nak) for a in src.acks()]
     assert got == [(0xFFFFFFFD, 0, True), (1, 1, False), (2, 2, True), (3, 3, False)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    order=st.lists(st.integers(0, 39), min_size=1, max_size=80),
+    kind=st.sampled_from(["memory", "disk"]),
+    minimum=st.sampled_from([1, 4]),
+)
+def test_acks_cover_only_what_was_received_and_everything_contiguous(
+    order: list[int], kind: str, minimum: int
+) -> None:
+    """Whatever the arrival order (gaps, repeats), a stability ACK never names a sqn not yet
+    received, and once first..n arrived they are all ACKed (batches flushed by the interval).
+    The repository's trail starts at the first sqn it receives: one arriving later but before
+    it is NAKed (the Store never held it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rig = make_rig(
+            Path(tmp),
+            [topic_config("t", repository_type=kind, repository_size_threshold=BIG,
+                          stability_ack_minimum_number=minimum)],
+        )  # fmt: skip
+        src = Source(rig, "t")
+        src.register()
+        seen: set[int] = set()
+        acked: set[int] = set()
+        for sqn in order:
+            src.send(sqn)
+            seen.add(sqn)
+            rig.advance(0.05)
+            for a in src.acks():
+                covered = set(range(a.first, a.last + 1))
+                assert covered <= seen, (a, seen)
+                if a.nak:
+                    assert a.first == a.last and a.first < order[0], (a, order)
+                else:
+                    acked |= covered
+        rig.advance(1.0)
+        acked |= set(src.acked())
+        contiguous = order[0]
+        while contiguous in seen:
+            contiguous += 1
+        assert set(range(order[0], contiguous)) <= acked
