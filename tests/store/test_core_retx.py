@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.store.corekit import Receiver, Source, make_rig, topic_config
 from umcore.features.latejoin import LateJoinService, make_otid, parse_otid
 from umcore.features.retention import RetentionBuffer
 from umcore.store import compose
+from umcore.store.retx import RetxQueue
 from umcore.wire import lbmc
 
 BIG = 1 << 24
@@ -169,3 +173,26 @@ def test_requests_for_unknown_sources_are_counted(tmp_path: Path) -> None:
     rig.control(req.encode())
     assert rig.core.stats().counters["rx_unknown"] == 1
     assert rig.wire == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rate=st.integers(0, 50),
+    steps=st.lists(st.tuples(st.integers(0, 120), st.floats(0.0, 2.0)), max_size=30),
+)
+def test_retx_queue_accounts_for_every_request(rate: int, steps: list[tuple[int, float]]) -> None:
+    q: RetxQueue[int] = RetxQueue(rate, 0.0, key=lambda x: x % 97)
+    now = 0.0
+    served = 0
+    for n, dt in steps:
+        for i in range(n):
+            q.offer(i)
+        now += dt
+        got = q.take(now)
+        served += len(got)
+        assert len(q) <= 4 * rate
+        assert len(got) <= rate or rate == 0
+    assert q.received == q.serviced + q.dropped + q.duplicates + len(q)
+    assert served == q.serviced
+    t = q.next_time()
+    assert (t is None) == (len(q) == 0 or rate == 0)
