@@ -77,6 +77,7 @@ LATENCY_WARMUP = 0.3  # first seconds of the paced phase not counted
 MAX_BURST = 256  # a paced sender that fell behind catches up by at most this many frames
 RETAINED = 1_000_000  # messages for the memory and restart figures
 WAIT = 30.0  # bound on every wait for the daemon (a cold subprocess on a busy machine)
+CHILD_TIMEOUT = 120.0  # bound on the memory and fill children (seconds of work each)
 TARGET_RATE = 150_000
 TARGET_RATIO = 0.70
 GOAL_P99_MS = 2.0
@@ -378,17 +379,18 @@ class AckServer:
         tally.ack(*got, now)
 
     async def wait_other(self, pred: Callable[[object], bool], what: str) -> object:
-        async with asyncio.timeout(WAIT):
-            while True:
-                for c in self.other:
-                    if pred(c):
-                        self.other.remove(c)
-                        return c
-                self.got_other.clear()
-                try:
+        """The first non-ACK composition matching ``pred`` (waited for, bounded)."""
+        try:
+            async with asyncio.timeout(WAIT):
+                while True:
+                    for c in self.other:
+                        if pred(c):
+                            self.other.remove(c)
+                            return c
+                    self.got_other.clear()
                     await self.got_other.wait()
-                except TimeoutError:  # pragma: no cover
-                    raise BenchFailure(f"no {what}") from None
+        except TimeoutError:
+            raise BenchFailure(f"no {what} within {WAIT:g} s") from None
 
     def close(self) -> None:
         if self.server is not None:
@@ -535,9 +537,13 @@ class StoreFeed:
         assert isinstance(resp, compose.RegistrationResponse)
         if resp.error is not None:
             raise BenchFailure(f"registration of {topic} refused: {resp.error_text}")
-        async with asyncio.timeout(WAIT):
-            while raw.source.receivers < 1:
-                await asyncio.sleep(0.01)
+        try:
+            async with asyncio.timeout(WAIT):
+                while raw.source.receivers < 1:
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            await raw.close()
+            raise BenchFailure(f"the Store did not join {topic} within {WAIT:g} s") from None
         label = "memory" if kind == "mem" else "disk"
         return StoreTarget(self, raw, tix, tally, f"store ({label} repository)")
 
@@ -560,20 +566,38 @@ class Target:
     async def send(self, frames: list[bytes], i: int, j: int) -> None:
         raise NotImplementedError
 
-    async def close(self, sent: int) -> None:
-        """Wait (bounded) for every ACK, check them (:class:`BenchFailure`), tear down."""
-        try:
-            async with asyncio.timeout(WAIT):
-                while self.tally.acked < sent:
-                    self.tally.progress.clear()
-                    await self.tally.progress.wait()
-        except TimeoutError:
-            pass
+    def check(self, sent: int) -> None:
+        """Raise :class:`BenchFailure` unless exactly messages 0..sent-1 were ACKed."""
         self.tally.check(sent, self.what)
+
+    async def teardown(self) -> None:
+        raise NotImplementedError
+
+    async def close(self, sent: int) -> None:
+        """Wait (bounded) for every ACK, check them, tear down."""
+        try:
+            try:
+                async with asyncio.timeout(WAIT):
+                    while self.tally.acked < sent:
+                        self.tally.progress.clear()
+                        await self.tally.progress.wait()
+            except TimeoutError:
+                pass
+            self.check(sent)
+        finally:
+            await self.teardown()
+
+    async def stalled(self, sent: int) -> BenchFailure:
+        """No ACK arrived for WAIT seconds while sending: tear down, the failure to raise."""
+        await self.teardown()
+        return BenchFailure(
+            f"{self.what}: no stability ACK for {WAIT:g} s with {sent - self.tally.acked:,} "
+            f"messages un-ACKed ({self.tally.acked:,} of {sent:,} ACKed)"
+        )
 
 
 class StoreTarget(Target):
-    """A raw source registered with the Store (see :meth:`StoreFeed.source`)."""
+    """A raw source registered with the Store (see :meth:`StoreFeed.target`)."""
 
     def __init__(self, feed: StoreFeed, raw: object, tix: int, tally: Tally, what: str) -> None:
         from umcore.engine import RawSource
@@ -598,14 +622,14 @@ class StoreTarget(Target):
                 async with asyncio.timeout(WAIT):
                     await raw.send(frames[k], k == last)
 
-    async def close(self, sent: int) -> None:
-        try:
-            await super().close(sent)
-            if self.feed.acks.error is not None:
-                raise BenchFailure(self.feed.acks.error)
-        finally:
-            self.feed.acks.tallies.pop(self.tix, None)
-            await self.raw.close()
+    def check(self, sent: int) -> None:
+        super().check(sent)
+        if self.feed.acks.error is not None:
+            raise BenchFailure(self.feed.acks.error)
+
+    async def teardown(self) -> None:
+        self.feed.acks.tallies.pop(self.tix, None)
+        await self.raw.close()
 
 
 class RawAcks(asyncio.Protocol):
@@ -650,16 +674,16 @@ class RawTarget(Target):
         assert self.transport is not None
         self.transport.write(b"".join(frames[i:j]))
 
-    async def close(self, sent: int) -> None:
-        try:
-            await super().close(sent)
-            if self.acks.total != sent:
-                raise BenchFailure(f"{self.what} ACKed {self.acks.total} messages of {sent}")
-        finally:
-            if self.transport is not None:
-                self.transport.close()
-            if self.server is not None:
-                self.server.close()
+    def check(self, sent: int) -> None:
+        super().check(sent)
+        if self.acks.total != sent:
+            raise BenchFailure(f"{self.what} ACKed {self.acks.total} messages of {sent}")
+
+    async def teardown(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        if self.server is not None:
+            self.server.close()
 
 
 async def windowed(target: Target, frames: list[bytes], seconds: float) -> tuple[int, float]:
@@ -670,17 +694,20 @@ async def windowed(target: Target, frames: list[bytes], seconds: float) -> tuple
     limit = len(frames)
     start = time.perf_counter()
     end = start + seconds
-    while sent < limit and time.perf_counter() < end:
-        room = WINDOW - (sent - tally.acked)
-        if room <= 0:
-            tally.progress.clear()
-            async with asyncio.timeout(WAIT):
-                await tally.progress.wait()
-            continue
-        stop = min(sent + min(room, CHUNK), limit)
-        await target.send(frames, sent, stop)
-        sent = stop
-        await asyncio.sleep(0)
+    try:
+        while sent < limit and time.perf_counter() < end:
+            room = WINDOW - (sent - tally.acked)
+            if room <= 0:
+                tally.progress.clear()
+                async with asyncio.timeout(WAIT):
+                    await tally.progress.wait()
+                continue
+            stop = min(sent + min(room, CHUNK), limit)
+            await target.send(frames, sent, stop)
+            sent = stop
+            await asyncio.sleep(0)
+    except TimeoutError:
+        raise await target.stalled(sent) from None
     await target.close(sent)
     return sent, sent / (tally.last_ack - start)
 
@@ -698,18 +725,21 @@ async def paced(
     sent = 0
     clock = time.perf_counter
     start = clock()
-    while sent < n:
-        now = clock()
-        if now - start >= seconds:
-            break
-        due = min(int((now - start) * rate), sent + MAX_BURST, n)
-        if due > sent:
-            await target.send(frames, sent, due)
-            t = clock()
-            for i in range(sent, due):
-                sent_at[i] = t
-            sent = due
-        await asyncio.sleep(0.0005)
+    try:
+        while sent < n:
+            now = clock()
+            if now - start >= seconds:
+                break
+            due = min(int((now - start) * rate), sent + MAX_BURST, n)
+            if due > sent:
+                await target.send(frames, sent, due)
+                t = clock()
+                for i in range(sent, due):
+                    sent_at[i] = t
+                sent = due
+            await asyncio.sleep(0.0005)
+    except TimeoutError:  # a send blocked for WAIT seconds
+        raise await target.stalled(sent) from None
     offered = sent / (clock() - start)
     await target.close(sent)
     skip = int(rate * LATENCY_WARMUP)  # ACKs arrive in sequence order: the first ones
@@ -854,10 +884,15 @@ async def _fill(cache_dir: str, state_dir: str, topic: str, reply_port: int) -> 
 
 
 async def run_child(*code: str) -> list[str]:
+    """Run ``python -c CODE`` here (bounded); its output lines; BenchFailure when it fails."""
     proc = await Proc.start(sys.executable, "-c", "; ".join(code))
-    async with asyncio.timeout(120):
-        await proc.proc.wait()
-        await proc.reader
+    try:
+        async with asyncio.timeout(CHILD_TIMEOUT):
+            await proc.proc.wait()
+            await proc.reader
+    except TimeoutError:
+        await proc.stop()
+        raise BenchFailure(f"{code[0]}: still running after {CHILD_TIMEOUT:g} s") from None
     out = [t for _, t in proc.lines]
     if proc.proc.returncode != 0 or any(t.startswith("FAILED") for t in out):
         raise BenchFailure("\n".join(out[-15:]))
