@@ -192,8 +192,6 @@ PREG_R = lbmc.UmePreg(0, False, 0, 0, 1, 2, 9, 14391, 0, 0x0A000001)
         _control(PREG_S, lbmc.TopicName(b"t\0"), lbmc.UmeSid(0, 2**64 - 1)),  # Session ID
         _control(PREG_S, lbmc.TopicName(b"t\0"),
                  *extopt_headers(encode_cfgopts([CfgOpt(1, "ume_flight_size_bytes", "-5")]))),
-        _control(PREG_S, lbmc.TopicName(b"t\0"),
-                 *extopt_headers(encode_cfgopts([CfgOpt(1, "ume_not_an_option", "5")]))),
         _control(PREG_R, *extopt_headers(
             encode_cfgopts([CfgOpt(2, "ume_receiver_paced_persistence", "2")]))),  # 2 without W
         _control(lbmc.ExtOpt(lbmc.EXTOPT_MORE, 1, lbmc.EXTOPT_CFGOPT, 0, b"\x01\x00x"), PREG_S,
@@ -203,6 +201,15 @@ PREG_R = lbmc.UmePreg(0, False, 0, 0, 1, 2, 9, 14391, 0, 0x0A000001)
 def test_bad_messages_raise_store_protocol_error(msg: lbmc.LBMCMessage) -> None:
     with pytest.raises(StoreProtocolError):
         compose.decode(msg)
+
+
+def test_unknown_cfgopts_are_skipped() -> None:
+    opts = [CfgOpt(1, "ume_not_an_option", "x"), CfgOpt(3, "ume_flight_size_bytes", "5"),
+            CfgOpt(1, "ume_flight_size_bytes", "100")]  # fmt: skip
+    msg = _control(PREG_S, lbmc.TopicName(b"t\0"), *extopt_headers(encode_cfgopts(opts)))
+    reg = compose.decode(msg)
+    assert isinstance(reg, compose.SourceRegistration)
+    assert reg.rpp_options == (("ume_flight_size_bytes", 100),)
 
 
 def test_non_store_messages_decode_to_none() -> None:

@@ -316,9 +316,9 @@ class SourceRegistration:
             raise _bad("no TOPICNAME header", rec)
         options: dict[str, int] = {}
         for opt in _cfgopts(msg, rec):
-            if opt.scope != CFGOPT_SCOPE_SOURCE or opt.name not in RPP_OPTIONS:
-                raise _bad(f"unexpected option {opt.name!r} (scope {opt.scope})", rec)
-            options[opt.name] = _uint(opt.value, opt.name, rec)
+            if opt.scope == CFGOPT_SCOPE_SOURCE and opt.name in RPP_OPTIONS:
+                options[opt.name] = _uint(opt.value, opt.name, rec)
+            # other options are not ours to judge (forward compatibility): skipped
         ctx = msg.find(lbmc.CtxInst)
         sid = msg.find(lbmc.UmeStoreId)
         cap = msg.find(lbmc.UmeCapability)
@@ -400,7 +400,7 @@ class ReceiverRegistration:
         mode = 1 if key.flags & lbmc.PREG_FLAG_W else 0
         for opt in _cfgopts(msg, rec):
             if opt.scope != CFGOPT_SCOPE_RECEIVER or opt.name != _RCV_RPP_OPTION:
-                raise _bad(f"unexpected option {opt.name!r} (scope {opt.scope})", rec)
+                continue  # not ours to judge (forward compatibility)
             value = _uint(opt.value, opt.name, rec)
             if value not in (1, 2) or not mode:
                 raise _bad(f"{_RCV_RPP_OPTION}={value} with W={mode}", rec)
