@@ -261,3 +261,30 @@ async def test_state_write_is_atomic_and_replaces(tmp_path: Path) -> None:
     await io.drain()
     assert not Path(path).exists()
     await io.close()
+
+
+async def test_reduced_fd_wrap_persists_the_trail(tmp_path: Path) -> None:
+    cfg = RepositoryConfig(kind="reduced-fd", size_threshold=1, disk_file_size_limit=196992)
+    h = Harness(tmp_path, cfg)
+    await h.write_state("reduced-fd")
+    await h.append(range(3000))
+    repo = h.repo
+    assert repo.wrapped > 0 and repo.disk_bytes <= 196992 and repo.stable_sqn == 2999
+    trail = repo.trail_sqn
+    await h.io.close()
+    assert [p.name for p in seg_files(h.cache)] == ["reduced-fd-00000001.seg"]
+    ((_, back),) = h.load().sources
+    assert (back.trail_sqn, back.lead_sqn) == (trail, 2999)
+    files = [(p.name, p.read_bytes()) for p in seg_files(h.cache)]
+    assert [r.sqn for r in fmt.iter_repository(files, REG)] == list(range(trail, 3000))
+
+
+@pytest.mark.parametrize("kind", ["memory", "no-cache"])
+async def test_memory_kinds_restart_empty_with_their_state(tmp_path: Path, kind: str) -> None:
+    h = Harness(tmp_path, RepositoryConfig(kind=kind))
+    await h.write_state(kind)
+    await h.append(range(10))
+    await h.io.close()
+    assert list(h.cache.iterdir()) == []
+    ((state, repo),) = h.load().sources
+    assert state.repository_type == kind and repo.kind == kind and repo.lead_sqn == 0xFFFFFFFF

@@ -602,7 +602,12 @@ class Repository:
         """Keep ``frame`` (an LBMC frame as received) as message ``sqn``."""
         st = self._state
         n = len(st)
-        if self._fast and ((sqn - self._base) & _M) == n and self._contig == n - 1:
+        if (
+            self._fast
+            and ((sqn - self._base) & _M) == n
+            and self._contig == n - 1
+            and n - self._t < MAX_MESSAGES
+        ):
             # the common case (SPP, next in order, nothing missing), with few lookups
             flen = len(frame)
             acct = flen + OVERHEAD
@@ -634,8 +639,11 @@ class Repository:
                             self._cut_write()
                 elif self.mem_bytes > self._thr:
                     self._shrink_memory(now)
+                    self._maybe_compact()
                 return Append.STORED
-        return self._append(sqn, frame, now)
+        got = self._append(sqn, frame, now)
+        self._maybe_compact()
+        return got
 
     def _append(self, sqn: int, frame: bytes, now: float) -> Append:
         if self._nocache:
@@ -861,6 +869,10 @@ class Repository:
                 self._cut = self._t - 1
             if self._complete < self._t - 1 and not self._writes and not self._wcount:
                 self._complete = self._t - 1
+
+    def _maybe_compact(self) -> None:
+        """Drop the released slots in front of the trail from the columns.  Only at the end of
+        a public method: inner steps hold slot indexes that a compaction would shift."""
         if self._t > _COMPACT and self._t * 2 > len(self._state):
             self._compact()
 
@@ -885,9 +897,8 @@ class Repository:
         self._wlast -= k
         self._cut -= k
         self._complete -= k
-        for w in self._writes:
-            w.last -= k
-        for w in self._failed:
+        self._windex = [j - k for j in self._windex]
+        for w in self._writes:  # (the failed ones are among them)
             w.last -= k
 
     def _release_cache(self, now: float) -> None:
@@ -947,6 +958,7 @@ class Repository:
         if self._disk:
             self._blocked = False
             self._pump(now)
+        self._maybe_compact()
 
     def _release_disk(self, i: int) -> None:
         segno = self._dseg[i]
@@ -1252,6 +1264,7 @@ class Repository:
         self.writes += 1
 
     def take_io(self) -> list[IoJob]:
+        self._maybe_compact()
         if self._wcount and len(self._writes) < MAX_WRITES_IN_FLIGHT:
             self._cut_write()
         out = self._io
@@ -1296,6 +1309,7 @@ class Repository:
                 self._failed.append(w)
             self._retry_at = now + RETRY_DELAY
         self._pump(now)
+        self._maybe_compact()
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -1416,6 +1430,7 @@ class Repository:
             self._release_cache(now)
         elif not self._rpp:
             self._shrink_memory(now)
+        self._maybe_compact()
 
     # --- end ------------------------------------------------------------------------------
 
