@@ -148,6 +148,9 @@ def test_check10_trap03_consumption_acks_are_cumulative(tmp_path: Path) -> None:
     src.send(*range(10))
     rcv.ack(7)
     rcv.ack(3)  # out of order: no going back
+    (repo,) = rig.core.stats().repositories
+    (rstat,) = repo.receiver_stats
+    assert (rstat.reg_id, rstat.high_ack_sqn, rstat.address) == (rcv.reg_id, 7, rcv.reply_to)
     back = Receiver(rig, src, reg_id=rcv.reg_id)
     assert back.register().low_seqnum == 8  # type: ignore[union-attr]
     # an ACK naming an unknown source or receiver is counted and dropped

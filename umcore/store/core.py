@@ -137,7 +137,14 @@ from umcore.store.state import ReceiverState, SourceState, encode_state, state_n
 from umcore.wire import lbmc
 from umcore.wire.lbmr_options import LateJoinOption, UMEOption
 
-__all__ = ["STATE_FLUSH_S", "FrameSession", "RepositoryStats", "StoreCore", "StoreStats"]
+__all__ = [
+    "STATE_FLUSH_S",
+    "FrameSession",
+    "ReceiverStats",
+    "RepositoryStats",
+    "StoreCore",
+    "StoreStats",
+]
 
 Address = tuple[str, int]
 _M = 0xFFFFFFFF
@@ -175,6 +182,18 @@ class FrameSession(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class ReceiverStats:
+    """One receiver's state under a source (UM's RcvStat: high_ack_sqn is "ACK")."""
+
+    reg_id: int
+    session_id: int
+    high_ack_sqn: int
+    rpp_mode: int
+    state: str
+    address: Address
+
+
+@dataclass(frozen=True, slots=True)
 class RepositoryStats:
     reg_id: int
     topic: str
@@ -186,6 +205,8 @@ class RepositoryStats:
     state: str
     receivers: int
     counters: dict[str, int]
+    receiver_stats: tuple[ReceiverStats, ...] = ()
+    address: Address = ("0.0.0.0", 0)  # the source's request address
 
 
 @dataclass(frozen=True, slots=True)
@@ -1570,6 +1591,18 @@ class StoreCore:
                 s.clock.state.value,
                 len(s.receivers),
                 s.repository.stats(),
+                tuple(
+                    ReceiverStats(
+                        r.reg_id,
+                        r.session_id,
+                        r.high_ack_sqn,
+                        r.rpp_mode,
+                        r.clock.state.value,
+                        r.reply_to,
+                    )
+                    for r in s.receivers.values()
+                ),
+                s.reply_to,
             )
             for s in reg.sources.values()
         )
