@@ -11,14 +11,17 @@ What runs where (one 2-core machine, loopback only):
   LBMC DATA frames (64-byte payloads, 76-byte frames, sequence numbers 0, 1, ...), and the
   persistent source's control side played with :mod:`umcore.store.compose`: a
   ``SourceRegistration`` per round to the Store's port, the answers (``RegistrationResponse``,
-  ``StabilityAck``) arriving on this process's own LBT-TCP listener (:class:`AckPort`).  Like a
-  persistent source with ``ume_flight_size`` :data:`WINDOW`, the feeder keeps at most
-  :data:`WINDOW` messages un-ACKed.
+  ``StabilityAck``) arriving on this process's own LBT-TCP listener (:class:`AckServer`; each
+  registration names its own transport index, which the Store's ACKs echo).  Like a persistent
+  source with ``ume_flight_size`` :data:`WINDOW` (UM's default is 1000; larger here so that the
+  window, not the Store, is never the limit), the feeder keeps at most :data:`WINDOW` messages
+  un-ACKed.  Ranged ACKs count first..last.
 - **The baseline** (:func:`raw_loop`, a subprocess): a blocking loop that receives the same
-  frames on a plain TCP socket, appends them (``bytearray +=`` for memory, ``os.write`` to a
-  file for disk) and writes back one ACK per read (the byte count so far) over a second socket,
-  nothing else.  Fed the same way (same frames, same window, same chunks), in the same run,
-  rounds alternating their order.
+  frames on a plain TCP socket, splits the stream into frames by their ``msglen``, appends
+  them (memory: each frame to a list; disk: ``os.write`` of each read's whole frames to a file)
+  and writes back one ACK per read (the number of messages received so far) over a second
+  socket, nothing else.  Fed the same way (same frames, same window, same chunks), in the same
+  run, rounds alternating their order.
 
 Figures:
 
@@ -31,8 +34,10 @@ Figures:
    Correctness (fails the run): every message sent is ACKed, nothing beyond the last one is,
    no stability NAK.
 2. **Stability-ACK latency** at half the median measured store rate, per repository: sends paced
-   in 1 ms bursts for :data:`LATENCY_SECONDS`; a message's latency is from the flush of its
-   burst to the arrival of the ACK covering it.  Goal: p99 <= 2 ms.
+   in bursts at most 1 ms apart for :data:`LATENCY_SECONDS`; a message's latency is from the
+   flush of its burst to the arrival of the ACK covering it (the first :data:`LATENCY_WARMUP`
+   seconds not counted).  Goal: p99 <= 2 ms.  The raw loop is paced at the same rate for
+   reference: its p99 shows what the machine itself adds.
 3. **Resident memory per 1,000,000 retained 64-byte messages** in a memory repository, measured
    on the repository directly (:func:`umcore.store.repository.make_repository`) in a fresh
    subprocess: ``VmRSS`` before and after appending 1,000,000 frames.  Goal: <= 250 MB.
@@ -45,6 +50,10 @@ Figures:
 
 Targets are printed as met / not met; only a lost or un-ACKed message (or a store that did not
 restore) fails the run.
+
+Profiling the Store: ``PYUM_BENCH_STORE_PROFILE=/tmp/store.prof python -m bench store`` runs
+the ingest daemon under cProfile (the figures are then the profiler's, not the Store's); read
+it with ``python -m pstats /tmp/store.prof``.
 """
 
 from __future__ import annotations
