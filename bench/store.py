@@ -935,9 +935,6 @@ async def restart_phase(
             times[name] = ready
             try:
                 if name == "full":
-                    restored = [t for _, t in proc.lines if "restored 1 source" in t]
-                    if not restored:
-                        raise BenchFailure(f"the Store did not restore the source: {proc.tail()}")
                     _, w = await asyncio.open_connection(*address)
                     w.write(
                         compose.SourceRegistration(
@@ -950,7 +947,12 @@ async def restart_phase(
                     )
                     w.close()
                     assert isinstance(resp, compose.RegistrationResponse)
-                    if resp.error is not None or not resp.old or resp.high_seqnum != RETAINED - 1:
+                    if (
+                        resp.error is not None
+                        or not resp.old
+                        or resp.high_seqnum != RETAINED - 1
+                        or resp.low_seqnum != 0
+                    ):
                         raise BenchFailure(f"restarted Store answered {resp}")
             finally:
                 await proc.stop()
