@@ -535,3 +535,22 @@ def test_long_run_with_wrap_failures_and_compaction(kind: str) -> None:
             rig.run()
             got = r.take_read_results()[-1][1]
         assert got == frame(s, 20 + s % 90)
+
+
+@pytest.mark.parametrize("kind", ["disk", "reduced-fd"])
+def test_rpp_release_of_buffered_and_in_flight_writes(kind: str) -> None:
+    """RPP: messages consumed while their write is buffered or in flight free their disk space
+    like written ones (no segment kept alive by a count that never drops)."""
+    limit = 196992
+    rig = Rig(kind=kind, size_threshold=1, rpp=True, disk_file_size_limit=limit)
+    r = rig.repo
+    for rnd in range(12):
+        first = rnd * 1000
+        for s in range(first, first + 1000):
+            r.append(s, frame(s), rig.now)  # writes are cut but not performed yet
+        r.release_through(first + 999, rig.now)  # all consumed, written or not
+        rig.run()
+        assert r.stable_sqn == first + 999 and r.frames_held == 0
+    assert r.wrapped == 0 and r.disk_bytes <= limit
+    segs = [p for p in rig.disk.files if p.endswith(".seg")]
+    assert len(segs) <= 2  # consumed segments were deleted

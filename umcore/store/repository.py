@@ -877,7 +877,7 @@ class Repository:
             self._compact()
 
     def _compact(self) -> None:
-        k = self._t
+        k = min(self._t, self._windex[0]) if self._windex else self._t
         del self._moff[:k]
         del self._flen[:k]
         del self._time[:k]
@@ -889,7 +889,7 @@ class Repository:
             del self._doff[:k]
         self._base = (self._base + k) & _M
         self._floor -= k
-        self._t = 0
+        self._t -= k
         self._mt = max(0, self._mt - k)
         self._contig -= k
         self._reported -= k
@@ -938,13 +938,11 @@ class Repository:
         st = self._state
         for i in range(self._t, end + 1):
             s = st[i]
+            self._drop_front(i)
             if s in _HELD:
                 self.rpp_releases += 1
-                if s in (_BOTH, _DISK):
+                if s != _MEM or i < self._wt:  # on disk, being written, or buffered
                     self._release_disk(i)
-            elif s == _ABSENT:
-                st[i] = _LOST  # consumed without reaching us: nothing to hold
-            self._drop_front(i)
         if self._t <= end:
             self._t = end + 1
         if self._disk and self._wt <= end:
@@ -963,6 +961,8 @@ class Repository:
     def _release_disk(self, i: int) -> None:
         segno = self._dseg[i]
         if self._shared is not None:
+            if self._windex and i >= self._windex[0]:
+                return  # still in the write buffer: counted when the write is cut
             self.disk_bytes -= self._flen[i] + OVERHEAD
             self._io.extend(self._shared.release(segno, 1))
             return
@@ -1097,6 +1097,7 @@ class Repository:
             elif not self._wcount:
                 self._wstart = seg.end - len(wbuf)
             doff = seg.end
+            self._dseg[i] = seg.segno
             seg.end += rlen
             if seg.size < seg.end:
                 self.disk_bytes += seg.end - seg.size
@@ -1208,11 +1209,15 @@ class Repository:
                 self.config.preallocate,
             )
             base = off + len(seg_head)
+            held = 0
+            st = self._state
             for j in self._windex:
                 self._doff[j] += base
                 self._dseg[j] = segno
-            log.refs[segno] = log.refs.get(segno, 0) + self._wcount
-            self.disk_bytes += self._wrec_bytes
+                if st[j] != _ABSENT:  # (not released while it waited in the buffer)
+                    held += 1
+                    self.disk_bytes += self._flen[j] + OVERHEAD
+            log.refs[segno] = log.refs.get(segno, 0) + held
             self._wrec_bytes = 0
             seg_path, idx_path = log.paths(segno)
             job = IoJob(
