@@ -1,0 +1,213 @@
+"""Random operation sequences against a repository, checked against what was appended.
+
+Theory of operation
+-------------------
+Hypothesis draws a repository configuration and a list of operations: appends around the next
+sequence number (so gaps, duplicates and old ones happen), running some or all queued I/O jobs
+in order, making writes fail and succeed again, moving the clock, RPP consumption, reads.  After
+every step the invariants that never depend on timing are checked; at the end the disk is
+healed, every job run and the timers fired until nothing moves, and the repository must hold
+exactly what it says, byte for byte, on disk as well as in memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.store.fakedisk import FakeDisk
+from umcore.store import diskformat as fmt
+from umcore.store.io import IoJob
+from umcore.store.repository import (
+    NO_SQN,
+    PENDING,
+    RETRY_DELAY,
+    Append,
+    RepositoryConfig,
+    make_repository,
+    serial_lt,
+)
+from umcore.wire import lbmc
+
+REG = 5
+
+
+def frame(sqn: int) -> bytes:
+    return lbmc.encode_data(1, sqn, bytes([sqn & 0xFF]) * (1 + sqn % 97))
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(-3, 3), st.integers(1, 20)),
+        st.tuples(st.just("run"), st.integers(0, 5)),
+        st.tuples(st.just("fail"), st.booleans()),
+        st.tuples(st.just("tick"), st.floats(0, 3)),
+        st.tuples(st.just("release"), st.integers(0, 50)),
+        st.tuples(st.just("get"), st.integers(0, 60)),
+        st.tuples(st.just("lost"), st.integers(1, 3)),
+    ),
+    max_size=60,
+)
+configs = st.builds(
+    RepositoryConfig,
+    kind=st.sampled_from(["memory", "disk", "reduced-fd"]),
+    size_threshold=st.sampled_from([1, 500, 10**9]),
+    size_limit=st.sampled_from([3000, 10**9]),
+    age_threshold=st.sampled_from([0.0, 2.0]),
+    disk_file_size_limit=st.sampled_from([196992, 10**9]),
+    async_buffer_length=st.sampled_from([65664, 1 << 20]),
+    write_delay=st.sampled_from([0.0, 1.0]),
+    rpp=st.booleans(),
+    ack_on_reception=st.booleans(),
+)
+starts = st.sampled_from([0, 1000, 0xFFFFFFF0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(configs, starts, ops)
+def test_random_operations_keep_the_repository_consistent(
+    config: RepositoryConfig, start: int, steps: list[tuple[object, ...]]
+) -> None:
+    disk = FakeDisk()
+    now = 0.0
+    cache = f"/model-{id(steps)}"
+    repo = make_repository(REG, config, cache, now)
+    queue: deque[IoJob] = deque()
+    appended: dict[int, bytes] = {}
+    nxt = start
+    last_stable: int | None = None
+    reported_through: int | None = None
+    reads: dict[int, bytes | None] = {}
+    released: int | None = None
+
+    def pump(limit: int | None) -> None:
+        queue.extend(repo.take_io())
+        n = 0
+        while queue and (limit is None or n < limit):
+            for done in disk.run([queue.popleft()]):
+                repo.io_done(done, now)
+            queue.extend(repo.take_io())
+            n += 1
+
+    def check() -> None:
+        nonlocal last_stable, reported_through
+        got = repo.take_newly_stable()
+        if got is not None:
+            first, last = got
+            if reported_through is not None:
+                assert serial_lt(reported_through, first)
+            reported_through = last
+        s = repo.stable_sqn
+        if last_stable is not None:
+            assert s is not None and not serial_lt(s, last_stable)
+        last_stable = s
+        assert repo.mem_bytes >= 0 and repo.frames_held >= 0
+        durable = config.kind != "memory" and not (config.rpp and config.ack_on_reception)
+        if durable and s is not None and repo.trail_sqn != NO_SQN:
+            # nothing unwritten is stable: every held sqn up to the stable point is on disk
+            sc = repo.sync_complete_sqn
+            # (0xFFFFFFFF is both a sequence number and UM's "none": equal is fine)
+            assert sc == s or (sc != NO_SQN and not serial_lt(sc, s))
+            files = [(p, bytes(b)) for p, b in disk.files.items()]
+            on_disk = {r.sqn: r.frame for r in fmt.iter_repository(files, REG, True)}
+            q = repo.trail_sqn
+            while not serial_lt(s, q):
+                if q in appended and (released is None or serial_lt(released, q)):
+                    assert on_disk.get(q) == appended[q], (q, s)
+                q = (q + 1) & 0xFFFFFFFF
+        for sqn, data in repo.take_read_results():
+            reads[sqn] = data
+            if data is not None:
+                assert data == appended[sqn]
+
+    for step in steps:
+        kind = step[0]
+        if kind == "append":
+            delta, count = int(step[1]), int(step[2])  # type: ignore[call-overload]
+            for _ in range(count):
+                sqn = (nxt + delta) & 0xFFFFFFFF
+                got = repo.append(sqn, frame(sqn), now)
+                if got is Append.STORED:
+                    assert sqn not in appended or appended[sqn] == frame(sqn)
+                    appended[sqn] = frame(sqn)
+                if delta >= 0:
+                    nxt = (sqn + 1) & 0xFFFFFFFF
+                delta = 0
+        elif kind == "run":
+            pump(int(step[1]) or None)  # type: ignore[call-overload]
+        elif kind == "fail":
+            if step[1]:
+                disk.fail.update(p for p in disk.files if p.endswith(".seg"))
+            else:
+                disk.fail.clear()
+        elif kind == "tick":
+            now += float(step[1])  # type: ignore[arg-type]
+            repo.handle_timer(now)
+        elif kind == "release" and config.rpp:
+            lead = repo.lead_sqn
+            if lead != NO_SQN:
+                released = (lead - int(step[1])) & 0xFFFFFFFF  # type: ignore[call-overload]
+                repo.release_through(released, now)
+        elif kind == "get":
+            sqn = (start + int(step[1])) & 0xFFFFFFFF  # type: ignore[call-overload]
+            got_frame = repo.get(sqn)
+            if isinstance(got_frame, bytes):
+                assert got_frame == appended[sqn]
+        elif kind == "lost":
+            lead = repo.lead_sqn
+            if lead != NO_SQN:
+                repo.declare_lost((lead + 1) & 0xFFFFFFFF, (lead + int(step[1])) & 0xFFFFFFFF, now)  # type: ignore[call-overload]
+        check()
+
+    # heal and settle
+    disk.fail.clear()
+    for _ in range(50):
+        now += max(RETRY_DELAY, config.write_delay, config.age_threshold) + 0.01
+        repo.handle_timer(now)
+        pump(None)
+        check()
+        if not queue and not repo.full and repo.next_timer() is None:
+            break
+    assert not repo.full
+    contig = repo.contig_sqn
+    if contig != NO_SQN and repo.lead_sqn != NO_SQN:
+        assert (
+            repo.stable_sqn == contig
+            or (config.rpp and config.kind != "memory" and repo.room_bytes == 0)
+            or repo.trail_sqn == NO_SQN
+        )
+    trail, lead = repo.trail_sqn, repo.lead_sqn
+    if trail == NO_SQN or config.kind == "memory":
+        held_range: list[int] = []
+    else:
+        held_range = [(trail + k) & 0xFFFFFFFF for k in range(((lead - trail) & 0xFFFFFFFF) + 1)]
+    # every held message reads back as appended
+    for sqn in held_range:
+        got_frame = repo.get(sqn)
+        if got_frame is PENDING:
+            pump(None)
+            results = dict(repo.take_read_results())
+            got_frame = results.get(sqn)
+        if sqn in appended and got_frame is not None:
+            assert got_frame == appended[sqn]
+    # the files hold whole, valid records of appended frames, in sequence order
+    if config.kind in ("disk", "reduced-fd"):
+        files = [(p, bytes(b)) for p, b in disk.files.items()]
+        recs = [r for r in fmt.iter_repository(files, REG, True) if r.sqn in appended]
+        for r in recs:
+            assert r.frame == appended[r.sqn]
+        sqns = [r.sqn for r in recs]
+        for a, b in itertools.pairwise(sqns):
+            assert serial_lt(a, b)
+        if config.kind == "disk":
+            assert repo.disk_bytes == sum(len(b) for b in disk.files.values())
+        if repo.stable_sqn is not None and not config.rpp and trail != NO_SQN:
+            # SPP: everything from the trail to the stable point is on disk
+            on_disk = set(sqns)
+            s = trail
+            while s in appended and not serial_lt(repo.stable_sqn, s):
+                assert s in on_disk, (s, trail, repo.stable_sqn)
+                s = (s + 1) & 0xFFFFFFFF
