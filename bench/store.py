@@ -71,6 +71,10 @@ import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from umcore.store.repository import RepositoryConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -786,11 +790,23 @@ async def raw_round(
     return rate, cpu, own / (time.perf_counter() - start)
 
 
+def topic_config(topic: str) -> RepositoryConfig:
+    """``topic``'s repository settings in the bench's Store configuration, as the daemon
+    builds them (defaults from the option registry)."""
+    from umcore.config import store as store_config
+    from umcore.store.repository import RepositoryConfig
+
+    xml = STORE_XML.format(tmp=tempfile.gettempdir(), mem=MEM_LIMIT, disk=DISK_LIMIT)
+    matched = store_config.load_text(xml, "bench/store.py").stores[0].match(topic)
+    assert matched is not None, topic
+    return RepositoryConfig.from_topic(matched)
+
+
 def rss_child() -> None:
     """Subprocess: VmRSS before/after appending RETAINED frames to a memory repository."""
-    from umcore.store.repository import Append, RepositoryConfig, make_repository
+    from umcore.store.repository import Append, make_repository
 
-    cfg = RepositoryConfig(kind="memory", size_threshold=MEM_LIMIT, size_limit=MEM_LIMIT)
+    cfg = topic_config("bench.mem.rss")
     now = time.monotonic()
     repo = make_repository(1, cfg, tempfile.gettempdir(), now)
     payload = bytes(PAYLOAD)
@@ -815,14 +831,9 @@ def fill_child(cache_dir: str, state_dir: str, topic: str, reply_port: int) -> N
     back (the restore step of the daemon's start, on its own)."""
     asyncio.run(_fill(cache_dir, state_dir, topic, reply_port))
     from umcore.aio.storeio import load_store
-    from umcore.config import store as store_config
-    from umcore.store.repository import RepositoryConfig
-
-    instance = store_config.load(os.path.join(os.path.dirname(cache_dir), "store.xml")).stores[0]
 
     def configs(name: str) -> RepositoryConfig | None:
-        matched = instance.match(name)
-        return None if matched is None else RepositoryConfig.from_topic(matched)
+        return topic_config(name) if name.startswith("bench.") else None
 
     t0 = time.perf_counter()
     loaded = load_store(cache_dir, state_dir, configs)
@@ -835,17 +846,12 @@ def fill_child(cache_dir: str, state_dir: str, topic: str, reply_port: int) -> N
 async def _fill(cache_dir: str, state_dir: str, topic: str, reply_port: int) -> None:
     from umcore.aio.storeio import StoreIO
     from umcore.features.latejoin import make_otid
-    from umcore.store.repository import Append, RepositoryConfig, make_repository
+    from umcore.store.repository import Append, make_repository
     from umcore.store.state import SourceState, encode_state, state_name
 
     loop = asyncio.get_running_loop()
     reg_id = 4242
-    cfg = RepositoryConfig(
-        kind="disk",
-        size_threshold=1 << 20,
-        size_limit=MEM_LIMIT,
-        disk_file_size_limit=DISK_LIMIT,
-    )
+    cfg = topic_config(topic)
     now = loop.time()
     repo = make_repository(reg_id, cfg, cache_dir, now, wall_offset=time.time() - now)
     done = asyncio.Event()
