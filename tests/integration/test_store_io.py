@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from umcore.aio.storeio import FileOps, LoadedStore, StoreIO, load_store
 from umcore.errors import ConfigError
@@ -288,3 +291,53 @@ async def test_memory_kinds_restart_empty_with_their_state(tmp_path: Path, kind:
     assert list(h.cache.iterdir()) == []
     ((state, repo),) = h.load().sources
     assert state.repository_type == kind and repo.kind == kind and repo.lead_sqn == 0xFFFFFFFF
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["disk", "reduced-fd"]),
+    st.sampled_from([196992, 10**9]),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(1, 400), st.integers(0, 3)), min_size=1, max_size=8),
+)
+def test_restart_holds_what_was_written(
+    kind: str, limit: int, verify: bool, bursts: list[tuple[int, int]]
+) -> None:
+    """Random bursts through an in-memory disk, the files put in a real directory, restart:
+    the restored window is the written one and every message in it reads back as appended."""
+    from tests.store.fakedisk import FakeDisk
+
+    cfg = RepositoryConfig(
+        kind=kind, size_threshold=1, disk_file_size_limit=limit, verify_checksums=verify
+    )
+    with tempfile.TemporaryDirectory() as root:
+        cache, state = os.path.join(root, "cache"), os.path.join(root, "state")
+        os.mkdir(cache)
+        os.mkdir(state)
+        disk = FakeDisk()
+        repo = make_repository(REG, cfg, cache, 0.0)
+        sqn = 0
+        for count, gap in bursts:
+            sqn += gap  # a gap the store never repairs: writing stops before it
+            for _ in range(count):
+                repo.append(sqn, frame(sqn), 0.0)
+                sqn += 1
+            for _ in range(10):
+                for done in disk.run(repo.take_io()):
+                    repo.io_done(done, 0.0)
+        for path, data in disk.files.items():
+            Path(path).write_bytes(bytes(data))
+        Path(state, f"{REG}-state").write_bytes(
+            encode_state(SourceState(REG, topic="t", repository_type=kind))
+        )
+        loaded = load_store(cache, state, lambda topic: cfg)
+        assert loaded.repairs == [] and loaded.corrupt_records == 0
+        ((_, back),) = loaded.sources
+        assert back.lead_sqn == repo.sync_complete_sqn
+        if repo.stable_sqn is not None:
+            assert back.trail_sqn == repo.trail_sqn
+        files = [(p.name, p.read_bytes()) for p in Path(cache).glob("*.seg")]
+        held = {r.sqn: r.frame for r in fmt.iter_repository(files, REG)}
+        assert all(held[s] == frame(s) for s in held)
+        if back.trail_sqn != 0xFFFFFFFF:
+            assert sorted(held) == list(range(back.trail_sqn, back.lead_sqn + 1))

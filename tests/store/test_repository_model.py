@@ -59,6 +59,7 @@ configs = st.builds(
     age_threshold=st.sampled_from([0.0, 2.0]),
     disk_file_size_limit=st.sampled_from([196992, 10**9]),
     async_buffer_length=st.sampled_from([65664, 1 << 20]),
+    preallocate=st.booleans(),
     write_delay=st.sampled_from([0.0, 1.0]),
     rpp=st.booleans(),
     ack_on_reception=st.booleans(),
