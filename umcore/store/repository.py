@@ -55,11 +55,23 @@ changes"):
 * ``Append.LOST``: the sqn was declared lost with :meth:`Repository.declare_lost` (the store
   answers such duplicates with a stability NAK); ``declare_lost(first, last, now)`` lets the core
   fill a gap that will never be repaired so stability and writing pass it.
+* ``PENDING`` is the single member of the enum :class:`Pending`.
+* ``make_repository(..., *, wall_offset=0.0)``: ``now + wall_offset`` is wall-clock time, the
+  arrival time written to disk (``<restore-last>`` compares it across restarts).
 * ``RepositoryConfig.from_topic(..., restore_last_hours=None)``: the Store instance's
   ``<restore-last>`` when the topic has none (``StoreTopic.restore_last`` is None then).
+  ``write_delay`` and ``ack_on_reception`` are kept as configured and act only for RPP disk and
+  reduced-fd repositories.
 * :func:`restore_repository` builds a repository from what :func:`umcore.aio.storeio.load_store`
-  read; ``room_bytes``, ``stats()`` and ``frames_held`` are extra read-only views.
-* ``PENDING`` is the single member of the enum :class:`Pending`.
+  read; :func:`config_for_state` applies a restored source's own kind and RPP choices.
+* Every job a repository emits has ``owner`` = its RegID; the core hands the completions back in
+  :meth:`Repository.io_done` and submits :meth:`Repository.take_io` output in order.
+* Read-only extras: ``room_bytes`` (for the RPP stop point), ``stats()``, ``frames_held``,
+  ``mem_bytes``, ``disk_bytes``, ``bytes_held``, counters, ``last_error``.
+
+After a restart a repository holds what its segment files hold: an RPP repository's messages
+consumed before the restart but sharing a segment with unconsumed ones come back, until the core
+releases them again from the receivers' ACK positions (:meth:`release_through`).
 """
 
 from __future__ import annotations
