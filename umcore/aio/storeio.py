@@ -56,15 +56,33 @@ __all__ = ["DEFAULT_MAX_PENDING", "FileOps", "LoadedStore", "StoreIO", "load_sto
 DEFAULT_MAX_PENDING = 65536
 # Open files kept by the writer: a disk repository uses two (segment and index) at a time.
 MAX_OPEN_FILES = 256
-_fdatasync = getattr(os, "fdatasync", os.fsync)
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS and Windows have no fdatasync
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+# Windows cannot open (or fsync) a directory: a rename there is made durable by the OS itself.
+_SYNC_DIRS = os.name != "nt"
+
+
+def _pwrite_seek(fd: int, data: bytes, offset: int) -> int:
+    """``os.pwrite`` where the platform has none (Windows): one thread uses the fds."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.write(fd, data)
+
+
+def _pread_seek(fd: int, length: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, length)
+
+
+_PWRITE: Callable[[int, bytes, int], int] = getattr(os, "pwrite", _pwrite_seek)
+_PREAD: Callable[[int, int, int], bytes] = getattr(os, "pread", _pread_seek)
 
 
 @dataclass(frozen=True, slots=True)
 class FileOps:
     """The file calls the writer thread makes (tests inject failing ones)."""
 
-    pwrite: Callable[[int, bytes, int], int] = os.pwrite
-    pread: Callable[[int, int, int], bytes] = os.pread
+    pwrite: Callable[[int, bytes, int], int] = _PWRITE
+    pread: Callable[[int, int, int], bytes] = _PREAD
     fdatasync: Callable[[int], None] = _fdatasync
     fsync: Callable[[int], None] = os.fsync
 
@@ -169,10 +187,10 @@ class StoreIO:
             return fd, False
         created = False
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o644)
             created = True
         except FileExistsError:
-            fd = os.open(path, os.O_RDWR)
+            fd = os.open(path, os.O_RDWR | _O_BINARY)
         if created and prealloc:
             os.ftruncate(fd, prealloc)
         if len(self._fds) >= MAX_OPEN_FILES:
@@ -196,6 +214,8 @@ class StoreIO:
             offset += n
 
     def _sync_dir(self, path: str) -> None:
+        if not _SYNC_DIRS:
+            return
         dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
         try:
             self._ops.fsync(dfd)
@@ -252,7 +272,7 @@ def _atomic_write(path: str, data: bytes, ops: FileOps | None = None) -> None:
     directory: a reader (or a restart) sees the old file or the new one, never a mix."""
     ops = ops or FileOps()
     tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_BINARY, 0o644)
     try:
         off = 0
         while off < len(data):
@@ -268,6 +288,8 @@ def _atomic_write(path: str, data: bytes, ops: FileOps | None = None) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
+    if not _SYNC_DIRS:
+        return
     dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
         ops.fsync(dfd)
