@@ -643,12 +643,63 @@ class Repository:
                 self.bytes_held += acct
                 self._contig = n
                 if self._disk:
-                    self._dseg.append(0)
-                    self._doff.append(0)
-                    if n == self._wt and self._buffer_record(n, frame, now):
+                    if n != self._wt:
+                        self._dseg.append(0)
+                        self._doff.append(0)
+                        return Append.STORED
+                    seg = self._wseg
+                    rlen = acct  # the record: frame + our header
+                    wbuf = self._wbuf
+                    if (
+                        self._shared is None
+                        and seg is not None
+                        and seg.end + rlen <= self._seg_cap
+                        and self.disk_bytes + rlen + _INDEX_COST <= self._disk_limit
+                        and (self._wcount or not wbuf)
+                        and len(wbuf) + rlen <= self._buffer_limit
+                    ):
+                        # _buffer_record's common case, inline: room in the open segment
+                        # and in the write buffer
+                        if not self._wcount:
+                            self._wstart = seg.end
+                        doff = seg.end
+                        seg.end = doff + rlen
+                        if seg.size < doff + rlen:
+                            self.disk_bytes += doff + rlen - seg.size
+                            seg.size = doff + rlen
+                        if seg.first == NO_SQN:
+                            seg.first = sqn
+                        seg.last = sqn
+                        seg.live += 1
+                        self._dseg.append(seg.segno)
+                        self._doff.append(doff)
+                        arrival = now + self._wall
+                        head = _REC_HEAD.pack(
+                            fmt.REC_MAGIC,
+                            self.reg_id,
+                            sqn,
+                            fmt.REC_PAYLOAD_CRC,
+                            0,
+                            flen,
+                            arrival,
+                            _crc(frame),
+                        )
+                        wbuf += head
+                        wbuf += _U32.pack(_crc(head))
+                        wbuf += frame
+                        self._ibuf += _ENTRY.pack(sqn, rlen, arrival, self.reg_id, 0)
+                        self._windex.append(n)
+                        self._wcount += 1
+                        self._wlast = n
                         self._wt = n + 1
-                        if len(self._writes) < MAX_WRITES_IN_FLIGHT:
-                            self._cut_write()
+                    else:
+                        self._dseg.append(0)
+                        self._doff.append(0)
+                        if not self._buffer_record(n, frame, now):
+                            return Append.STORED
+                        self._wt = n + 1
+                    if len(self._writes) < MAX_WRITES_IN_FLIGHT:
+                        self._cut_write()
                 elif self.mem_bytes > self._thr:
                     self._shrink_memory(now)
                     self._maybe_compact()
