@@ -503,6 +503,7 @@ def test_config_reads_every_option_from_the_topic() -> None:
     opts = store_config.TOPIC_OPTIONS
     assert default.size_limit == int(opts["repository-size-limit"][1])
     assert default.fdatasync is False and default.kind == "memory"
+    assert RepositoryConfig() == default  # one set of defaults: the option table's
 
 
 @pytest.mark.parametrize("kind", ["disk", "reduced-fd"])

@@ -87,7 +87,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from umcore.config.store import StoreTopic
+from umcore.config.store import TOPIC_OPTIONS, StoreTopic
 from umcore.errors import ConfigError, ProtocolError
 from umcore.store import diskformat as fmt
 from umcore.store.io import IoDone, IoJob, IoKind
@@ -164,6 +164,12 @@ _OVERRIDE_NAMES = {
 FDATASYNC_OPTION = "pyum-repository-disk-fdatasync"
 
 
+def _default(name: str) -> Any:
+    """The documented default of repository option ``name`` (from the one option table)."""
+    vtype, text, _ = TOPIC_OPTIONS[name]
+    return vtype.parse(text)
+
+
 def serial_lt(a: int, b: int) -> bool:
     """``a`` comes before ``b`` in 32-bit serial-number arithmetic."""
     return 0 < ((b - a) & _M) < _HALF
@@ -189,17 +195,20 @@ class RepositoryConfig:
     """A repository's settings, read from the Store's ``<topic>`` (defaults live only in
     :mod:`umcore.config.store`), with a RPP source's overrides applied."""
 
-    kind: str = "memory"
-    size_threshold: int = 1024
-    size_limit: int = 50331648
-    age_threshold: float = 0.0  # seconds, 0 off
-    disk_file_size_limit: int = 104857600
-    preallocate: bool = False
-    async_buffer_length: int = 1024000
-    max_read_jobs: int = 10000
-    verify_checksums: bool = False  # repository-disk-message-checksum: verify on restart
-    write_delay: float = 0.0  # seconds; applies to RPP disk repositories only
-    fdatasync: bool = False  # pyum-only
+    # (the defaults are the option table's, for tests and tools that build one directly)
+    kind: str = _default("repository-type")
+    size_threshold: int = _default("repository-size-threshold")
+    size_limit: int = _default("repository-size-limit")
+    age_threshold: float = float(_default("repository-age-threshold"))  # seconds, 0 off
+    disk_file_size_limit: int = _default("repository-disk-file-size-limit")
+    preallocate: bool = bool(_default("repository-disk-file-preallocate"))
+    async_buffer_length: int = _default("repository-disk-async-buffer-length")
+    max_read_jobs: int = _default("repository-disk-max-read-async-cbs")
+    # repository-disk-message-checksum: verify every record's frame CRC on restart
+    verify_checksums: bool = bool(_default("repository-disk-message-checksum"))
+    # seconds; acts for RPP disk repositories only
+    write_delay: float = _default("repository-disk-write-delay") / 1000.0
+    fdatasync: bool = bool(_default(FDATASYNC_OPTION))  # pyum-only
     rpp: bool = False
     ack_on_reception: bool = False  # applies to RPP disk repositories only
     restore_last_hours: int = 0
