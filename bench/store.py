@@ -81,15 +81,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PAYLOAD = 64
 FRAME_LEN = 12 + PAYLOAD  # LBMC DATA header + payload
-MAX_FRAMES = 600_000  # frames pre-encoded for an ingest round (more than 3 s at 150k/s)
+MAX_FRAMES = 600_000  # frames pre-encoded for an ingest round (4 s at 150k/s)
 ROUNDS = 3
 ROUND_SECONDS = 2.0
 WINDOW = 8192  # messages un-ACKed at most (a persistent source's ume_flight_size)
 CHUNK = 256  # frames sent per turn of the feeder before it lets the loop read ACKs
 LATENCY_SECONDS = 2.5
 LATENCY_WARMUP = 0.3  # first seconds of the paced phase not counted
-# Information: the latency well below the Store's capacity (the half-rate figure is close to
-# it on a shared 2-core machine: the Store gets about one core's half there).
+# Information: the latency well below the Store's capacity (at half its measured rate the Store
+# is already close to the CPU share it gets on a shared 2-core machine).
 LOW_RATE = 5000.0
 LOW_SECONDS = 2.0
 MAX_BURST = 256  # a paced sender that fell behind catches up by at most this many frames
