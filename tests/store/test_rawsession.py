@@ -16,7 +16,7 @@ def test_sink_sessions_carry_topic_ip_and_options(tmp_path: Path) -> None:
     info = SourceInfo("t", 0, lbmr.TCPInfo("10.0.0.1", 14371, 1), options=(opt,))
     got: list[RawSession] = []
     raw = RawReceiver("t", lambda s, f: got.append(s), None)
-    raw.sink_for(info, "TCP:10.0.0.1:14371:1")(b"frame")
+    raw.sink_for(info, "TCP:10.0.0.1:14371:1")([b"frame"])
     (session,) = got
     assert (session.topic, session.source_ip, session.topic_index) == ("t", "10.0.0.1", 0)
     assert session.options == (opt,)

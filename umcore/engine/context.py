@@ -57,7 +57,7 @@ from umcore.engine.options import (
     interface_ip,
     random_session_id,
 )
-from umcore.engine.raw import OnFrame, OnSession, RawReceiver, RawSource
+from umcore.engine.raw import OnFrame, OnFrames, OnSession, RawReceiver, RawSource
 from umcore.engine.receive import JoinedSession, OnMessage, Subscriber
 from umcore.engine.source import EngineSource, OnSourceEvent, SourceSession, completed_future
 from umcore.errors import UMError
@@ -475,16 +475,18 @@ class Engine:
     def open_raw_receiver(
         self,
         topic: str,
-        on_frame: OnFrame,
+        on_frame: OnFrame | None = None,
         *,
+        on_frames: OnFrames | None = None,
         on_session: OnSession | None = None,
         attributes: Any = None,
     ) -> RawReceiver:
         """A raw receiver of ``topic`` (:mod:`umcore.engine.raw`): its sources' LBMC frames, as
-        they arrive; receiver-scope ``attributes`` set its topic resolution and joins."""
+        they arrive, one at a time (``on_frame``) or a read's at a time (``on_frames``);
+        receiver-scope ``attributes`` set its topic resolution and joins."""
         self.check()
         options = Options("receiver", attributes, topic)
-        raw = RawReceiver(topic, on_frame, on_session)
+        raw = RawReceiver(topic, on_frame, on_session, on_frames)
         self.raw_receivers.setdefault(topic, []).append((raw, options))
         self._query(topic, options)
         return raw

@@ -42,7 +42,15 @@ from umcore.engine.source import EngineSource
 from umcore.errors import LocalProtocolError
 from umcore.resolver.core import SourceInfo
 
-__all__ = ["FRAME_HEADER", "OnFrame", "OnSession", "RawReceiver", "RawSession", "RawSource"]
+__all__ = [
+    "FRAME_HEADER",
+    "OnFrame",
+    "OnFrames",
+    "OnSession",
+    "RawReceiver",
+    "RawSession",
+    "RawSource",
+]
 
 # An LBMC data frame's fixed header: ver/type, next header, msglen, topic index, sqn.
 _HEAD = struct.Struct("!BBHII")
@@ -81,36 +89,63 @@ def _session(info: SourceInfo, source_string: str) -> RawSession:
 
 
 OnFrame = Callable[[RawSession, bytes], object]
+OnFrames = Callable[[RawSession, list[bytes]], object]
 OnSession = Callable[[RawSession, bool], object]
 
 
 class RawReceiver:
-    """Interest in one topic, handed the frames of its sources (see the module docstring)."""
+    """Interest in one topic, handed the frames of its sources (see the module docstring).
 
-    def __init__(self, topic: str, on_frame: OnFrame, on_session: OnSession | None) -> None:
+    ``on_frame(session, frame)`` is called per frame; ``on_frames(session, frames)``, when
+    given instead, once per read (TCP) or datagram (LBT-RU/RM) with that read's frames: a
+    store appends a read's frames and answers them with one ACK."""
+
+    def __init__(
+        self,
+        topic: str,
+        on_frame: OnFrame | None,
+        on_session: OnSession | None,
+        on_frames: OnFrames | None = None,
+    ) -> None:
+        if (on_frame is None) == (on_frames is None):
+            raise LocalProtocolError("a raw receiver takes one of on_frame and on_frames")
         self.topic = topic
         self.on_frame = on_frame
+        self.on_frames = on_frames
         self.on_session = on_session
-        #: Frames handed over, and exceptions raised by ``on_frame`` (logged, counted).
+        #: Frames handed over, and exceptions raised by the callback (logged, counted).
         self.frames = 0
         self.callback_errors = 0
         self.closed = False
         #: What this receiver's sinks are attached to: (session key, sink).
-        self.attached: list[tuple[tuple[object, ...], Callable[[bytes], None]]] = []
+        self.attached: list[tuple[tuple[object, ...], Callable[[list[bytes]], None]]] = []
 
-    def sink_for(self, info: SourceInfo, source_string: str) -> Callable[[bytes], None]:
+    def sink_for(self, info: SourceInfo, source_string: str) -> Callable[[list[bytes]], None]:
         """The frame sink of one joined session (its identity bound once)."""
         ident = _session(info, source_string)
+        on_frames = self.on_frames
+        if on_frames is not None:
+
+            def sink(frames: list[bytes]) -> None:
+                self.frames += len(frames)
+                try:
+                    on_frames(ident, frames)
+                except Exception:
+                    self.callback_errors += 1
+
+            return sink
         on_frame = self.on_frame
+        assert on_frame is not None
 
-        def sink(frame: bytes) -> None:
-            self.frames += 1
-            try:
-                on_frame(ident, frame)
-            except Exception:
-                self.callback_errors += 1
+        def sink_each(frames: list[bytes]) -> None:
+            for frame in frames:
+                self.frames += 1
+                try:
+                    on_frame(ident, frame)
+                except Exception:
+                    self.callback_errors += 1
 
-        return sink
+        return sink_each
 
     def session_event(self, info: SourceInfo, source_string: str, active: bool) -> None:
         if self.on_session is None:

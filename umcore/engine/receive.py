@@ -607,8 +607,9 @@ class JoinedSession:
         self.conn: Connection | None = None
         self.active = False
         self.closed = False
-        #: Raw receivers' frame sinks (:mod:`umcore.engine.raw`), called with every LBMC frame.
-        self.frame_sinks: list[Callable[[bytes], None]] = []
+        #: Raw receivers' frame sinks (:mod:`umcore.engine.raw`), called with the LBMC frames
+        #: of each read (TCP) or datagram (LBT-RU/RM).
+        self.frame_sinks: list[Callable[[list[bytes]], None]] = []
         #: Told BOS (True) and EOS (False) of this session (raw receivers).
         self.session_watchers: list[Callable[[bool], None]] = []
         #: LBT-RU / LBT-RM: the options the session was joined with, and its statistics hook.
@@ -630,12 +631,13 @@ class JoinedSession:
     def count_loss(self, count: int) -> None:
         self.owner.count_loss(count)
 
-    def add_frame_sink(self, sink: Callable[[bytes], None]) -> None:
-        """A raw receiver's sink: every LBMC frame of this session, in arrival order."""
+    def add_frame_sink(self, sink: Callable[[list[bytes]], None]) -> None:
+        """A raw receiver's sink: the LBMC frames of this session, a read's or a datagram's at a
+        time, in arrival order."""
         self.frame_sinks.append(sink)
         self.core.frame_sink = sink if len(self.frame_sinks) == 1 else self._fan_frames
 
-    def remove_frame_sink(self, sink: Callable[[bytes], None]) -> None:
+    def remove_frame_sink(self, sink: Callable[[list[bytes]], None]) -> None:
         if sink in self.frame_sinks:
             self.frame_sinks.remove(sink)
         sinks = self.frame_sinks
@@ -644,9 +646,9 @@ class JoinedSession:
         )
         self._leave_if_unused()
 
-    def _fan_frames(self, frame: bytes) -> None:
+    def _fan_frames(self, frames: list[bytes]) -> None:
         for sink in self.frame_sinks:
-            sink(frame)
+            sink(frames)
 
     def bos(self) -> None:
         self.active = True

@@ -815,10 +815,10 @@ class LbtReceiver:
         self.on_active: Callable[[], None] | None = None
         self.on_end: Callable[[], None] | None = None
         self.timer_dirty = False
-        #: A raw receiver's sink (umcore.engine.raw): called with every LBMC frame of each
-        #: DATA datagram the transport accepts (first copy; duplicates are dropped before),
-        #: in arrival order, before the DCs see it.
-        self.frame_sink: Callable[[bytes], None] | None = None
+        #: A raw receiver's sink (umcore.engine.raw): called once per DATA datagram the
+        #: transport accepts (first copy; duplicates are dropped before) with its LBMC frames
+        #: (a list, never empty), in arrival order, before the DCs see them.
+        self.frame_sink: Callable[[list[bytes]], None] | None = None
 
     # ------------------------------------------------------------------ statistics
     #: ums_mon.proto ReceiverTransport fields of both LBT-RM and LBT-RU; subclasses add
@@ -953,14 +953,16 @@ class LbtReceiver:
         if self._nak_due is not None and self._nak_due <= now:
             self._flush_naks(now)
 
-    def _to_sink(self, sink: Callable[[bytes], None], data: bytes | memoryview, off: int) -> None:
+    def _to_sink(
+        self, sink: Callable[[list[bytes]], None], data: bytes | memoryview, off: int
+    ) -> None:
         try:
             frames, _end = lbmc.split_frames(data, off)
         except lbmc.LBMCError:
             self.stats.dgrams_dropped_hdr += 1
             return
-        for frame in frames:
-            sink(frame)
+        if frames:
+            sink(frames)
 
     def _payload(self, data: bytes | memoryview, off: int, now: float, datagram: int) -> None:
         """Hand each LBMC message of a DATA datagram (``data[off:]``) to its DC (arrival order);

@@ -402,9 +402,10 @@ class TcpReceiverSession:
         self.active = False  # set by the first bytes from the source: BOS time
         #: Called once, on the first bytes from the source, before anything is delivered.
         self.on_active: Callable[[], None] | None = None
-        #: A raw receiver's sink (umcore.engine.raw): called with every whole LBMC frame, data
-        #: and control, in arrival order, before the DCs see it.
-        self.frame_sink: Callable[[bytes], None] | None = None
+        #: A raw receiver's sink (umcore.engine.raw): called once per read with the read's
+        #: whole LBMC frames (a list, never empty), data and control, in arrival order, before
+        #: the DCs see them -- one call per read, so a store handles a read's frames in one go.
+        self.frame_sink: Callable[[list[bytes]], None] | None = None
         self._pending = bytearray()
 
     def connect_message(self) -> bytes | None:
@@ -494,7 +495,7 @@ class TcpReceiverSession:
         return first
 
     def _receive_frames(self, data: bytes | memoryview) -> None:
-        """A raw receiver's path: every whole frame to :attr:`frame_sink`, then to the DCs."""
+        """A raw receiver's path: the read's whole frames to :attr:`frame_sink`, then to the DCs."""
         pending = self._pending
         pending += data
         try:
@@ -507,8 +508,8 @@ class TcpReceiverSession:
             raise TransportError("source sent more than an LBMC message without framing")
         sink = self.frame_sink
         assert sink is not None
-        for frame in frames:
-            sink(frame)
+        if frames:
+            sink(frames)
         if self.dcs and frames:
             self._general(b"".join(frames))
         else:
