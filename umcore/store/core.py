@@ -505,27 +505,28 @@ class StoreCore:
         self._reregister_source(src, req, now)
 
     def _repository_config(
-        self, src_rpp: bool, options: dict[str, int], cfg: StoreTopic
+        self, src_rpp: bool, requested: dict[str, int], cfg: StoreTopic
     ) -> RepositoryConfig:
+        # ``requested``: the RPP values the source's registration carried (absent = not asked).
         overrides = {
             k: v
-            for k, v in options.items()
+            for k, v in requested.items()
             if k not in ("ume_flight_size_bytes", "ume_repository_ack_on_reception")
         }
         return RepositoryConfig.from_topic(
             cfg,
             rpp=src_rpp,
             overrides=overrides,
-            ack_on_reception=bool(options.get("ume_repository_ack_on_reception", 0)),
+            ack_on_reception=bool(requested.get("ume_repository_ack_on_reception", 0)),
             restore_last_hours=self.instance.restore_last.value,
         )
 
     def _new_source(
         self, req: compose.SourceRegistration, cfg: StoreTopic, reg_id: int, now: float
     ) -> None:
-        options = dict(req.rpp_options) if req.rpp else {}
+        requested = dict(req.rpp_options) if req.rpp else {}
         try:
-            rcfg = self._repository_config(req.rpp, options, cfg)
+            rcfg = self._repository_config(req.rpp, requested, cfg)
             repo = make_repository(reg_id, rcfg, self.cache_dir, now, wall_offset=self.wall_offset)
         except ConfigError as exc:
             self._refuse(
@@ -543,9 +544,9 @@ class StoreCore:
             reg_id=reg_id, topic=req.topic, topic_cfg=cfg, session_id=req.session_id,
             transport_idx=req.transport_idx, topic_idx=req.topic_idx, reply_to=req.reply_to,
             clock=clock, repository=repo, ctxinst=req.ctxinst, store_index=req.store_index,
-            rpp=req.rpp, rpp_options=options,
-            ack_on_reception=bool(options.get("ume_repository_ack_on_reception", 0)),
-            flight_size_bytes=options.get("ume_flight_size_bytes", 0), created=now,
+            rpp=req.rpp, rpp_options=requested,
+            ack_on_reception=bool(requested.get("ume_repository_ack_on_reception", 0)),
+            flight_size_bytes=requested.get("ume_flight_size_bytes", 0), created=now,
         )  # fmt: skip
         self._set_identity(src)
         src.next_check = now + self._check_s(src)
