@@ -29,6 +29,22 @@ def test_each_message_acked_at_once_by_default(tmp_path: Path) -> None:
         assert (ack.transport_idx, ack.topic_idx) == (src.transport_idx, src.topic_idx)
 
 
+def test_a_reads_frames_are_acked_together_in_one_ranged_ack(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [topic_config("t", repository_size_threshold=BIG)])
+    src = Source(rig, "t")
+    src.register()
+    control = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[lbmc.Tsni(((0, 9),))]))
+    read = [src.frame(sqn) for sqn in range(5)] + [control] + [src.frame(sqn) for sqn in (5, 6)]
+    rig.core.receive_frames(src.session, read, rig.now)
+    rig.pump()
+    (ack,) = src.acks()
+    assert (ack.first, ack.last, ack.nak) == (0, 6, False)
+    # a duplicate inside a later read is ACKed again on its own, the new ones together
+    rig.core.receive_frames(src.session, [src.frame(3), src.frame(7), src.frame(8)], rig.now)
+    rig.pump()
+    assert sorted((a.first, a.last) for a in src.acks()) == [(3, 3), (7, 8)]
+
+
 def test_check08_batched_ranged_acks_and_the_interval(tmp_path: Path) -> None:
     rig = make_rig(
         tmp_path,

@@ -950,34 +950,52 @@ class StoreCore:
 
     def receive_frame(self, session: FrameSession, frame: bytes, now: float) -> None:
         """One LBMC frame of a joined transport session."""
+        self.receive_frames(session, (frame,), now)
+
+    def receive_frames(self, session: FrameSession, frames: Sequence[bytes], now: float) -> None:
+        """The LBMC frames of one read (TCP) or datagram (LBT-RU/RM) of a joined session, in
+        arrival order: each is appended as :meth:`receive_frame` would, and what the
+        repository produced is collected once, so a read's messages become stable -- and are
+        ACKed -- together (one ranged ACK when ``stability-ack-minimum-number`` is 1)."""
         c = self.counters
-        c.frames += 1
-        n = len(frame)
-        if n < 4 or frame[0] & 0xF0 or (frame[2] << 8 | frame[3]) != n:
-            c.bad_frames += 1
-            return
-        if frame[0] not in _STORED_TYPES:
-            c.unstored_frames += 1
-            return
-        if n < 12:
-            c.bad_frames += 1
-            return
-        tidx, sqn = _TIDX_SQN.unpack_from(frame, 4)
-        if tidx != session.topic_index:
-            c.other_topic_frames += 1
-            return
-        src = self._sessions.get(session, _MISSING)
-        if src is _MISSING:
-            src = self._match(session)
-            self._sessions[session] = src
-        if src is None:
-            c.unmatched_frames += 1
-            return
-        try:
-            self._store(src, sqn, frame, now)
-        except Exception as exc:
-            c.internal_errors += 1
-            self._note(_ERR, f"internal error storing sqn {sqn} of RegID {src.reg_id}: {exc!r}")
+        c.frames += len(frames)
+        src: Any = _MISSING
+        tindex = session.topic_index
+        stored = _STORED_TYPES
+        unpack = _TIDX_SQN.unpack_from
+        for frame in frames:
+            n = len(frame)
+            if n < 4 or frame[0] & 0xF0 or (frame[2] << 8 | frame[3]) != n:
+                c.bad_frames += 1
+                continue
+            if frame[0] not in stored:
+                c.unstored_frames += 1
+                continue
+            if n < 12:
+                c.bad_frames += 1
+                continue
+            tidx, sqn = unpack(frame, 4)
+            if tidx != tindex:
+                c.other_topic_frames += 1
+                continue
+            if src is _MISSING:
+                src = self._sessions.get(session, _MISSING)
+                if src is _MISSING:
+                    src = self._sessions[session] = self._match(session)
+            if src is None:
+                c.unmatched_frames += 1
+                continue
+            try:
+                self._store(src, sqn, frame, now)
+            except Exception as exc:
+                c.internal_errors += 1
+                self._note(_ERR, f"internal error storing sqn {sqn} of RegID {src.reg_id}: {exc!r}")
+        if src is not None and src is not _MISSING:
+            try:
+                self._after(src, now)
+            except Exception as exc:
+                c.internal_errors += 1
+                self._note(_ERR, f"internal error after storing for RegID {src.reg_id}: {exc!r}")
 
     def receive_session(self, session: FrameSession, active: bool, now: float) -> None:
         """BOS (``active``) / EOS of a joined session."""
@@ -1049,6 +1067,7 @@ class StoreCore:
         frame = lbmc.encode(lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, rest, msg.payload))
         cands[0].clock.heard(now)
         self._store(cands[0], msg.sqn, frame, now)
+        self._after(cands[0], now)
 
     def _store(self, src: SourceEntry, sqn: int, frame: bytes, now: float) -> None:
         clock = src.clock
@@ -1067,7 +1086,7 @@ class StoreCore:
             self._stability(src, sqn, sqn, nak=True, now=now)
         if src.rpp and (not src.receivers or repo.room_bytes <= src.flight_size_bytes):
             self._release(src, now)  # no receiver to wait for, or at the stop point
-        self._after(src, now)
+        # what the repository produced is collected once per read, by receive_frames
 
     # ==========================================================================================
     # Stability, release, state
