@@ -26,12 +26,15 @@ import tracemalloc
 
 from umcore.aio.storeio import StoreIO, load_store
 from umcore.store.io import IoDone
-from umcore.store.repository import RepositoryConfig, make_repository
+from umcore.store.repository import Append, RepositoryConfig, make_repository
 from umcore.wire import lbmc
 
 N = 1_000_000
 PAYLOAD = bytes(range(64))
 GOAL_RATE = 150_000
+# Messages a source keeps un-ACKed (a large ume_flight_size; UM's default is 1000): without it the
+# repository's memory cache would fill with unwritten messages and drop at its size limit.
+FLIGHT = 100_000
 GOAL_MB_PER_M = 250
 GOAL_RESTART_S = 2.0
 
@@ -90,26 +93,35 @@ async def disk_repository(frames: list[bytes], cache: str) -> float:
     loop = asyncio.get_running_loop()
     cfg = RepositoryConfig(kind="disk", size_threshold=1 << 20, disk_file_size_limit=1 << 40)
     repo = make_repository(1, cfg, cache, loop.time())
-    stable = [0]
+    stable = [-1]
+    moved = asyncio.Event()
 
     def on_done(done: IoDone) -> None:
         repo.io_done(done, loop.time())
         got = repo.take_newly_stable()
         if got is not None:
             stable[0] = got[1]
+            moved.set()
         io.submit(repo.take_io())
 
     io = StoreIO(loop, on_done)
     start = time.perf_counter()
     for i in range(N):
-        repo.append(i, frames[i % 1000], loop.time())
-        repo.take_newly_stable()
+        while i - stable[0] > FLIGHT:  # the source's flight size: it waits for ACKs
+            moved.clear()
+            await moved.wait()
+        if repo.append(i, frames[i % 1000], loop.time()) is not Append.STORED:
+            raise AssertionError(f"message {i} refused: {repo.stats()}")
+        got = repo.take_newly_stable()
+        if got is not None:
+            stable[0] = got[1]
         if i % 256 == 255:  # a datagram's worth of input, then the loop turns
             io.submit(repo.take_io())
             await asyncio.sleep(0)
     io.submit(repo.take_io())
     while stable[0] != N - 1:
-        await io.drain()
+        moved.clear()
+        await moved.wait()
     rate = N / (time.perf_counter() - start)
     await io.close()
     return rate

@@ -82,9 +82,11 @@ import struct
 import weakref
 import zlib
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import Any, Literal
 
 from umcore.config.store import TOPIC_OPTIONS, StoreTopic
@@ -147,6 +149,8 @@ _COMPACT = 4096
 # Slot states
 _ABSENT, _MEM, _BOTH, _DISK, _LOST = 0, 1, 2, 3, 4
 _HELD = frozenset((_MEM, _BOTH, _DISK))
+_MEM_BYTE = bytes((_MEM,))
+_BOTH_BYTE = bytes((_BOTH,))
 _WRITTEN = bytes.maketrans(bytes((_MEM,)), bytes((_BOTH,)))  # MEM -> BOTH, the rest as is
 # the record layout, for the hot path (diskformat.append_record is the reference)
 _REC_HEAD = struct.Struct("<IIIHHIdI")
@@ -441,6 +445,9 @@ class Repository:
         # index of the first sqn ever held (negative after compaction): window values below
         # it mean "none yet"
         self._floor = 0
+        # highest slot whose frame was placed in the arenas out of sequence order (a gap
+        # filled late): bulk releases start after it
+        self._ooo = -1
         self._fast = False  # append's fast path applies (SPP, not empty)
         self._limit = config.size_limit
         self._thr = config.size_threshold
@@ -771,6 +778,7 @@ class Repository:
                 self._dseg.append(0)
                 self._doff.append(0)
         else:
+            self._ooo = max(self._ooo, i)  # placed after frames of later sqns
             self._moff[i] = moff
             self._flen[i] = len(frame)
             self._time[i] = now
@@ -961,6 +969,7 @@ class Repository:
             del self._doff[:k]
         self._base = (self._base + k) & _M
         self._floor -= k
+        self._ooo -= k
         self._t -= k
         self._mt = max(0, self._mt - k)
         self._contig -= k
@@ -980,6 +989,8 @@ class Repository:
         thr = self.config.size_threshold
         age = self.config.age_threshold
         i = max(self._mt, self._t)
+        if self.mem_bytes > thr and i > self._ooo and not self._rpp:
+            i = self._release_run(i, self.mem_bytes - thr)
         while i < n and self.mem_bytes > 0:
             s = st[i]
             if s == _MEM:
@@ -995,6 +1006,48 @@ class Repository:
                 st[i] = _DISK
             i += 1
         self._mt = i
+
+    def _release_run(self, i: int, need: int) -> int:
+        """The threshold release of a run of written frames at once (the common case: frames
+        placed in the arenas in sequence order, so each chunk's frames are one stretch):
+        release from slot ``i`` until ``need`` accounted bytes are freed or an unwritten frame
+        comes; returns the slot after the last released."""
+        st = self._state
+        end = st.find(_MEM_BYTE, i)
+        if end < 0:
+            end = len(st)
+        if end <= i or st.count(_BOTH_BYTE, i, end) != end - i:
+            return i  # gaps or frames already on disk only: the careful loop handles them
+        sizes = list(accumulate(self._flen[i:end]))
+        # k frames free sizes[k-1] + k * OVERHEAD bytes: the smallest k freeing ``need``
+        lo, hi = 0, len(sizes)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if sizes[mid] + (mid + 1) * OVERHEAD >= need:
+                hi = mid
+            else:
+                lo = mid + 1
+        k = min(lo + 1, len(sizes))
+        j = i + k
+        moff = self._moff
+        first_no = moff[i] >> CHUNK_BITS
+        last_no = moff[j - 1] >> CHUNK_BITS
+        pos = i
+        for no in range(first_no, last_no + 1):
+            stop = bisect_left(moff, (no + 1) << CHUNK_BITS, pos, j)
+            count = stop - pos
+            if count:
+                left = self._live[no] - count
+                if left == 0 and no != self._cur_no:
+                    del self._live[no]
+                    del self._chunks[no]
+                else:
+                    self._live[no] = left
+            pos = stop
+        self.mem_bytes -= sizes[k - 1] + k * OVERHEAD
+        self.threshold_releases += k
+        st[i:j] = bytes((_DISK,)) * k
+        return j
 
     # --- RPP ------------------------------------------------------------------------------
 
