@@ -33,6 +33,7 @@ from umcore.store.repository import (
 from umcore.wire import lbmc
 
 REG = 5
+_RUNS = itertools.count()
 
 
 def frame(sqn: int) -> bytes:
@@ -74,7 +75,7 @@ def test_random_operations_keep_the_repository_consistent(
 ) -> None:
     disk = FakeDisk()
     now = 0.0
-    cache = f"/model-{id(steps)}"
+    cache = f"/model-{next(_RUNS)}"  # a directory of its own (reduced-fd logs are per directory)
     repo = make_repository(REG, config, cache, now)
     queue: deque[IoJob] = deque()
     appended: dict[int, bytes] = {}

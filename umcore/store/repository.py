@@ -79,7 +79,6 @@ from __future__ import annotations
 import enum
 import os
 import struct
-import weakref
 import zlib
 from array import array
 from bisect import bisect_left
@@ -332,9 +331,12 @@ class SharedLog:
     It hands out space in the current shared segment (``reduced-fd-<segno>.seg/.idx``) and
     counts, per segment, the records some repository still holds; a segment nobody holds is
     deleted by the repository that let go of its last record.  One per cache directory
-    (:meth:`for_dir`), kept alive by the repositories using it."""
+    (:meth:`for_dir`), for the life of the process."""
 
-    _logs: weakref.WeakValueDictionary[str, SharedLog] = weakref.WeakValueDictionary()
+    # One per cache directory for the life of the process (a new one would number its
+    # segments from 1 again, over the files of the old one); load_store installs the one it
+    # rebuilt from the files.
+    _logs: dict[str, SharedLog] = {}
 
     def __init__(self, cache_dir: str, now: float, next_segno: int = 1) -> None:
         self.cache_dir = cache_dir
