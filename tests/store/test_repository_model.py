@@ -68,7 +68,7 @@ configs = st.builds(
 starts = st.sampled_from([0, 1000, 0xFFFFFFF0])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(configs, starts, ops)
 def test_random_operations_keep_the_repository_consistent(
     config: RepositoryConfig, start: int, steps: list[tuple[object, ...]]
