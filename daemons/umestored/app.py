@@ -15,10 +15,10 @@ One asyncio loop runs every Store instance of the file.  Per Store (:class:`Stor
 - a :class:`~umcore.aio.storeio.StoreIO`: the disk writer thread running the core's I/O jobs;
 - one :class:`~umcore.aio.timer.CoreTimer` re-armed to the core's ``next_timer()``.
 
-Inputs (control messages, raw-receiver frames and BOS/EOS, I/O completions, the timer) go to
-the core at once; its outputs are taken in one :meth:`StoreRuntime.flush`, scheduled once per
-loop iteration however many inputs arrived (a TCP read of many frames costs one flush): UIMs to
-the request port, I/O jobs to the writer, topics to join or leave to the engine's raw
+Inputs (control messages, raw-receiver frames -- a TCP read's or a datagram's at a time --
+and BOS/EOS, I/O completions, the timer) go to the core at once; its outputs are taken in one
+:meth:`StoreRuntime.flush`, scheduled once per loop iteration however many inputs arrived:
+UIMs to the request port, I/O jobs to the writer, topics to join or leave to the engine's raw
 receivers, events to the log.
 
 Stop (SIGINT/SIGTERM): "Shutdown requested"; each Store stops taking registrations
@@ -163,10 +163,12 @@ class StoreRuntime:
         """A raw receiver of ``topic`` handing its frames and BOS/EOS to the core."""
         assert self.engine is not None
 
-        def on_frame(session: RawSession, frame: bytes) -> None:
+        def on_frames(session: RawSession, frames: list[bytes]) -> None:
+            # A read's (TCP) or a datagram's (LBT-RU/RM) frames at once: appended together and
+            # ACKed together (one ranged stability ACK).
             core = self.core
             if core is not None:
-                core.receive_frame(session, frame, self.loop.time())
+                core.receive_frames(session, frames, self.loop.time())
                 self._schedule()
 
         def on_session(session: RawSession, active: bool) -> None:
@@ -177,7 +179,7 @@ class StoreRuntime:
 
         return self.engine.open_raw_receiver(
             topic,
-            on_frame,
+            on_frames=on_frames,
             on_session=on_session,
             attributes=self.plan.receiver_attributes(topic),
         )
