@@ -236,3 +236,24 @@ def test_an_ack_ahead_of_the_store_does_not_release_what_another_receiver_needs(
     assert repo.trail_sqn == 5 and repo.frames_held == 5
     slow.request(5, 9)
     assert slow.recovered() == [5, 9]
+
+
+def test_rpp_restart_releases_again_what_every_receiver_had_consumed(tmp_path: Path) -> None:
+    from tests.store.test_core_lifetimes import restart
+
+    topics = [
+        topic_config(
+            "t", **{**RPP_TOPIC, "repository_size_limit": 100000}, repository_type="disk",
+            source_state_lifetime=600000, receiver_state_lifetime=600000,
+        )
+    ]  # fmt: skip
+    rig = make_rig(tmp_path, topics)
+    src = rpp_source(rig, flight=100)
+    src.register()
+    rcv = Receiver(rig, src, rpp_mode=1, session_id=3)
+    rcv.register()
+    send(src, *range(20))
+    rcv.ack(9)
+    second = restart(tmp_path, rig, topics, seed=8)
+    (repo,) = second.core.stats().repositories
+    assert (repo.counters["trail_sqn"], repo.counters["lead_sqn"]) == (10, 19)

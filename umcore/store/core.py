@@ -1442,6 +1442,14 @@ class StoreCore:
             pass
         stable = repo.stable_sqn
         src.stable_through = NO_SQN if stable is None else stable
+        if src.rpp and src.receivers and repo.lead_sqn != NO_SQN:
+            # RPP: what every receiver had consumed before the restart may have come back with
+            # a segment it shared with unconsumed messages; release it again (nothing to ACK:
+            # the source re-registers and learns the Store's window from the answer)
+            self._release_to(src, now)
+            while repo.take_newly_stable() is not None:
+                pass
+            self._io.extend(repo.take_io())
         self._add_source(src, now)
         self._event(
             SourceRecreated(
