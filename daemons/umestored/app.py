@@ -54,7 +54,7 @@ from umcore.daemon.metrics import MetricsServer
 from umcore.daemon.pidfile import PidFile
 from umcore.engine.context import Engine
 from umcore.engine.raw import RawReceiver, RawSession
-from umcore.errors import UMError
+from umcore.errors import RemoteProtocolError, UMError
 from umcore.store.core import StoreCore
 from umcore.store.events import ControlRejected
 from umcore.store.io import IoDone
@@ -156,8 +156,12 @@ class StoreRuntime:
     # ---------------------------------------------------------------- inputs
     def _on_control(self, msg: lbmc.LBMCMessage, peer_ip: str) -> None:
         assert self.core is not None
-        self.core.receive_control(msg, peer_ip, self.loop.time())
+        accepted = self.core.receive_control(msg, peer_ip, self.loop.time())
         self._schedule()
+        if not accepted:
+            # a malformed store message costs the peer its connection (the request port
+            # drops the connection it came on)
+            raise RemoteProtocolError(f"bad store message from {peer_ip}")
 
     def _raw_receiver(self, topic: str) -> RawReceiver:
         """A raw receiver of ``topic`` handing its frames and BOS/EOS to the core."""
@@ -231,8 +235,7 @@ class StoreRuntime:
         for ev in core.take_events():
             if isinstance(ev, ControlRejected):
                 # A peer's bytes that are not a store message: counted and logged, rate-limited
-                # (a peer could send them at will).  Its connection is not singled out: the
-                # request port knows connections, the core only the peer's IP.
+                # (a peer could send them at will); _on_control had its connection dropped.
                 self.control_rejected += 1
                 self.limited.log(ev.level, "control-rejected", "%s", ev.text)
             else:

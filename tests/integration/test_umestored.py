@@ -199,7 +199,8 @@ async def test_store_registers_stores_acks_retransmits_and_restarts_old(
             assert metrics[("pyum_umestored_repository_stored", repo_labels)] == N
             assert metrics[("pyum_umestored_io_errors_total", store_label)] == 0
             # A malformed store message (a source registration without its topic) costs the
-            # peer that message: counted, logged, and the Store answers the next one.
+            # peer its connection: counted, logged, and the Store answers the next one, on a
+            # new connection.
             bad = lbmc.UmePreg(0, True, 0, 0, tix, tidx, 0, client.address[1], 0, 0x7F000001)
             client.port.send(
                 store.address, lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[bad]))
@@ -207,6 +208,7 @@ async def test_store_registers_stores_acks_retransmits_and_restarts_old(
             await store.wait_for_line(r"\[WARNING\]: umestored\.itest: bad store message", WAIT)
             metrics = await scrape(store)
             assert metrics[("pyum_umestored_control_rejected_total", store_label)] == 1
+            await until(lambda: client.port.outgoing == 0, "the Store dropped us", timeout=WAIT)
 
             # A receiver registers for the source, ACKs, and asks for three messages again.
             client.port.send(

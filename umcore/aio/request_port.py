@@ -28,7 +28,7 @@ from typing import cast
 
 from umcore.aio.tcp import listen_in_range
 from umcore.aio.timer import CoreTimer
-from umcore.errors import UMError
+from umcore.errors import RemoteProtocolError, UMError
 from umcore.features.immediate import UimConnections
 from umcore.wire import lbmc
 from umcore.wire.lbttcp import LBTTCPDecoder
@@ -75,6 +75,13 @@ class _Incoming(asyncio.Protocol):
         for m in msgs:
             try:
                 self.port.on_message(m, self.peer_ip)
+            except RemoteProtocolError as exc:
+                # the handler refused what the peer sent: it costs the peer this connection
+                self.port.bad_connections += 1
+                log.info("request port: dropping %s: %s", self.peer_ip, exc)
+                if self.transport is not None:
+                    self.transport.abort()
+                return
             except Exception:
                 self.port.handler_errors += 1
                 log.exception("request port: handling a message from %s failed", self.peer_ip)

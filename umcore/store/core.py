@@ -358,8 +358,10 @@ class StoreCore:
     # Control messages
     # ==========================================================================================
 
-    def receive_control(self, msg: lbmc.LBMCMessage, peer_ip: str, now: float) -> None:
-        """One LBMC message from the request port, sent by ``peer_ip``."""
+    def receive_control(self, msg: lbmc.LBMCMessage, peer_ip: str, now: float) -> bool:
+        """One LBMC message from the request port, sent by ``peer_ip``.  False when it was a
+        malformed store message (also reported as :class:`ControlRejected`): the adapter drops
+        the connection it came on."""
         c = self.counters
         c.control_messages += 1
         try:
@@ -367,23 +369,24 @@ class StoreCore:
         except RemoteProtocolError as exc:
             c.bad_control += 1
             self._event(ControlRejected(_WARN, f"bad store message from {peer_ip}: {exc}", peer_ip))
-            return
+            return False
         try:
             if comp is None:
                 if msg.msg_type in _STORED_TYPES:
                     self._uim_data(msg, peer_ip, now)
                 else:
                     c.unexpected_control += 1
-                return
+                return True
             handler = self._handlers.get(type(comp))
             if handler is None:
                 c.unexpected_control += 1
-                return
+                return True
             handler(comp, peer_ip, now)
             self._service_retx(now)
         except Exception as exc:  # a bug of ours must not cost the other clients the Store
             c.internal_errors += 1
             self._note(_ERR, f"internal error handling {type(comp).__name__}: {exc!r}")
+        return True
 
     # --- registration ------------------------------------------------------------------------
 
