@@ -982,9 +982,7 @@ class StoreCore:
                 c.other_topic_frames += 1
                 continue
             if src is _MISSING:
-                src = self._sessions.get(session, _MISSING)
-                if src is _MISSING:
-                    src = self._sessions[session] = self._match(session)
+                src = self._source_of(session)
             if src is None:
                 c.unmatched_frames += 1
                 continue
@@ -1012,10 +1010,7 @@ class StoreCore:
         """The session's messages ``first..last`` are unrecoverable (the transport and OTR gave
         up): stability and writing pass the gap, and the source's re-sends of them get a
         stability NAK."""
-        src = self._sessions.get(session, _MISSING)
-        if src is _MISSING:
-            src = self._match(session)
-            self._sessions[session] = src
+        src = self._source_of(session)
         if src is None:
             return
         if len(src.lost_ranges) >= MAX_LOST_RANGES:
@@ -1024,6 +1019,13 @@ class StoreCore:
         src.lost_ranges.append((first & _M, last & _M))
         src.repository.declare_lost(first, last, now)
         self._after(src, now)
+
+    def _source_of(self, session: FrameSession) -> SourceEntry | None:
+        """The registration ``session`` matches, cached per session (:meth:`_match`)."""
+        src = self._sessions.get(session, _MISSING)
+        if src is _MISSING:
+            src = self._sessions[session] = self._match(session)
+        return src  # type: ignore[no-any-return]
 
     def _match(self, session: FrameSession) -> SourceEntry | None:
         reg = self.registry
