@@ -18,7 +18,8 @@ The ranks of ``umcore``, lowest first (a package imports only from its own rank 
    ``wire`` is held tighter still: nothing of ours but ``errors``.
 2. The sans-IO cores: ``resolver``, ``transport`` and ``features`` (the client side: a context's
    topic resolution, transport sessions, late join / OTR / request-response), and the daemon
-   cores ``lbmrd`` and ``srs`` (and ``store`` for umestored; later ``dro`` for tnwgd) [each: wire,
+   cores ``lbmrd`` and ``srs`` (and ``store`` for umestored, ``persist`` for persistent sources
+   and receivers, which speaks the store's compositions; later ``dro`` for tnwgd) [each: wire,
    errors].  Peers, none above another; the package-cycle rule keeps any import between them
    one-way.  No I/O: no asyncio, sockets, selectors, threads, clocks or subprocesses.
 3. ``aio``: the asyncio adapters that feed the cores from sockets and timers [transport,
@@ -76,6 +77,7 @@ RANKS: dict[str, int] = {
     "lbmrd": 2,
     "srs": 2,
     "store": 2,
+    "persist": 2,
     "dro": 2,
     "aio": 3,
     "engine": 4,
