@@ -20,6 +20,8 @@ can catch "anything pyum refused" in one place.  Below it the split follows h11'
     its own subclass, whatever the input.
 - :class:`TransportError` — a transport session failed (connection lost, peer timed out).
 - :class:`WouldBlock` — a non-blocking send could not be queued; UM's ``LBM_EWOULDBLOCK``.
+- :class:`UMENoReg` — a persistent source is not registered with enough Stores to send; UM's
+  ``LBM_EUMENOREG``.
 """
 
 from __future__ import annotations
@@ -99,3 +101,8 @@ class TransportError(UMError):
 
 class WouldBlock(UMError):
     """A non-blocking operation could not proceed now (UM's LBM_EWOULDBLOCK)."""
+
+
+class UMENoReg(UMError):
+    """A persistent source may not send now: not registered with enough Stores (before
+    Registration Complete, after quorum was lost, or deregistered) -- UM's LBM_EUMENOREG."""

@@ -87,6 +87,8 @@ class Message:
     properties: Any = None
     app_headers: Any = ()
     response: Any = None
+    #: The info of a persistence event (``LBM_MSG_UME_*`` types: umcore.persist.events).
+    info: Any = None
     #: ``lbm_msg_retrieve_fragment_info``: (first sqn, offset, total length) of a fragment
     #: delivered on its own (``ordered_delivery`` 0); None otherwise.
     fragment_info: tuple[int, int, int] | None = None

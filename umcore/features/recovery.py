@@ -38,6 +38,7 @@ first one seen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -150,7 +151,12 @@ class TopicRecovery:
         late_join: LateJoinConfig | None = None,
         otr: OtrConfig | None = None,
         max_burst_loss: int = 1024,
+        request_router: Callable[[list[int], bool], object] | None = None,
     ) -> None:
+        #: Persistent receivers: retransmission requests go to the Stores, not the source.
+        #: Called with the sqns due and whether they are retries (which the router sends to
+        #: another Store than last time); None = UME_RXREQs to the source (take_requests).
+        self.request_router = request_router
         self.transport_idx = transport_idx
         self.topic_idx = topic_idx
         self.request_idx = request_idx
@@ -218,6 +224,24 @@ class TopicRecovery:
             return
         self._transition(LateJoinInput.START)
         self._send_lji(now)
+
+    def await_range(self) -> None:
+        """A persistent receiver: late join's range will come from the Stores' registration
+        (:meth:`on_lj_info` with it), not from an LJI request; live messages are cached
+        meanwhile."""
+        if self.lj is None or self.lj_state is not LateJoin.NONE:
+            return
+        self._transition(LateJoinInput.START)
+        self._lji_next = None
+
+    def abandon(self) -> list[Delivery]:
+        """Stop waiting for a late-join range (a persistent receiver's registration failed):
+        deliver what was cached, in order."""
+        if self.lj_state is not LateJoin.WAIT_INFO:
+            return []
+        self._transition(LateJoinInput.GIVE_UP)
+        self._lji_next = None
+        return self._drain_start()
 
     def _send_lji(self, now: float) -> None:
         assert self.lj is not None
@@ -445,6 +469,7 @@ class TopicRecovery:
         """Send the requests that are due, within the outstanding maxima."""
         self._last_pump = now
         due: list[int] = []
+        retries: list[int] = []
         lj_flight = otr_flight = 0
         for h in self.holes.values():
             if h.requested:
@@ -470,12 +495,23 @@ class TopicRecovery:
                         continue
                     otr_flight += 1
                 h.requested = True
+                due.append(u)
             else:
                 if h.kind == _OTR and self.otr is not None:
                     h.interval = next_interval(h.interval, self.otr)
+                retries.append(u)
             h.next_at = now + h.interval
-            due.append(u)
+        router = self.request_router
+        if router is not None:
+            self.stats.requests_sent += len(due) + len(retries)
+            if due:
+                router([u & 0xFFFFFFFF for u in due], False)
+            if retries:
+                router([u & 0xFFFFFFFF for u in retries], True)
+            return
+        due += retries
         if due:
+            due.sort()
             self.stats.requests_sent += len(due)
             self._out.extend(
                 encode_rxreqs(

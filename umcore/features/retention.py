@@ -26,6 +26,11 @@ Entries are keyed by topic sequence number; a UM-fragmented message occupies one
 fragment (each with its own sqn), so any sqn can be served on its own.  An entry keeps what the
 retransmission needs: the payload and the extra LBMC headers the original carried (FRAG,
 APPHDR_CHAIN...).
+
+**Persistent sources** (``hold_unreleased``): a message a persistent source sent stays until
+its Stores made it stable (seed 002, "source retention"): the thresholds discard only what
+:meth:`RetentionBuffer.release_through` released; the hard size limit still applies (UM's
+"forced reclaim", counted in ``stats.forced``), so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -41,10 +46,11 @@ PER_MESSAGE_OVERHEAD = 64
 
 
 class RetentionStats:
-    __slots__ = ("added", "discarded_age_size", "discarded_limit")
+    __slots__ = ("added", "discarded_age_size", "discarded_limit", "forced")
 
     def __init__(self) -> None:
         self.added = 0
+        self.forced = 0  # unreleased messages (persistent source) pushed out by the limit
         self.discarded_age_size = 0  # both thresholds passed
         self.discarded_limit = 0  # pushed out by the hard size limit
 
@@ -60,6 +66,8 @@ class RetentionBuffer:
         "_entries",
         "_first",
         "age_threshold",
+        "floor",
+        "hold",
         "size",
         "size_limit",
         "size_threshold",
@@ -67,7 +75,12 @@ class RetentionBuffer:
     )
 
     def __init__(
-        self, size_threshold: int = 0, size_limit: int = 25165824, age_threshold: float = 0.0
+        self,
+        size_threshold: int = 0,
+        size_limit: int = 25165824,
+        age_threshold: float = 0.0,
+        *,
+        hold_unreleased: bool = False,
     ) -> None:
         if size_threshold < 0 or size_limit < 0 or age_threshold < 0:
             raise ValueError("retention thresholds and limit must be >= 0")
@@ -79,6 +92,10 @@ class RetentionBuffer:
         self._first = 0
         self.size = 0
         self.stats = RetentionStats()
+        #: Persistent source: thresholds discard only sqns before :attr:`floor` (None: nothing
+        #: released yet).
+        self.hold = hold_unreleased
+        self.floor: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -110,13 +127,32 @@ class RetentionBuffer:
             cost = len(oldest[2]) + PER_MESSAGE_OVERHEAD
             if self.size > self.size_limit:
                 st.discarded_limit += 1
-            elif self.size > self.size_threshold and now - oldest[1] >= self.age_threshold:
+                if self.hold and not self._released(oldest[0]):
+                    st.forced += 1
+            elif (
+                self.size > self.size_threshold
+                and now - oldest[1] >= self.age_threshold
+                and (not self.hold or self._released(oldest[0]))
+            ):
                 st.discarded_age_size += 1
             else:
                 break
             entries.popleft()
             self.size -= cost
             self._first = (self._first + 1) & 0xFFFFFFFF
+
+    def _released(self, sqn: int) -> bool:
+        floor = self.floor
+        return floor is not None and 0 < ((floor - sqn) & 0xFFFFFFFF) < 0x80000000
+
+    def release_through(self, sqn: int, now: float) -> None:
+        """Persistent source: messages up to ``sqn`` are stable; the thresholds may discard
+        them now."""
+        nxt = (sqn + 1) & 0xFFFFFFFF
+        floor = self.floor
+        if floor is None or 0 < ((nxt - floor) & 0xFFFFFFFF) < 0x80000000:
+            self.floor = nxt
+        self._trim(now)
 
     def expire(self, now: float) -> None:
         """Apply the age condition again (nothing was added since)."""

@@ -331,6 +331,16 @@ class BatchingSource:
             return (t.sqn + len(self._run_pl)) & 0xFFFFFFFF
         return t.sqn
 
+    def set_next_sequence_number(self, tidx: int, sqn: int) -> None:
+        """The sequence number topic ``tidx``'s next message takes: a persistent source that
+        re-registered with its Stores resumes after their consensus (seed 002, "source
+        recovery").  What is batched goes out with the numbers it already has."""
+        t = self.topics[tidx]
+        if t is None:
+            raise KeyError(tidx)
+        self._settle()
+        t.sqn = sqn & 0xFFFFFFFF
+
     # ------------------------------------------------------------------ runs
     def frame_run(self, t: BatchTopic, prefix: bytes) -> bytes | bytearray:
         """``prefix`` followed by the open run's messages framed (one join; see the module

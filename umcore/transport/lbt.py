@@ -819,6 +819,9 @@ class LbtReceiver:
         #: transport accepts (first copy; duplicates are dropped before) with its LBMC frames
         #: (a list, never empty), in arrival order, before the DCs see them.
         self.frame_sink: Callable[[list[bytes]], None] | None = None
+        #: Told every CONTROL message other than a plain TSNI (a persistent source's SRI, ...):
+        #: the engine's persistence glue sets it; None = such messages are dropped.
+        self.control_sink: Callable[[lbmc.LBMCMessage], None] | None = None
 
     # ------------------------------------------------------------------ statistics
     #: ums_mon.proto ReceiverTransport fields of both LBT-RM and LBT-RU; subclasses add
@@ -1077,6 +1080,9 @@ class LbtReceiver:
                     dc = self.dcs.get(tidx)
                     if dc is not None:
                         dc.on_tsni(sqn, now)
+            sink = self.control_sink
+            if sink is not None and any(type(h) is not lbmc.Tsni for h in m.headers):
+                sink(m)
 
     # ------------------------------------------------------------------ gaps and NAKs
     def _backoff(self, interval: float) -> float:

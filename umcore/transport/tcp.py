@@ -406,6 +406,9 @@ class TcpReceiverSession:
         #: whole LBMC frames (a list, never empty), data and control, in arrival order, before
         #: the DCs see them -- one call per read, so a store handles a read's frames in one go.
         self.frame_sink: Callable[[list[bytes]], None] | None = None
+        #: Told every CONTROL message other than a plain TSNI (a persistent source's SRI, ...):
+        #: the engine's persistence glue sets it; None = such messages are dropped.
+        self.control_sink: Callable[[lbmc.LBMCMessage], None] | None = None
         self._pending = bytearray()
 
     def connect_message(self) -> bytes | None:
@@ -640,3 +643,6 @@ class TcpReceiverSession:
                     dc = self.dcs.get(tidx)
                     if dc is not None:
                         dc.on_tsni(sqn)
+            sink = self.control_sink
+            if sink is not None and any(type(h) is not lbmc.Tsni for h in m.headers):
+                sink(m)
