@@ -728,10 +728,11 @@ class PersistentReceiver:
             for st in self._stores.values():
                 if (
                     st.reg_id == comp.reg_id
-                    and st.state in _USABLE
+                    and st.state in _ASSIGNED
                     and (comp.store_index is None or comp.store_index == st.index)
                 ):
-                    if comp.response_requested:
+                    # ours; answered while registered (not while leaving)
+                    if comp.response_requested and st.state in _USABLE:
                         self._counters["keepalives_answered"] += 1
                         ka = compose.Keepalive(
                             lbmc.KA_TYPE_RECEIVER, self.transport_idx, self.topic_idx,
