@@ -475,6 +475,16 @@ def test_consensus_low_sequence_number_over_three_stores(
     assert rcv.take_recovery() == (expect, 20)
 
 
+def test_majority_of_two_answers_is_the_lower(tmp_path: Path) -> None:
+    # one Store of three down: a majority of the two answers (both) reached only the lower
+    net = _three(tmp_path, (5, 10, 15))
+    net.down = {2}
+    rcv = net.receiver({"ume_session_id": "0x5"})
+    start(net, rcv)
+    net.advance(rcv, 3.0)
+    assert rcv.take_recovery() == (6, 20)
+
+
 def test_quorum_completes_after_a_registration_interval_unless_all_answered(
     tmp_path: Path,
 ) -> None:
