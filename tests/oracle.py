@@ -138,21 +138,44 @@ class Tshark:
         with tempfile.TemporaryDirectory(prefix="pyum-tshark-") as tmp:
             path = Path(tmp) / "capture.pcap"
             write_pcap(path, frames)
-            cmd = [self.executable, "-n", "-r", str(path), "-T", "json", "--no-duplicate-keys"]
-            for rule in decode_as:
-                cmd += ["-d", rule]
-            for name, value in (prefs or {}).items():
-                cmd += ["-o", f"{name}:{value}"]
-            for name in disable_heuristics:
-                cmd += ["--disable-heuristic", name]
-            for name in enable_heuristics:
-                cmd += ["--enable-heuristic", name]
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=TSHARK_TIMEOUT_S, check=False
+            decoded = self.decode_file(
+                path,
+                decode_as=decode_as,
+                prefs=prefs,
+                disable_heuristics=disable_heuristics,
+                enable_heuristics=enable_heuristics,
             )
+        if len(decoded) != len(frames):
+            raise AssertionError(f"tshark decoded {len(decoded)} of {len(frames)} frames")
+        return decoded
+
+    def decode_file(
+        self,
+        path: Path,
+        *,
+        decode_as: Iterable[str] = (),
+        prefs: Mapping[str, str] | None = None,
+        disable_heuristics: Iterable[str] = (),
+        enable_heuristics: Iterable[str] = (),
+        display_filter: str | None = None,
+    ) -> Decoded:
+        """Decode a capture file (a live capture): the options are :meth:`decode`'s, and
+        ``display_filter`` keeps only the packets matching it (``-Y``)."""
+        cmd = [self.executable, "-n", "-r", str(path), "-T", "json", "--no-duplicate-keys"]
+        for rule in decode_as:
+            cmd += ["-d", rule]
+        for name, value in (prefs or {}).items():
+            cmd += ["-o", f"{name}:{value}"]
+        for name in disable_heuristics:
+            cmd += ["--disable-heuristic", name]
+        for name in enable_heuristics:
+            cmd += ["--enable-heuristic", name]
+        if display_filter is not None:
+            cmd += ["-Y", display_filter]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=TSHARK_TIMEOUT_S, check=False
+        )
         if proc.returncode != 0:
             raise AssertionError(f"tshark failed ({proc.returncode}): {proc.stderr.strip()}")
         packets = json.loads(proc.stdout) if proc.stdout.strip() else []
-        if len(packets) != len(frames):
-            raise AssertionError(f"tshark decoded {len(packets)} of {len(frames)} frames")
         return Decoded(packets)
