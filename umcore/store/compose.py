@@ -31,7 +31,8 @@ puts together, trap 33 of persistence-store.md)::
     RetransmissionRequest  CONTROL  UME_RXREQ (1..32 of them)        -           -
     SriRequest             CONTROL  SRI_REQ                          -           -
     Sri                    CONTROL  SRI                              UME_STORE_INFO_EXT (1..25)
-                                                                                 UME_STORE_GROUP (0..5), UME_STORE_DOMAIN
+                                                                                 UME_STORE_GROUP (0..5), UME_STORE_DOMAIN,
+                                                                                 TOPIC_IDX
     Retransmission         RETRANS  OTID                             TOPICNAME   (the stored frame's own chain)
 
 Inferred choices, each said once:
@@ -56,6 +57,9 @@ Inferred choices, each said once:
 * a store keepalive names the store with UME_STOREID; ``reg_id`` is the kept-alive client's;
 * a registration response to a receiver echoes the source's Session ID in UME_SID (the
   ``SRC_SID`` flag of the receiver's Registration Success);
+* an SRI names its topic by a TOPIC_IDX header after the Store headers when the source knows
+  its topic index (:attr:`Sri.topic_idx`): the SRI header names no topic and one transport
+  session may carry many topics;
 * a retransmission is the stored frame with type RETRANS and OTID + TOPICNAME spliced in front
   of its own chain, so the receiver maps it to the source exactly as it maps a source's late-join
   retransmission (:mod:`umcore.features.latejoin`): :func:`splice_retransmission` does it with
@@ -836,7 +840,8 @@ class SriGroup:
 @dataclass(frozen=True, slots=True)
 class Sri:
     """SRI (source -> its transport): overall ``version``, the sequence range, one entry per
-    Store the source registered with, its QC groups and the Store domain (None: not sent)."""
+    Store the source registered with, its QC groups, the Store domain (None: not sent) and
+    the source's topic index (None: no TOPIC_IDX header)."""
 
     version: int
     low_sqn: int
@@ -846,6 +851,7 @@ class Sri:
     domain: int | None = 0
     ack_to_source: bool = False
     initial_sqn_known: bool = True
+    topic_idx: int | None = None
 
     RECORD: ClassVar[str] = "SRI"
 
@@ -862,6 +868,8 @@ class Sri:
         headers += [lbmc.UmeStoreGroup(0, g.grp_idx, g.grp_sz) for g in self.groups]
         if self.domain is not None:
             headers.append(lbmc.UmeStoreDomain(0, self.domain))
+        if self.topic_idx is not None:
+            headers.append(lbmc.TopicIdx(0, self.topic_idx))
         return _control(headers)
 
     @classmethod
@@ -881,6 +889,7 @@ class Sri:
         if len(groups) > MAX_GROUPS:
             raise _bad(f"{len(groups)} UME_STORE_GROUP headers (at most {MAX_GROUPS})", rec)
         dom = msg.find(lbmc.UmeStoreDomain)
+        tidx = msg.find(lbmc.TopicIdx)
         return cls(
             version=key.version,
             low_sqn=key.low_sqn,
@@ -890,6 +899,7 @@ class Sri:
             domain=None if dom is None else dom.domain,
             ack_to_source=bool(key.flags & lbmc.SRI_ACKTOSRC),
             initial_sqn_known=bool(key.flags & lbmc.SRI_INITIAL_SQN_KNOWN),
+            topic_idx=None if tidx is None else tidx.tidx,
         )
 
 
@@ -1053,7 +1063,8 @@ TABLE: tuple[Row, ...] = (
     Row(SriRequest, _C, lbmc.SriReq, _any, (), (), "", SriRequest.from_message),
     # SRI: the INFO_EXT/GROUP/DOMAIN set is inferred (strongly corroborated by the docs).
     Row(Sri, _C, lbmc.Sri, _any, (lbmc.UmeStoreInfoExt,),
-        (lbmc.UmeStoreGroup, lbmc.UmeStoreDomain), "STORE_INFO_EXT/GROUP/DOMAIN set",
+        (lbmc.UmeStoreGroup, lbmc.UmeStoreDomain, lbmc.TopicIdx),
+        "STORE_INFO_EXT/GROUP/DOMAIN set, TOPIC_IDX",
         Sri.from_message),
     # Retransmission: RETRANS data with OTID + TOPICNAME in front of the stored chain.
     Row(Retransmission, lbmc.MSG_RETRANS, lbmc.Otid, _any, (lbmc.TopicName,), (),
