@@ -94,6 +94,7 @@ from umcore.errors import ConfigError, RemoteProtocolError
 from umcore.features.latejoin import make_otid
 from umcore.store import compose
 from umcore.store.events import (
+    AckDiscarded,
     ControlRejected,
     DeletionReason,
     ReceiverDeleted,
@@ -160,6 +161,10 @@ MAX_WAITING_READS = 65536
 # Lost ranges a source may have declared and not yet passed by stability (each a NAK to send);
 # a transport that loses more than this many separate ranges at once is counted, not tracked.
 MAX_LOST_RANGES = 1024
+# Sequence numbers one source may have marked invalid by daemon control (``mark``, one request
+# per sqn): a range an operator marks by hand is small; the bound keeps a scripted flood of
+# requests from growing the set without end (refused beyond it).
+MAX_MARKS_PER_SOURCE = 65536
 _ERR = logging.ERROR
 _INFO = logging.INFO
 _WARN = logging.WARNING
@@ -247,6 +252,7 @@ class _Counters:
     retransmissions: int = 0
     rx_forwarded: int = 0
     rx_not_held: int = 0
+    rx_marked: int = 0
     rx_read_dropped: int = 0
     rx_unknown: int = 0
     state_write_errors: int = 0
@@ -309,6 +315,8 @@ class StoreCore:
         self._sessions: dict[FrameSession, SourceEntry | None] = {}
         self._reads: dict[tuple[int, int], list[compose.RxReq]] = {}
         self._waiting_reads = 0
+        # source RegID -> sqns marked invalid (daemon control ``mark``; not persisted)
+        self._marks: dict[int, set[int]] = {}
         # (due, sequence, source RegID): a source's entry is current while its due_seq matches
         self._timers: list[tuple[float, int, int]] = []
         self._seq = 0
@@ -820,6 +828,15 @@ class StoreCore:
         rcv = src.receivers.get(ack.rcv_reg_id) if src is not None else None
         if src is None or rcv is None:
             c.unknown_regid += 1
+            self._event(
+                AckDiscarded(
+                    _WARN,
+                    f"consumption ACK of sqn {ack.seqnum} from unknown receiver RegID "
+                    f"{ack.rcv_reg_id} of source RegID {ack.src_reg_id} discarded",
+                    ack.src_reg_id,
+                    ack.rcv_reg_id,
+                )
+            )
             return
         rcv.clock.heard(now)
         if rcv.high_ack_sqn == NO_SQN or serial_gt(ack.seqnum, rcv.high_ack_sqn):
@@ -906,10 +923,15 @@ class StoreCore:
         sources = self.registry.sources
         forward: dict[int, list[compose.RxReq]] = {}
         touched: dict[int, SourceEntry] = {}
+        marks = self._marks
         for rx in taken:
             src = sources.get(rx.id_2)
             if src is None:
                 c.rx_unknown += 1
+                continue
+            if marks and rx.seqnum in marks.get(src.reg_id, ()):
+                c.rx_marked += 1
+                self._not_held(src, rx, forward)
                 continue
             got = src.repository.get(rx.seqnum)
             if got is PENDING:
@@ -1361,6 +1383,7 @@ class StoreCore:
         quiet: bool = False,
     ) -> None:
         reg = self.registry
+        self._marks.pop(src.reg_id, None)
         for rcv in list(src.receivers.values()):
             if not quiet:
                 self._event(
@@ -1598,6 +1621,40 @@ class StoreCore:
         self.closing = True
         for src in self.registry.sources.values():
             self._write_state(src, now)
+
+    # ==========================================================================================
+    # Daemon control (persistence-store.md 4.4: umedcmd's mark and deregister)
+    # ==========================================================================================
+
+    def mark_invalid(self, src_reg_id: int, sqn: int) -> bool:
+        """``mark``: the Store treats ``sqn`` of source ``src_reg_id`` as not held -- never
+        retransmitted (a request for it is forwarded to the source when
+        ``retransmission-request-forwarding`` is on, which defeats the mark, as in UM) --
+        until the Store restarts (marks are not persisted).  False: no such source, or
+        :data:`MAX_MARKS_PER_SOURCE` reached."""
+        if src_reg_id not in self.registry.sources:
+            return False
+        marks = self._marks.setdefault(src_reg_id, set())
+        if sqn not in marks and len(marks) >= MAX_MARKS_PER_SOURCE:
+            return False
+        marks.add(sqn & _M)
+        self._note(_INFO, f"sqn {sqn & _M} of source RegID {src_reg_id} marked invalid")
+        return True
+
+    def deregister_receiver(self, src_reg_id: int, rcv_reg_id: int, now: float) -> bool:
+        """``deregister``: delete receiver ``rcv_reg_id``'s state under source ``src_reg_id``
+        (RECEIVER_DELETED, reason DELETED).  The receiver is not told; its later ACKs are
+        discarded (:class:`~umcore.store.events.AckDiscarded`).  False: no such state."""
+        src = self.registry.sources.get(src_reg_id)
+        rcv = src.receivers.get(rcv_reg_id) if src is not None else None
+        if src is None or rcv is None:
+            return False
+        self._delete_receiver(src, rcv, now, DeletionReason.DELETED)
+        return True
+
+    def marked(self, src_reg_id: int) -> frozenset[int]:
+        """The sqns of source ``src_reg_id`` marked invalid."""
+        return frozenset(self._marks.get(src_reg_id, ()))
 
     # ==========================================================================================
     # Views

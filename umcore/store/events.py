@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from umcore.events import CoreEvent
 
 __all__ = [
+    "AckDiscarded",
     "ControlRejected",
     "DeletionReason",
     "ReceiverDeleted",
@@ -162,6 +163,16 @@ class RppRepoEmpty(StoreEvent):
 
     reg_id: int
     topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckDiscarded(StoreEvent):
+    """A consumption ACK naming a source or receiver this Store holds no state for (one the
+    daemon control ``deregister`` removed, say) was discarded.  A peer can send these at will:
+    the daemon logs them rate-limited."""
+
+    src_reg_id: int
+    rcv_reg_id: int
 
 
 @dataclass(frozen=True, slots=True)
