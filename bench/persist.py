@@ -32,6 +32,9 @@ persisted msgs/s, >= 10x JetStream-from-Python, p99 <= 2 ms at 50,000 msgs/s; pr
 not met.  A message sent but never persisted, or persisted twice, fails the run (after every
 figure is printed).
 
+The pyum row is skipped, saying what is missing, when the persistent source API
+(:mod:`umcore.persist.source`, :mod:`umcore.engine.persist`) is not importable.
+
 Run alone: ``python -m bench.persist [--seconds S] [--rates 10000,50000,open] [--no-jetstream]
 [--no-pyum]``; ``python -m bench persist`` runs it with the defaults.
 """
@@ -109,7 +112,7 @@ class Tally:
         self.last_ack = now
         self.progress.set()
 
-    async def drain(self, sent: int, what: str) -> None:
+    async def drain(self, sent: int) -> None:
         """Wait (bounded) until ``sent`` messages were persisted and received."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DRAIN):
@@ -417,7 +420,7 @@ async def phase(side: Side, rate: int | None, seconds: float) -> PhaseResult:
     else:
         problem = None
     offered = sent / (clock() - start)
-    await tally.drain(sent, side.name)
+    await tally.drain(sent)
     server = cpu_seconds(side.server_pid) - cpu0
     own = time.process_time() - own0
     await side.close_phase()
