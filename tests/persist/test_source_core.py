@@ -659,3 +659,31 @@ def test_deregistration(tmp_path: Path) -> None:
     assert src.send_check() == EUMENOREG_TEXT
     for rig in net.rigs:
         assert not rig.core.stats().repositories  # the Stores deleted the source's state
+
+
+def test_majority_consensus_of_two_is_the_lower(tmp_path: Path) -> None:
+    net = Net(tmp_path, n=2)
+    net.start(ume_session_id="0x99")
+    for sqn in range(4):  # Store 0 holds 0..3, Store 1 0..2
+        net.payloads[sqn] = b"m%d" % sqn
+        net.s.message_sent(sqn, sqn, 2, net.now)
+        for i in range(2):
+            if sqn <= 3 - i:
+                net.frame(sqn, only=i)
+    net.pump()
+    net.events.clear()
+    src = net.start(ume_session_id="0x99", ume_consensus_sequence_number_behavior="majority")
+    assert src.next_sqn == 3
+
+
+def test_any_group_is_enough_and_ia_names_the_stores_group(tmp_path: Path) -> None:
+    net = Net(tmp_path, n=2)
+    net.start(
+        ume_store=f"0:{store_addr(0)[0]}:14567:0:0,0:{store_addr(1)[0]}:14567:0:1",
+        ume_store_group="0:1,1:2",  # group 1 names 2 Stores, only 1 is configured: never met
+    )
+    (sqn,) = net.send()
+    flags = stable_flags(net, sqn)
+    assert flags[0] == FULL
+    # stable (group 0 is any group), but Store 1's own group is not: no IA on its event
+    assert flags[1] == ev.STABLE_FLAG_STORE | ev.STABLE_FLAG_INTERGROUP | ev.STABLE_FLAG_STABLE
