@@ -42,6 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from daemons.umestored.logsetup import NOTICE
+from daemons.umestored.monitor import StoreMonitor, ump_collectors
 from daemons.umestored.prepare import ANY, Prepared, StorePlan
 from umcore import __version__ as pyum_version
 from umcore.aio.request_port import RequestPort
@@ -56,7 +57,7 @@ from umcore.engine.context import Engine
 from umcore.engine.raw import RawReceiver, RawSession
 from umcore.errors import RemoteProtocolError, UMError
 from umcore.store.core import StoreCore
-from umcore.store.events import ControlRejected
+from umcore.store.events import AckDiscarded, ControlRejected, StoreEvent
 from umcore.store.io import IoDone
 from umcore.store.repository import RepositoryConfig
 from umcore.wire import lbmc
@@ -119,6 +120,9 @@ class StoreRuntime:
         #: Control messages the core rejected (not store messages).
         self.control_rejected = 0
         self.limited = RateLimitedLog(self.log, self.loop.time)
+        # UMP statistics (daemons.umestored.monitor): the core's events, and since when.
+        self.on_events: Callable[[list[StoreEvent]], None] | None = None
+        self.started_at = self.loop.time()
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:
@@ -232,12 +236,17 @@ class StoreRuntime:
         for topic in opens:
             if topic not in self.raw and self.engine is not None and not self.stopping:
                 self.raw[topic] = self._raw_receiver(topic)
-        for ev in core.take_events():
+        events = core.take_events()
+        if events and self.on_events is not None:
+            self.on_events(events)
+        for ev in events:
             if isinstance(ev, ControlRejected):
                 # A peer's bytes that are not a store message: counted and logged, rate-limited
                 # (a peer could send them at will); _on_control had its connection dropped.
                 self.control_rejected += 1
                 self.limited.log(ev.level, "control-rejected", "%s", ev.text)
+            elif isinstance(ev, AckDiscarded):  # one per ACK of a deregistered receiver
+                self.limited.log(ev.level, "ack-discarded", "%s", ev.text)
             else:
                 self.log.log(ev.level, "%s", ev.text)
         self.timer.arm(core.next_timer())
@@ -368,6 +377,8 @@ class StoreCollector(Collector):
 def metric_registry(runtimes: list[StoreRuntime]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=True)
     registry.register(StoreCollector(runtimes))
+    for collector in ump_collectors(lambda: runtimes):  # UMPMonMsg's figures
+        registry.register(collector)
     return registry
 
 
@@ -381,7 +392,8 @@ def _log_daemon_settings(daemon: StoreDaemon) -> None:
     if daemon.daemon_monitor:
         log.log(
             NOTICE,
-            "<daemon-monitor>: deprecated binary daemon statistics are not published by pyum",
+            "<daemon-monitor>: pyum publishes protobuf UMPMonMsg statistics, not the "
+            "deprecated binary daemon statistics",
         )
     if daemon.uid or daemon.gid:
         log.log(
@@ -436,6 +448,7 @@ async def serve(
         log.warning("%s", warning)
     _log_daemon_settings(daemon)
     runtimes: list[StoreRuntime] = []
+    monitor: StoreMonitor | None = None
     metrics_server: MetricsServer | None = None
     pid: PidFile | None = None
     status = 0
@@ -463,14 +476,20 @@ async def serve(
                 plan.cache_dir,
             )  # fmt: skip
             loaded.append(ld)
+        # <daemon-monitor>: UMP statistics and daemon control (None: not configured)
+        monitor = await StoreMonitor.open(daemon, wall_offset=wall_offset)
         for plan, ld in zip(prepared.stores, loaded, strict=True):
             rt = StoreRuntime(plan, ld, wall_offset)
             runtimes.append(rt)
+            if monitor is not None:
+                monitor.attach(rt)
             try:
                 await rt.start()
             except (UMError, OSError) as exc:
                 where = f"cannot listen on {plan.bind_ip}:{plan.instance.port}"
                 return _start_failed(plan, where, exc)
+            if monitor is not None:
+                monitor.started(rt)
             host, port = rt.address
             rt.log.info(
                 "listening on %s:%d (store index %d, %d topic pattern(s))",
@@ -495,6 +514,8 @@ async def serve(
             await rt.shutdown()
             rt.log.info("Store %s: writes and state finished", rt.name)
     finally:
+        if monitor is not None:
+            await monitor.close()
         for rt in reversed(runtimes):
             try:
                 await rt.close()

@@ -49,6 +49,7 @@ from umcore.monitor.scheduler import PublishingScheduler
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
+    "ControlReceiver",
     "ControlResponder",
     "FileSink",
     "MonitorSettings",
@@ -155,6 +156,13 @@ class ControlResponder(Protocol):
     """Answers a control request payload (:class:`umcore.monitor.control.ControlHandler`)."""
 
     def handle(self, payload: bytes | bytearray | memoryview) -> ControlReply: ...
+
+
+class ControlReceiver(Protocol):
+    """What answers a control request arriving at the monitoring context: a
+    :class:`StatsPublisher`, or a daemon's own dispatcher over several (umestored's)."""
+
+    def receive_control(self, payload: bytes | bytearray | memoryview, now: float) -> bytes: ...
 
 
 class StatsPublisher(Generic[E]):
@@ -311,7 +319,7 @@ class UMSink:
 
     def serve_control(
         self,
-        publisher: StatsPublisher[Any],
+        publisher: ControlReceiver,
         now: Callable[[], float],
         rearm: Callable[[], None],
     ) -> None:
