@@ -24,7 +24,24 @@ daemon registers no page at ``/``, ``/`` is an index of the pages (and ``/json``
 at most once every :data:`MIN_SAMPLE_INTERVAL` seconds and reused in between, whatever the
 requests: a browser reloading in a loop cannot take the event loop from the daemon's work.  The
 HTML and the JSON twin of a page share that sample.  Time comes from the ``monotonic`` callable
-the daemon passes (``loop.time`` in a daemon, a fake in tests).
+the daemon passes (``loop.time`` in a daemon, a fake in tests).  A sample's HTML and JSON text
+are rendered once and kept with it, so a flood of requests costs a lookup and a write each.
+
+**Routes.**  :meth:`WebPages.add_route` serves pages whose path has parameters
+(``/stores/{store}/{regid}``): their ``data`` takes the parameters and returns None for a page
+that does not exist (a 404).  Samples are kept per concrete path (at most
+:data:`MAX_SAMPLES`).  :meth:`WebPages.add_action` serves a POST that changes something (a rate
+reset): never sampled, it drops every sample so the next page shows the change; a GET of an
+action is refused (405) unless the daemon allows it for that action.  Requests go through one
+handler: repeated slashes are one (``//stores/1`` is ``/stores/1``, as UM's store web monitor
+accepts: its scrapers join base URL and absolute links with a slash), a trailing slash is
+dropped; an unknown path gets a 404 page (JSON under ``/json``), a page whose data raises gets a
+500 page -- never a trace; both are counted.
+
+**Header.**  Every HTML page opens with the daemon, its version, its uptime and the time its
+sample was taken, and a link to the index; :class:`Link` and :class:`Html` let a page put links
+and a daemon's own markup (UM's store pages keep UM's HTML markers) with every argument
+escaped.
 """
 
 from __future__ import annotations
@@ -32,19 +49,30 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from umcore import __version__ as pyum_version
+
 __all__ = [
     "JSON_PREFIX",
+    "MAX_SAMPLES",
     "MIN_SAMPLE_INTERVAL",
+    "Action",
     "Block",
+    "Header",
     "Heading",
+    "Html",
+    "Link",
     "Page",
     "Para",
     "Table",
     "WebPages",
+    "format_uptime",
     "json_path",
+    "normalize_path",
     "render_page",
 ]
 
@@ -53,6 +81,10 @@ __all__ = [
 MIN_SAMPLE_INTERVAL = 1.0
 # Every page's JSON twin lives under this prefix (see json_path).
 JSON_PREFIX = "/json"
+# Samples kept at once (one per concrete path of a route: a store with thousands of sources has
+# thousands of source pages); beyond it the ones older than MIN_SAMPLE_INTERVAL are dropped,
+# and if none is, all: memory stays bounded whatever paths a scraper asks for.
+MAX_SAMPLES = 4096
 
 PageData = dict[str, Any]
 
@@ -103,7 +135,41 @@ class Table:
         self.rows = [list(r) for r in rows]
 
 
-Block = Heading | Para | Table
+class Link:
+    """A link (``text`` escaped, ``href`` escaped as an attribute): a table cell, or an
+    argument of :class:`Html`."""
+
+    __slots__ = ("href", "text")
+
+    def __init__(self, text: object, href: str) -> None:
+        self.text = text
+        self.href = href
+
+    def __str__(self) -> str:
+        return f'<A HREF="{html.escape(self.href, quote=True)}">{html.escape(str(self.text))}</A>'
+
+
+class Html:
+    """A daemon's own markup: ``template`` (literal HTML the daemon wrote, ``str.format``
+    placeholders ``{}``) with every argument escaped (a :class:`Link` or :class:`Html` argument
+    is put as markup)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, template: str, *args: object) -> None:
+        self.text = template.format(*(_inline(a) for a in args))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _inline(value: object) -> str:
+    if isinstance(value, Link | Html):
+        return str(value)
+    return html.escape(str(value), quote=True)
+
+
+Block = Heading | Para | Table | Html
 
 
 def json_path(path: str) -> str:
@@ -112,7 +178,11 @@ def json_path(path: str) -> str:
 
 
 def _cell(value: object) -> str:
-    return "" if value is None else html.escape(str(value))
+    if value is None:
+        return ""
+    if isinstance(value, Link | Html):
+        return str(value)
+    return html.escape(str(value))
 
 
 def _block(block: Block) -> str:
@@ -121,11 +191,51 @@ def _block(block: Block) -> str:
         return f"<h2>{e(block.text)}</h2>"
     if isinstance(block, Para):
         return f"<p>{e(block.text)}</p>"
+    if isinstance(block, Html):
+        return block.text
     head = "".join(f"<th>{e(h)}</th>" for h in block.headers)
     body = "".join(
         "<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in block.rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def format_uptime(seconds: float) -> str:
+    """``3d 04:05:06`` / ``04:05:06``: an uptime a person reads at a glance."""
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hms = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}d {hms}" if days else hms
+
+
+class Header:
+    """The line on top of every page: daemon, version, uptime, when the sample was taken."""
+
+    __slots__ = ("daemon", "sampled_at", "uptime_s", "version")
+
+    def __init__(self, daemon: str, version: str, uptime_s: float, sampled_at: float) -> None:
+        self.daemon = daemon
+        self.version = version
+        self.uptime_s = uptime_s
+        self.sampled_at = sampled_at
+
+    def html(self) -> str:
+        e = html.escape
+        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.sampled_at))
+        return (
+            "<div class='hdr'><a href='/'><b>" + e(self.daemon) + "</b></a> "
+            f"<span class='ver'>pyum {e(self.version)}</span> "
+            f"&middot; up <span class='uptime'>{e(format_uptime(self.uptime_s))}</span> "
+            f"&middot; sampled <span class='sampled'>{e(when)}</span></div>"
+        )
+
+
+_STYLE = (
+    "body{font-family:sans-serif;margin:1em 2em}td,th{padding:2px 8px;text-align:left}"
+    "table{border-collapse:collapse;margin:.5em 0}th{background:#dde}"
+    "tr:nth-child(even){background:#eee}.hdr{background:#234;color:#fff;padding:4px 8px}"
+    ".hdr a{color:#fff;text-decoration:none}dd{margin:2px 1em}"
+)
 
 
 def render_page(
@@ -134,18 +244,21 @@ def render_page(
     *,
     refresh_s: int | None = None,
     json_href: str | None = None,
+    header: Header | None = None,
 ) -> str:
-    """A whole HTML page: ``title`` as heading, the blocks, a link to the JSON twin; every string
-    escaped.  ``refresh_s`` asks the browser to reload every that many seconds."""
+    """A whole HTML page: the header (when given), ``title`` as heading, the blocks, a link to
+    the JSON twin; every string escaped.  ``refresh_s`` asks the browser to reload every that
+    many seconds."""
     e = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>"]
     if refresh_s is not None:
         parts.append(f"<meta http-equiv='refresh' content='{max(1, int(refresh_s))}'>")
     parts += [
         f"<title>{e(title)}</title>",
-        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}"
-        "table{border-collapse:collapse}tr:nth-child(even){background:#eee}</style>",
-        f"</head><body><h1>{e(title)}</h1>",
+        f"<style>{_STYLE}</style>",
+        "</head><body>",
+        header.html() if header is not None else "",
+        f"<h1>{e(title)}</h1>",
     ]
     parts += [_block(b) for b in blocks]
     if json_href is not None:
@@ -154,16 +267,30 @@ def render_page(
     return "".join(parts)
 
 
-class Page:
-    """One registered page (see :meth:`WebPages.add_page`)."""
+PageParams = dict[str, str]
+# A route's path parameter: one path segment.
+_PARAM = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_SLASHES = re.compile(r"/{2,}")
 
-    __slots__ = ("data", "path", "refresh_s", "render", "title")
+
+def normalize_path(path: str) -> str:
+    """Repeated slashes as one, no trailing slash (``/`` stays)."""
+    path = _SLASHES.sub("/", path or "/")
+    if len(path) > 1:
+        path = path.rstrip("/") or "/"
+    return path
+
+
+class Page:
+    """One registered page or route (see :meth:`WebPages.add_page`, :meth:`add_route`)."""
+
+    __slots__ = ("data", "path", "pattern", "refresh_s", "render", "title")
 
     def __init__(
         self,
         path: str,
         title: str,
-        data: Callable[[], PageData],
+        data: Callable[[PageParams], PageData | None],
         render: Callable[[PageData], Iterable[Block]],
         refresh_s: int | None,
     ) -> None:
@@ -172,14 +299,48 @@ class Page:
         self.data = data
         self.render = render
         self.refresh_s = refresh_s
+        self.pattern = _compile(path)
+
+
+class Action:
+    """A POST that changes something (see :meth:`WebPages.add_action`)."""
+
+    __slots__ = ("allow_get", "path", "pattern", "render", "run", "title")
+
+    def __init__(
+        self,
+        path: str,
+        title: str,
+        run: Callable[[PageParams], PageData | None],
+        render: Callable[[PageData], Iterable[Block]],
+        allow_get: bool,
+    ) -> None:
+        self.path = path
+        self.title = title
+        self.run = run
+        self.render = render
+        self.allow_get = allow_get
+        self.pattern = _compile(path)
+
+
+def _compile(path: str) -> re.Pattern[str] | None:
+    """None for a path without parameters, else the regular expression matching it."""
+    if "{" not in path:
+        return None
+    parts = _PARAM.split(path)
+    rx = "".join(f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts))
+    return re.compile(rx + r"\Z")
 
 
 class _Sample:
-    __slots__ = ("data", "taken_at")
+    __slots__ = ("data", "html", "json", "taken_at", "wall")
 
-    def __init__(self, data: PageData, taken_at: float) -> None:
+    def __init__(self, data: PageData | None, taken_at: float, wall: float) -> None:
         self.data = data
         self.taken_at = taken_at
+        self.wall = wall
+        self.html: str | None = None
+        self.json: str | None = None
 
 
 class WebPages:
@@ -192,19 +353,45 @@ class WebPages:
         label: str = "debug monitor",
         title: str = "pyum daemon",
         log: logging.Logger | None = None,
+        daemon: str | None = None,
+        version: str = pyum_version,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.monotonic = monotonic
+        self.wall_clock = wall_clock
         self.label = label
         self.title = title
+        #: Shown in every page's header.
+        self.daemon = daemon or title
+        self.version = version
+        self.started = monotonic()
         self.log = log or logging.getLogger("umcore.daemon.web")
         self.pages: dict[str, Page] = {}
+        self.routes: list[Page] = []
+        self.actions: list[Action] = []
         #: The bound (host, port) once started.
         self.address: tuple[str, int] | None = None
-        #: Requests served, and samples taken (at most one per page per MIN_SAMPLE_INTERVAL).
+        #: Pages served, samples taken (at most one per page per MIN_SAMPLE_INTERVAL), actions
+        #: run, requests for no page (404), refused methods (405), pages that failed (500).
         self.requests = 0
         self.samples = 0
+        self.actions_run = 0
+        self.not_found = 0
+        self.refused = 0
+        self.errors = 0
         self._samples: dict[str, _Sample] = {}
         self._runner: Any = None
+
+    def _check_new(self, path: str) -> None:
+        if not path.startswith("/"):
+            raise ValueError(f"page path {path!r} does not start with /")
+        if path == JSON_PREFIX or path.startswith(JSON_PREFIX + "/"):
+            raise ValueError(f"page path {path!r} is under {JSON_PREFIX}, the JSON twins' prefix")
+        taken = {*self.pages, *(r.path for r in self.routes), *(a.path for a in self.actions)}
+        if path in taken:
+            raise ValueError(f"page {path!r} registered twice")
+        if self._runner is not None:
+            raise RuntimeError("pages are registered before start()")
 
     def add_page(
         self,
@@ -219,42 +406,141 @@ class WebPages:
 
         ValueError for a path not starting with ``/``, under ``/json``, or already registered.
         """
-        if not path.startswith("/"):
-            raise ValueError(f"page path {path!r} does not start with /")
-        if path == JSON_PREFIX or path.startswith(JSON_PREFIX + "/"):
-            raise ValueError(f"page path {path!r} is under {JSON_PREFIX}, the JSON twins' prefix")
-        if path in self.pages:
-            raise ValueError(f"page {path!r} registered twice")
-        if self._runner is not None:
-            raise RuntimeError("pages are registered before start()")
-        self.pages[path] = Page(path, title, data, render, refresh_s)
+        self._check_new(path)
+        self.pages[path] = Page(path, title, lambda _params: data(), render, refresh_s)
+
+    def add_route(
+        self,
+        path: str,
+        *,
+        title: str,
+        data: Callable[[PageParams], PageData | None],
+        render: Callable[[PageData], Iterable[Block]],
+        refresh_s: int | None = None,
+    ) -> None:
+        """Serve the pages of a path with ``{name}`` parameters (one segment each):
+        ``data(params)`` (None: no such page, a 404); ``title`` is formatted with the
+        parameters.  Static pages are matched first, then routes in registration order."""
+        self._check_new(path)
+        page = Page(path, title, data, render, refresh_s)
+        if page.pattern is None:
+            raise ValueError(f"route {path!r} has no {{parameter}}; use add_page")
+        self.routes.append(page)
+
+    def add_action(
+        self,
+        path: str,
+        *,
+        title: str,
+        run: Callable[[PageParams], PageData | None],
+        render: Callable[[PageData], Iterable[Block]],
+        allow_get: bool = False,
+    ) -> None:
+        """A POST at ``path`` (parameters as for routes) running ``run(params)`` (None: no such
+        thing, a 404) and showing ``render`` of its result; its JSON twin answers the POST with
+        the result as JSON.  A GET is refused (405) unless ``allow_get``."""
+        self._check_new(path)
+        self.actions.append(Action(path, title, run, render, allow_get))
+
+    def invalidate(self) -> None:
+        """Drop every sample: the next request of each page takes a new one."""
+        self._samples.clear()
 
     # ------------------------------------------------------------------------ content
 
-    def sample(self, path: str) -> PageData:
-        """The page's current data, taken again when older than MIN_SAMPLE_INTERVAL."""
-        page = self.pages[path]
+    def resolve(self, path: str) -> tuple[Page | Action, PageParams] | None:
+        """The page, route or action serving ``path`` (normalized), with its parameters."""
+        page = self.pages.get(path)
+        if page is not None:
+            return page, {}
+        entries: list[Page | Action] = [*self.routes, *self.actions]
+        for entry in entries:
+            assert entry.pattern is not None
+            m = entry.pattern.match(path)
+            if m is not None:
+                return entry, m.groupdict()
+        return None
+
+    def _page_sample(self, path: str) -> tuple[Page, PageParams, _Sample] | None:
+        found = self.resolve(path)
+        if found is None:
+            return None
+        page, params = found
+        if not isinstance(page, Page):
+            return None
         now = self.monotonic()
         s = self._samples.get(path)
         if s is None or now - s.taken_at >= MIN_SAMPLE_INTERVAL:
-            s = _Sample(page.data(), now)
+            s = _Sample(page.data(params), now, self.wall_clock())
+            if path not in self._samples and len(self._samples) >= MAX_SAMPLES:
+                self._evict(now)
             self._samples[path] = s
             self.samples += 1
-        return s.data
+        return page, params, s
 
-    def html(self, path: str) -> str:
-        """The page at ``path`` as HTML (its current sample rendered)."""
-        page = self.pages[path]
-        return render_page(
-            page.title,
-            page.render(self.sample(path)),
-            refresh_s=page.refresh_s,
-            json_href=json_path(path),
+    def _evict(self, now: float) -> None:
+        fresh = {k: v for k, v in self._samples.items() if now - v.taken_at < MIN_SAMPLE_INTERVAL}
+        self._samples = fresh if len(fresh) < MAX_SAMPLES else {}
+
+    def sample(self, path: str) -> PageData:
+        """The page's current data, taken again when older than MIN_SAMPLE_INTERVAL.
+        KeyError when no page is at ``path``."""
+        found = self._page_sample(normalize_path(path))
+        if found is None or found[2].data is None:
+            raise KeyError(path)
+        return found[2].data
+
+    def header(self, sampled_at: float | None = None) -> Header:
+        return Header(
+            self.daemon,
+            self.version,
+            self.monotonic() - self.started,
+            self.wall_clock() if sampled_at is None else sampled_at,
         )
 
+    def _render(self, entry: Page | Action, params: PageParams, data: PageData, wall: float) -> str:
+        return render_page(
+            entry.title.format(**params),
+            entry.render(data),
+            refresh_s=entry.refresh_s if isinstance(entry, Page) else None,
+            json_href=json_path(normalize_path(entry.path.format(**params)))
+            if isinstance(entry, Page)
+            else None,
+            header=self.header(wall),
+        )
+
+    def html(self, path: str) -> str:
+        """The page at ``path`` as HTML (its current sample rendered).  KeyError: no page."""
+        path = normalize_path(path)
+        found = self._page_sample(path)
+        if found is None or found[2].data is None:
+            raise KeyError(path)
+        page, params, s = found
+        if s.html is None:
+            assert s.data is not None
+            s.html = self._render(page, params, s.data, s.wall)
+        return s.html
+
     def json_text(self, path: str) -> str:
-        """The JSON twin of the page at ``path``."""
-        return json.dumps(self.sample(path), default=str)
+        """The JSON twin of the page at ``path``.  KeyError: no page."""
+        path = normalize_path(path)
+        found = self._page_sample(path)
+        if found is None or found[2].data is None:
+            raise KeyError(path)
+        s = found[2]
+        if s.json is None:
+            s.json = json.dumps(s.data, default=str)
+        return s.json
+
+    def not_found_html(self, path: str) -> str:
+        return render_page(
+            "Not found",
+            [
+                Para(f"There is no page at {path} on this {self.daemon}."),
+                Html("<p>{}</p>", Link("Back to the index", "/")),
+            ],
+            header=self.header(),
+        )
 
     def _index(self) -> PageData:
         return {
@@ -268,11 +554,66 @@ class WebPages:
         return [
             Table(
                 ["page", "path", "JSON"],
-                [[p["title"], p["path"], p["json"]] for p in data["pages"]],
+                [[Link(p["title"], p["path"]), p["path"], p["json"]] for p in data["pages"]],
             )
         ]
 
     # -------------------------------------------------------------------------- serving
+
+    async def handle(self, request: Any) -> Any:
+        """Every request: the page, twin or action at its path, or a 404/405/500 page."""
+        from aiohttp import web
+
+        path = normalize_path(request.path)
+        as_json = path == JSON_PREFIX or path.startswith(JSON_PREFIX + "/")
+        if as_json:
+            path = path[len(JSON_PREFIX) :] or "/"
+        method = request.method
+        try:
+            found = self.resolve(path)
+            if isinstance(found, tuple) and isinstance(found[0], Action):
+                return self._act(found[0], found[1], method, as_json)
+            if method not in ("GET", "HEAD"):
+                self.refused += 1
+                return _reply(web, 405, "Method not allowed", as_json, self, path)
+            if as_json:
+                text = self.json_text(path)
+                self.requests += 1
+                return web.Response(text=text, content_type="application/json")
+            text = self.html(path)
+            self.requests += 1
+            return web.Response(text=text, content_type="text/html")
+        except KeyError:
+            self.not_found += 1
+            if as_json:
+                return web.json_response({"error": "not found", "path": path}, status=404)
+            return web.Response(
+                text=self.not_found_html(path), content_type="text/html", status=404
+            )
+        except Exception:
+            self.errors += 1
+            self.log.exception("%s: the page %s failed", self.label, path)
+            return _reply(
+                web, 500, "This page failed; the daemon's log says why", as_json, self, path
+            )
+
+    def _act(self, action: Action, params: PageParams, method: str, as_json: bool) -> Any:
+        from aiohttp import web
+
+        if method != "POST" and not (action.allow_get and method == "GET"):
+            self.refused += 1
+            return _reply(web, 405, f"{action.path} takes a POST", as_json, self, action.path)
+        result = action.run(params)
+        if result is None:
+            raise KeyError(action.path)
+        self.actions_run += 1
+        self.invalidate()
+        if as_json:
+            return web.json_response(result)
+        return web.Response(
+            text=self._render(action, params, result, self.wall_clock()),
+            content_type="text/html",
+        )
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (0 = ephemeral); log and return the bound address.  OSError if
@@ -281,23 +622,8 @@ class WebPages:
 
         if "/" not in self.pages:
             self.add_page("/", title=self.title, data=self._index, render=self._index_blocks)
-
-        def handlers(path: str) -> tuple[Any, Any]:
-            async def as_html(request: web.Request) -> web.Response:
-                self.requests += 1
-                return web.Response(text=self.html(path), content_type="text/html")
-
-            async def as_json(request: web.Request) -> web.Response:
-                self.requests += 1
-                return web.Response(text=self.json_text(path), content_type="application/json")
-
-            return as_html, as_json
-
         app = web.Application()
-        for path in self.pages:
-            as_html, as_json = handlers(path)
-            app.router.add_get(path, as_html)
-            app.router.add_get(json_path(path), as_json)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
         self._runner, self.address = await serve_app(app, host, port)
         self.log.info("%s on http://%s:%d/", self.label, *self.address)
         return self.address
@@ -307,3 +633,14 @@ class WebPages:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+
+def _reply(web: Any, status: int, text: str, as_json: bool, pages: WebPages, path: str) -> Any:
+    if as_json:
+        return web.json_response({"error": text, "path": path}, status=status)
+    page = render_page(
+        f"{status}: {text}",
+        [Html("<p>{}</p>", Link("Back to the index", "/"))],
+        header=pages.header(),
+    )
+    return web.Response(text=page, content_type="text/html", status=status)
