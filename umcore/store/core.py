@@ -126,6 +126,7 @@ from umcore.store.registry import (
     considered_lifetime,
     serial_gt,
 )
+from umcore.store.repair import GapRepair
 from umcore.store.repository import (
     PENDING,
     Append,
@@ -328,7 +329,10 @@ class StoreCore:
             compose.Keepalive: self._keepalive,
             compose.ReceiverKeepalive: self._receiver_keepalive,
             compose.RetransmissionRequest: self._retransmission_request,
+            compose.Retransmission: self._retransmission,
         }
+        #: What this Store missed of its sources' streams, asked for again (umcore.store.repair).
+        self.repair = GapRepair()
         for state, repo in restored:
             self._restore(state, repo, now)
 
@@ -1074,6 +1078,21 @@ class StoreCore:
         cands[0].matched = True
         return cands[0]
 
+    def _retransmission(self, rx: compose.Retransmission, peer: str, now: float) -> None:
+        """A source's answer to this Store's repair request (RETRANS with its OTID)."""
+        cands = [
+            s
+            for s in self.registry.sources.values()
+            if make_otid(s.reply_to[0], s.reply_to[1], s.transport_idx) == rx.otid
+        ]
+        if len(cands) != 1:
+            self.counters.unmatched_frames += 1
+            return
+        src = cands[0]
+        src.clock.heard(now)
+        self._store(src, rx.sqn, rx.frame, now)
+        self._after(src, now)
+
     def _uim_data(self, msg: lbmc.LBMCMessage, peer_ip: str, now: float) -> None:
         """A data/PRORX message on the request port (a proactive retransmission sent as a UIM):
         matched by its OTID when it has one, else by the sender's IP and topic index."""
@@ -1102,6 +1121,7 @@ class StoreCore:
         if clock.state is not Liveness.ACTIVE:
             clock.step(ClientEvent.ACTIVITY)
         repo = src.repository
+        self.repair.seen(src.reg_id, sqn, repo.lead_sqn, now)
         res = repo.append(sqn, frame, now)
         if res is Append.STORED:
             self.counters.frames_stored += 1
@@ -1384,6 +1404,7 @@ class StoreCore:
     ) -> None:
         reg = self.registry
         self._marks.pop(src.reg_id, None)
+        self.repair.forget(src.reg_id)
         for rcv in list(src.receivers.values()):
             if not quiet:
                 self._event(
@@ -1538,6 +1559,9 @@ class StoreCore:
     def next_timer(self) -> float | None:
         top = self._top()
         t = self.retx.next_time()
+        r = self.repair.next_timer()
+        if r is not None and (t is None or r < t):
+            t = r
         if top is None:
             return t
         return top[0] if t is None or top[0] < t else t
@@ -1560,9 +1584,44 @@ class StoreCore:
                     self._write_state(src, now)
                 self._schedule(src)
             self._service_retx(now)
+            r = self.repair.next_timer()
+            if r is not None and now >= r:
+                self._repair(now)
         except Exception as exc:
             self.counters.internal_errors += 1
             self._note(_ERR, f"internal error in the timer: {exc!r}")
+
+    def _repair(self, now: float) -> None:
+        """Ask sources again for what this Store missed; declare lost what timed out."""
+        requests, lost = self.repair.handle_timer(now)
+        sources = self.registry.sources
+        for reg_id, sqns in requests:
+            src = sources.get(reg_id)
+            if src is None:
+                continue
+            reqs = [
+                compose.RxReq(src.transport_idx, src.topic_idx, sqn, self.address) for sqn in sqns
+            ]
+            for msg in compose.rxreq_messages(reqs):
+                self._send(src.reply_to, msg.encode())
+        touched: dict[int, SourceEntry] = {}
+        for reg_id, sqn in lost:
+            src = sources.get(reg_id)
+            if src is None:
+                continue
+            if len(src.lost_ranges) >= MAX_LOST_RANGES:
+                self.counters.lost_ranges_dropped += 1
+                continue
+            src.lost_ranges.append((sqn, sqn))
+            src.repository.declare_lost(sqn, sqn, now)
+            touched[reg_id] = src
+        for src in touched.values():
+            self._note(
+                _WARN,
+                f"source RegID {src.reg_id} topic {src.topic!r}: messages missed and not "
+                "repaired by the source in time are declared lost",
+            )
+            self._after(src, now)
 
     def _check(self, src: SourceEntry, now: float) -> bool:
         """Liveness of ``src`` and its receivers, keepalives; False when ``src`` was deleted."""
