@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Callable
 from typing import Any, cast
@@ -56,6 +57,11 @@ async def listen_in_range(
 
     async def bind(port: int) -> tuple[asyncio.Server, int]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if os.name != "nt":
+            # A daemon restarted on its fixed port must not wait out the TIME_WAIT of its old
+            # connections; on POSIX this never lets two listeners share a port (on Windows
+            # SO_REUSEADDR would, so it stays off there).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
