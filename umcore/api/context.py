@@ -62,6 +62,27 @@ class Source(EngineSource):
 
     context: Context
 
+    @property
+    def persistent(self) -> bool:
+        """True for a source with Stores (``ume_store`` / ``ume_store_name``)."""
+        return self.gate is not None
+
+    def _persistence(self) -> Any:
+        if self.gate is None:
+            raise UMError(f"source {self.topic!r} is not persistent (no ume_store)")
+        return self.gate
+
+    async def wait_registered(self, timeout: float | None = None) -> None:
+        """Wait for Registration Complete (sends are refused with UMENoReg before it);
+        ``asyncio.TimeoutError`` after ``timeout`` seconds."""
+        await self._persistence().wait_registered(timeout)
+
+    async def deregister(self) -> None:
+        """``lbm_src_ume_deregister``: the Stores delete this source's state (events
+        DEREGISTRATION_SUCCESS_EX per Store, then DEREGISTRATION_COMPLETE_EX); it may not
+        send afterwards."""
+        await self._persistence().deregister()
+
     async def send_request(
         self, data: bytes, on_response: Callable[[Message], object], *, clientd: Any = None
     ) -> Request:
@@ -86,6 +107,31 @@ class Receiver(Subscriber):
     """
 
     context: Context
+    #: ``ume_registration_extended_function``: (src RegID, store index, store, source) ->
+    #: the RegID to request (0 = the Store assigns one).
+    on_registration: Callable[..., int] | None = None
+    #: ``ume_recovery_sequence_number_info_function``: gets the recovery range info and may
+    #: return a new low sequence number (None = unchanged).
+    on_recovery_sequence: Callable[..., int | None] | None = None
+
+    def _persisting(self) -> list[Any]:
+        return [f.persist for f in self.fanouts if f.persist is not None]
+
+    def explicit_ack(self, msg: Message) -> None:
+        """``lbm_msg_ume_send_explicit_ack``: with ``ume_explicit_ack_only`` 1, ACK ``msg`` (and
+        everything before it from that source) to the Stores."""
+        for p in self._persisting():
+            if p.fan.source == msg.source and p.fan.topic == msg.topic:
+                p.explicit_ack(msg.sequence_number)
+                return
+        raise UMError(f"no persistent registration for {msg.source} on {msg.topic!r}")
+
+    async def deregister(self) -> None:
+        """``lbm_rcv_ume_deregister``: deregister from every source's Stores (events
+        DEREGISTRATION_SUCCESS_EX per Store, then DEREGISTRATION_COMPLETE_EX); the receiver
+        still receives but no longer ACKs."""
+        for p in self._persisting():
+            await p.deregister()
 
     async def close(self) -> None:
         """Delete the receiver; no callback runs after this returns."""
@@ -173,16 +219,29 @@ class Context(Engine, FeatureAPI):
         attributes: Any = None,
         on_messages: Callable[[list[Message]], object] | None = None,
         event_queue: EventQueue | None = None,
+        on_registration: Callable[..., int] | None = None,
+        on_recovery_sequence: Callable[..., int | None] | None = None,
     ) -> Receiver:
         """A receiver of ``topic``.  Deliveries (data and events, as :class:`Message`) go to
         ``on_message`` one by one (the fast path), or without it to a bounded queue read by
         ``async for msg in receiver``.  ``on_messages`` (opt-in, faster still) receives lists
         of messages in order wherever the transport parsed several at once; what arrives
         alone goes to ``on_message`` if given, else to ``on_messages`` as a list of one.
-        With ``event_queue`` the callbacks run from :meth:`EventQueue.dispatch` instead."""
+        With ``event_queue`` the callbacks run from :meth:`EventQueue.dispatch` instead.
+        Persistence (a source with Stores): ``on_registration`` is UM's
+        ``ume_registration_extended_function``, ``on_recovery_sequence`` its
+        ``ume_recovery_sequence_number_info_function``."""
         self.check()
         options = Options("receiver", attributes, topic)
-        r = self.subscribe(topic, on_message, options, self._setup(on_messages, event_queue))
+        base = self._setup(on_messages, event_queue)
+
+        def setup(r: Subscriber) -> None:
+            assert isinstance(r, Receiver)
+            r.on_registration = on_registration
+            r.on_recovery_sequence = on_recovery_sequence
+            base(r)
+
+        r = self.subscribe(topic, on_message, options, setup)
         assert isinstance(r, Receiver)
         return r
 

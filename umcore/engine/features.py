@@ -43,6 +43,12 @@ from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import message as m
 from umcore.engine.message import Message
 from umcore.engine.options import Options, interface_ip
+from umcore.engine.persist import (
+    ContextPersistence,
+    SourcePersistence,
+    persistent_tir,
+    require_port,
+)
 from umcore.engine.receive import Fanout, Subscriber
 from umcore.engine.source import EngineSource
 from umcore.errors import LocalProtocolError, UMError
@@ -85,6 +91,8 @@ class FeatureHost(Protocol):
     def mim_loss_callback(self) -> Callable[[int], object] | None: ...
 
     def receivers_of(self, topic: str) -> list[Subscriber]: ...
+
+    def resolve_context_name(self, name: str, on_resolved: Callable[..., object]) -> Any: ...
 
 
 class Response:
@@ -146,11 +154,18 @@ class Request:
 
 
 class _SourceExt:
-    __slots__ = ("retention", "transport_idx")
+    __slots__ = ("persist", "retention", "transport_idx")
 
-    def __init__(self, retention: RetentionBuffer | None, transport_idx: int) -> None:
+    def __init__(
+        self,
+        retention: RetentionBuffer | None,
+        transport_idx: int,
+        persist: SourcePersistence | None = None,
+    ) -> None:
         self.retention = retention
         self.transport_idx = transport_idx
+        #: The persistence glue of a persistent source (umcore.engine.persist), else None.
+        self.persist = persist
 
 
 class ContextFeatures:
@@ -176,6 +191,23 @@ class ContextFeatures:
         self._mim_rx: DatagramEndpoint | None = None
         self._mim_core = im.MimReceiver()
         self.dropped_unknown = 0
+        #: Persistent sources and receivers (umcore.engine.persist).
+        self.persist = ContextPersistence(self)
+
+    # ------------------------------------------------------------------ PersistHost
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    @property
+    def context_options(self) -> Options:
+        return self.ctx.options
+
+    def request_send(self, dest: tuple[str, int], data: bytes) -> None:
+        self.require_port().send(dest, data)
+
+    def resolve_context_name(self, name: str, on_resolved: Callable[..., object]) -> Any:
+        return self.ctx.resolve_context_name(name, on_resolved)
 
     # ------------------------------------------------------------------ lifetime
     async def start(self) -> None:
@@ -227,6 +259,7 @@ class ContextFeatures:
 
     async def close(self) -> None:
         self._timer.cancel()
+        self.persist.close()
         if self._mim_rx is not None:
             self._mim_rx.close()
         if self._mim_tx is not None:
@@ -254,25 +287,41 @@ class ContextFeatures:
         """Set up late join for a new source; returns its TIR options."""
         key = id(src.session)
         tix = self._transport_idx.setdefault(key, len(self._transport_idx))
-        if not bool(opts.get("late_join")) or self.service is None or self.port is None:
+        persistent = self.persist.wanted(opts)
+        if persistent:
+            require_port(self.port, src.topic)
+            if not bool(opts.get("late_join")):
+                log.info('Late Join not set, but UME store specified. Setting Late Join. '
+                         '(source "%s")', src.topic)  # fmt: skip
+        elif not bool(opts.get("late_join")) or self.service is None or self.port is None:
             src.set_extension(_SourceExt(None, tix))
             return ()
+        assert self.service is not None and self.port is not None
         rb = RetentionBuffer(
             int(opts.get("retransmit_retention_size_threshold")),
             int(opts.get("retransmit_retention_size_limit")),
             opts.seconds("retransmit_retention_age_threshold"),
+            hold_unreleased=persistent,
         )
-        if rb.defaults_retain_one:
+        if rb.defaults_retain_one and not persistent:
             log.info('NOTICE: Source "%s" has no retention settings (1 message retained max)',
                      src.topic)  # fmt: skip
         self.service.add(tix, src.tidx, src.topic, rb, src.next_sequence_number)
-        src.set_extension(_SourceExt(rb, tix))
-        return tir_options(self.ip, self.port.port, tix, None)
+        options = tir_options(self.ip, self.port.port, tix, None)
+        if not persistent:
+            src.set_extension(_SourceExt(rb, tix))
+            return options
+        ext = _SourceExt(rb, tix)
+        src.set_extension(ext)
+        ext.persist = self.persist.source_created(src, opts, rb, tix, self.port.port)
+        return (persistent_tir(self.ip, self.port.port, tix), *options)
 
     def source_closed(self, src: EngineSource) -> None:
         ext = src.ext
         if ext is not None and ext.retention is not None and self.service is not None:
             self.service.remove(ext.transport_idx, src.tidx)
+        if ext is not None and ext.persist is not None:
+            self.persist.source_closed(ext.persist)
 
     def source_send(
         self,
@@ -291,6 +340,7 @@ class ContextFeatures:
         now = self._loop.time()
         ext = src.ext
         rb = ext.retention if ext is not None else None
+        persist = ext.persist if ext is not None else None
         if not headers:
             first = core.next_sequence_number(tidx)
             out = core.send(tidx, data, now, flush)
@@ -304,6 +354,9 @@ class ContextFeatures:
                         piece = bytes(view[off : off + core.max_payload])
                         rb.add((first + i) & 0xFFFFFFFF, piece, now,
                                (lbmc.Frag(first, off, n),))  # fmt: skip
+            if persist is not None:
+                last = (core.next_sequence_number(tidx) - 1) & 0xFFFFFFFF
+                persist.sent(first, last, len(data), now)
             return out
         payload = bytes(data) + tail
         overhead = sum(2 + len(h.body_bytes()) for h in headers)
@@ -318,13 +371,20 @@ class ContextFeatures:
         sqn, msg = core.send_with_headers(tidx, headers, payload, now, flush)
         if rb is not None:
             rb.add(sqn, payload, now, tuple(headers))
+        if persist is not None:
+            persist.sent(sqn, sqn, len(payload), now)
         return msg
 
     # ------------------------------------------------------------------ receivers
-    def fanout_created(self, fan: Fanout, options: tuple[Any, ...], ropts: Options) -> None:
-        """A joined topic source: attach late join / OTR recovery when configured."""
+    def fanout_created(
+        self, fan: Fanout, options: tuple[Any, ...], ropts: Options, receiver: Any = None
+    ) -> None:
+        """A joined topic source: attach late join / OTR recovery when configured, and the
+        persistence glue when the source is persistent (its TIR's UME option) and the receiver
+        uses the Store (``ume_use_store``)."""
         if self.port is None:
             return
+        ume = self.persist.receiver_wanted(options, ropts)
         lj_opt = None
         for opt in options:
             if type(opt) is lbmr_options.LateJoinOption:
@@ -332,16 +392,22 @@ class ContextFeatures:
         if lj_opt is None:
             return  # the source offers neither late join nor OTR (both need late_join 1)
         use_lj = bool(ropts.get("use_late_join"))
-        use_otr = otr_enabled(int(ropts.get("use_otr")))
+        use_otr = otr_enabled(int(ropts.get("use_otr")), persistent=ume is not None)
+        if ume is not None and not use_lj:
+            ume = None  # use_late_join 0 also disables persistent recovery (UM)
         if not (use_lj or use_otr):
             return
         idx = self.request_idx()
+        lj_cfg = LateJoinConfig.from_options(ropts) if use_lj else None
+        if ume is not None and lj_cfg is not None:
+            # The receiver's machine applies retransmit_request_maximum to the Stores' range.
+            lj_cfg.request_maximum = 0
         rec = TopicRecovery(
             transport_idx=lj_opt.transport_idx,
             topic_idx=fan.dc.tidx,
             request_idx=idx,
             reply_to=(self.ip, self.port.port),
-            late_join=LateJoinConfig.from_options(ropts) if use_lj else None,
+            late_join=lj_cfg,
             otr=OtrConfig.from_options(ropts) if use_otr else None,
             max_burst_loss=fan.dc.max_burst_loss,
         )
@@ -351,11 +417,22 @@ class ContextFeatures:
         key = (fan.request_dest[0], fan.request_dest[1], lj_opt.transport_idx, fan.dc.tidx)
         self._by_key[key] = (rec, fan)
         self._fanouts[idx] = fan
-        if use_lj:
+        if ume is not None:
+            callbacks = (
+                getattr(receiver, "on_registration", None),
+                getattr(receiver, "on_recovery_sequence", None),
+            )
+            fan.persist = self.persist.fanout_created(
+                fan, ume, ropts, rec, (self.ip, self.port.port), callbacks
+            )
+        elif use_lj:
             rec.start_late_join(self._loop.time())
         self._flush(fan)
 
     def fanout_removed(self, fan: Fanout) -> None:
+        if fan.persist is not None:
+            self.persist.fanout_removed(fan.persist)
+            fan.persist = None
         rec = fan.recovery
         if rec is None:
             return
@@ -409,6 +486,7 @@ class ContextFeatures:
         self._arm()
 
     def deliver(self, fan: Fanout, items: list[Any]) -> None:
+        persist = fan.persist
         for kind, sqn, payload, flags, meta, count in items:
             if kind == DELIVER_DATA:
                 msg = self.make_message(fan.topic, fan.source, sqn, payload,
@@ -416,6 +494,8 @@ class ContextFeatures:
                 if msg is None:
                     continue
                 fan.deliver_data(msg)
+                if persist is not None:
+                    persist.consumed(sqn)
             else:
                 fan.deliver_loss(kind == DELIVER_BURST, sqn, count)
 
@@ -498,7 +578,7 @@ class ContextFeatures:
             return
         if kind in (im.KIND_UIM, im.KIND_REQUEST):
             self.immediate(msg, f"TCP:{peer_ip}")
-        else:
+        elif not self.persist.receive(msg, peer_ip):
             self.dropped_unknown += 1
 
     def immediate(self, msg: lbmc.LBMCMessage, source: str) -> None:

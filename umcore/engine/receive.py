@@ -158,6 +158,11 @@ class Subscriber:
         )
 
     @property
+    def fanouts(self) -> tuple[Fanout, ...]:
+        """The fan-outs (joined topic sources) delivering to this subscriber."""
+        return tuple(self._fanouts)
+
+    @property
     def messages(self) -> int:
         """Messages delivered (data and requests; not events), those the one-callback case
         counted in a fan-out's small int (:attr:`Fanout.fused`) included."""
@@ -274,6 +279,7 @@ class Fanout:
         "features",
         "fragments",
         "fused",
+        "persist",
         "plain_hook",
         "receivers",
         "recovery",
@@ -303,6 +309,8 @@ class Fanout:
         #: :meth:`set_recovery`.
         self.recovery: Any = None
         self.request_dest: tuple[str, int] = ("", 0)
+        #: A persistent receiver's glue (umcore.engine.persist.ReceiverPersistence) or None.
+        self.persist: Any = None
         #: The one-message fast path's state, checked once here instead of per message: with
         #: one receiver, that receiver has a callback and no recovery runs, ``fast_r`` is the
         #: receiver and ``fast_cb`` its callback; else both None.  Kept current by
@@ -547,7 +555,9 @@ class FeatureHooks(Protocol):
     """What fan-outs hand to late join / OTR and message decoding
     (:class:`umcore.engine.features.ContextFeatures`)."""
 
-    def fanout_created(self, fan: Fanout, options: tuple[Any, ...], ropts: Options) -> None: ...
+    def fanout_created(
+        self, fan: Fanout, options: tuple[Any, ...], ropts: Options, receiver: Any = None
+    ) -> None: ...
 
     def fanout_removed(self, fan: Fanout) -> None: ...
 
@@ -677,7 +687,7 @@ class JoinedSession:
                 f.dc.reassemble = False
             self.core.subscribe(f.dc)
             if receiver.options is not None:
-                self.features.fanout_created(f, self.options, receiver.options)
+                self.features.fanout_created(f, self.options, receiver.options, receiver)
         if receiver in f.receivers:
             return
         f.add_receiver(receiver)

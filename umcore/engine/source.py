@@ -227,6 +227,10 @@ class EngineSource(TopicSender):
         self.plain = True
         #: Exceptions raised by ``on_event`` (logged, counted, never propagated).
         self.callback_errors = 0
+        #: A persistent source's send gate (umcore.engine.persist.SourcePersistence): its
+        #: ``hold()`` raises UMENoReg when sends are refused and is True while the flight size
+        #: blocks; ``await wait()`` until that may have changed.  None: not persistent.
+        self.gate: Any = None
         self.transport_info, self.source_string = session.transport_info(engine.advertised_ip)
 
     @property
@@ -271,7 +275,8 @@ class EngineSource(TopicSender):
     ) -> Awaitable[None]:
         """:meth:`send` for everything but a message joining the open run (module docstring)."""
         writer = self.writer
-        if writer.paused or self.closed:
+        gate = self.gate
+        if writer.paused or self.closed or (gate is not None and gate.hold()):
             return self._send_blocked(data, flush, properties, app_headers)
         if properties is None and not app_headers and self.plain:
             clock = self._time  # (a bound method held in an attribute: called from a local)
@@ -298,14 +303,22 @@ class EngineSource(TopicSender):
         await self.send(data, flush=flush, properties=properties, app_headers=app_headers)
 
     async def wait_writable(self) -> None:
-        """UM's blocking send: wait while a slow receiver blocks the session (each wait
-        counted); UMError if the source is or gets closed."""
+        """UM's blocking send: wait while a slow receiver blocks the session, or a persistent
+        source's flight size is full (each wait counted); UMError if the source is or gets
+        closed (UMENoReg if it may not send)."""
         writer = self.writer
-        while writer.paused:
+        while True:
             self.check()
-            self.engine.send_blocked += 1
-            await writer.writable()
-        self.check()
+            if writer.paused:
+                self.engine.send_blocked += 1
+                await writer.writable()
+                continue
+            gate = self.gate
+            if gate is not None and gate.hold():
+                self.engine.send_blocked += 1
+                await gate.wait()
+                continue
+            return
 
     def refuse_if_blocked(self) -> None:
         """UM's non-blocking send: :class:`WouldBlock` while a slow receiver blocks the
@@ -314,6 +327,11 @@ class EngineSource(TopicSender):
             self.wants_wakeup = True
             self.engine.send_would_block += 1
             raise WouldBlock(f"transport session of {self.topic!r} is blocked by a slow receiver")
+        gate = self.gate
+        if gate is not None and gate.hold():
+            self.wants_wakeup = True
+            self.engine.send_would_block += 1
+            raise WouldBlock(f"source {self.topic!r}: persistence flight size is full")
 
     def send_nowait(
         self,
