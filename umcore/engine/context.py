@@ -281,6 +281,7 @@ class Engine:
         """A topic source of :attr:`source_class` on a session chosen by ``options``,
         advertised by topic resolution."""
         self.check()
+        self.features.check_source(topic, options)
         session = await self.session_for(options)
         src = self.source_class(self, topic, session, on_event)
         session.sources.append(src)

@@ -283,6 +283,13 @@ class ContextFeatures:
         return q
 
     # ------------------------------------------------------------------ sources
+    def check_source(self, topic: str, opts: Options) -> None:
+        """Before a source is created: a persistent one's settings, the errors UM gives at
+        creation (ConfigError), so that a refused source leaves nothing behind."""
+        if self.persist.wanted(opts):
+            require_port(self.port, topic)
+            self.persist.check_source(opts)
+
     def source_created(self, src: EngineSource, opts: Options) -> tuple[Any, ...]:
         """Set up late join for a new source; returns its TIR options."""
         key = id(src.session)

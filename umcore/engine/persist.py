@@ -368,6 +368,11 @@ class ContextPersistence:
     def wanted(opts: Options) -> bool:
         return bool(opts.get("ume_store")) or bool(opts.get("ume_store_name"))
 
+    def check_source(self, opts: Options) -> None:
+        """A persistent source's settings (ConfigError for those UM refuses at creation)."""
+        ctx_sid = int(self.host.context_options.get("ume_session_id") or 0)
+        SourceConfig.from_options(opts, context_session_id=ctx_sid)
+
     def source_created(
         self,
         src: Any,
