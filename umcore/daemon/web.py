@@ -420,7 +420,8 @@ class WebPages:
     ) -> None:
         """Serve the pages of a path with ``{name}`` parameters (one segment each):
         ``data(params)`` (None: no such page, a 404); ``title`` is formatted with the
-        parameters.  Static pages are matched first, then routes in registration order."""
+        parameters.  Static pages are matched first, then actions, then routes, each in
+        registration order."""
         self._check_new(path)
         page = Page(path, title, data, render, refresh_s)
         if page.pattern is None:
@@ -453,7 +454,7 @@ class WebPages:
         page = self.pages.get(path)
         if page is not None:
             return page, {}
-        entries: list[Page | Action] = [*self.routes, *self.actions]
+        entries: list[Page | Action] = [*self.actions, *self.routes]
         for entry in entries:
             assert entry.pattern is not None
             m = entry.pattern.match(path)
