@@ -9,7 +9,6 @@ source.  A receiver asked for a retransmission, so the rate figures are not all 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +74,9 @@ def monitor(
     held: Held, clock: Clock, *, name: str = "store1", **options: object
 ) -> StoreWebMonitor:
     rig = held.rig
-    sessions: Callable[[str], list[str]] = lambda topic: [
-        s.session.source_string for s in held.sources if s.topic == topic
-    ]
+
+    def sessions(topic: str) -> list[str]:
+        return [s.session.source_string for s in held.sources if s.topic == topic]
+
     ms = MonitoredStore(name, rig.core.instance, lambda: rig.core, sessions)
     return StoreWebMonitor([ms], monotonic=clock, **options)  # type: ignore[arg-type]

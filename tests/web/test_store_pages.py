@@ -137,7 +137,7 @@ async def test_unknown_store_regid_or_path_is_a_404_page_never_a_trace(
 async def test_rate_reset_is_a_post_and_the_get_form_only_behind_the_option(
     held: Held, served: tuple[str, StoreWebMonitor, Clock]
 ) -> None:
-    base, mon, clock = served
+    base, _mon, clock = served
     reset = base + "/stores/0/reset-rate-stats"
     async with aiohttp.ClientSession() as http:
         clock.now += 10
