@@ -18,13 +18,22 @@ summary).
 *Verifiable messages* (``lbmsrc -V`` / ``lbmrcv -V``) let a receiver check every byte: a message
 is an 8-byte big-endian counter, a 4-byte CRC-32 of the rest, then filler derived from the
 counter.  The receiver checks the CRC and that counters follow each other.  (UM's own layout of
-verifiable messages is not in our notes; this one is ours.)
+verifiable messages is not in our notes; this one is ours.)  ``umesrc -V`` puts the message's
+topic sequence number in the counter, so ``umercv -V`` also checks that every message, live or
+recovered from a Store, is the one its sequence number names.
+
+Command-line flags that stand for configuration lines (``lbmsrc``/``umesrc -R``, ``umesrc -S``,
+``umercv --session-id``...) are applied with :func:`apply_flag` after the ``-c`` files, as UM's
+examples call ``*_setopt`` after ``lbm_config``; a bad value is a
+:class:`~umcore.errors.ConfigError` naming the flag.  :func:`wait_or_stop` is the tools'
+interruptible sleep.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import struct
 import sys
@@ -38,12 +47,18 @@ __all__ = [
     "CONFIG_HELP",
     "VERIFIABLE_MIN_LEN",
     "add_config_option",
+    "apply_flag",
+    "count",
     "load_attributes",
     "make_verifiable",
+    "parse_rate",
+    "rate_group_options",
     "run",
+    "seconds",
     "signal_event",
     "tool_main",
     "verify",
+    "wait_or_stop",
 ]
 
 CONFIG_HELP = "read a flat UM configuration file (repeatable, applied in order)"
@@ -75,6 +90,96 @@ def load_attributes(files: Sequence[str]) -> tuple[Any, Any, Any]:
     for path in files:
         cfg.config_file(path)
     return None, None, None
+
+
+def apply_flag(flag: str, lines: str) -> None:
+    """Apply the flat configuration ``lines`` a command-line ``flag`` stands for (after the
+    ``-c`` files); a bad value raises :class:`~umcore.errors.ConfigError` naming the flag."""
+    if lines:
+        from umcore.config.attributes import global_configuration
+
+        global_configuration().config_text(lines, f"command line {flag}")
+
+
+def count(text: str) -> int:
+    """argparse type: a count, 0 or more."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative (0 or more)")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a duration, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
+
+
+async def wait_or_stop(stop: asyncio.Event, delay: float) -> bool:
+    """Wait ``delay`` seconds unless ``stop`` is set first; True when it is set."""
+    if delay > 0 and not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+    return stop.is_set()
+
+
+_SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+
+
+def _bits(text: str) -> int:
+    t = text.strip().lower()
+    mult = _SUFFIX.get(t[-1:], 1)
+    if mult != 1:
+        t = t[:-1]
+    value = float(t)
+    if value < 0:
+        raise ValueError(text)
+    return int(value * mult)
+
+
+def parse_rate(text: str) -> tuple[str, int, int]:
+    """``-R [UM]DATA/RETR`` (UM's lbmsrc and umesrc) -> (transport, data bits/s, retransmit
+    bits/s)."""
+    kind = "lbtrm"
+    t = text.strip()
+    if t[:1].upper() in ("U", "M"):
+        kind = "lbtru" if t[0].upper() == "U" else "lbtrm"
+        t = t[1:]
+    data, sep, retr = t.partition("/")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return kind, _bits(data), _bits(retr)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad rate {text!r}: expected [UM]DATA/RETR, e.g. 1m/500k"
+        ) from None
+
+
+def rate_group_options(rate: tuple[str, int, int] | None, group: str | None) -> str:
+    """The flat configuration lines that ``-R`` and ``-G`` stand for."""
+    lines = []
+    if rate is not None:
+        kind, data, retr = rate
+        lines += [
+            f"source transport {kind}",
+            f"context transport_{kind}_data_rate_limit {data}",
+            f"context transport_{kind}_retransmit_rate_limit {retr}",
+        ]
+    if group is not None:
+        addr, _, port = group.partition(":")
+        lines += ["source transport lbtrm", f"source transport_lbtrm_multicast_address {addr}"]
+        if port:
+            lines.append(f"source transport_lbtrm_destination_port {int(port)}")
+    return "".join(line + "\n" for line in lines)
 
 
 def make_verifiable(counter: int, length: int) -> bytes:

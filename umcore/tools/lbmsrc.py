@@ -23,11 +23,13 @@ from umcore.tools.common import (
     add_config_option,
     load_attributes,
     make_verifiable,
+    parse_rate,
+    rate_group_options,
     signal_event,
     tool_main,
 )
 
-__all__ = ["main"]
+__all__ = ["main", "parse_rate", "rate_group_options"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,56 +104,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic")
     return p
-
-
-_SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
-
-
-def _bits(text: str) -> int:
-    t = text.strip().lower()
-    mult = _SUFFIX.get(t[-1:], 1)
-    if mult != 1:
-        t = t[:-1]
-    value = float(t)
-    if value < 0:
-        raise ValueError(text)
-    return int(value * mult)
-
-
-def parse_rate(text: str) -> tuple[str, int, int]:
-    """``-R [UM]DATA/RETR`` -> (transport, data bits/s, retransmit bits/s)."""
-    kind = "lbtrm"
-    t = text.strip()
-    if t[:1].upper() in ("U", "M"):
-        kind = "lbtru" if t[0].upper() == "U" else "lbtrm"
-        t = t[1:]
-    data, sep, retr = t.partition("/")
-    try:
-        if not sep:
-            raise ValueError(text)
-        return kind, _bits(data), _bits(retr)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad rate {text!r}: expected [UM]DATA/RETR, e.g. 1m/500k"
-        ) from None
-
-
-def rate_group_options(rate: tuple[str, int, int] | None, group: str | None) -> str:
-    """The flat configuration lines that ``-R`` and ``-G`` stand for."""
-    lines = []
-    if rate is not None:
-        kind, data, retr = rate
-        lines += [
-            f"source transport {kind}",
-            f"context transport_{kind}_data_rate_limit {data}",
-            f"context transport_{kind}_retransmit_rate_limit {retr}",
-        ]
-    if group is not None:
-        addr, _, port = group.partition(":")
-        lines += ["source transport lbtrm", f"source transport_lbtrm_multicast_address {addr}"]
-        if port:
-            lines.append(f"source transport_lbtrm_destination_port {int(port)}")
-    return "".join(line + "\n" for line in lines)
 
 
 async def _main(args: argparse.Namespace) -> int:
