@@ -42,7 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from daemons.umestored.logsetup import NOTICE
-from daemons.umestored.monitor import StoreMonitor, ump_collectors
+from daemons.umestored.monitor import MonitorCollector, StoreMonitor, ump_collectors
 from daemons.umestored.prepare import ANY, Prepared, StorePlan
 from umcore import __version__ as pyum_version
 from umcore.aio.request_port import RequestPort
@@ -374,11 +374,15 @@ class StoreCollector(Collector):
         yield from repo.values()
 
 
-def metric_registry(runtimes: list[StoreRuntime]) -> CollectorRegistry:
+def metric_registry(
+    runtimes: list[StoreRuntime], monitor: StoreMonitor | None = None
+) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=True)
     registry.register(StoreCollector(runtimes))
     for collector in ump_collectors(lambda: runtimes):  # UMPMonMsg's figures
         registry.register(collector)
+    if monitor is not None:  # daemon control and the statistics publisher's counters
+        registry.register(MonitorCollector(monitor))
     return registry
 
 
@@ -500,7 +504,7 @@ async def serve(
             )
             _advertise_context_name(rt)
         if metrics is not None:
-            metrics_server = MetricsServer(metric_registry(runtimes))
+            metrics_server = MetricsServer(metric_registry(runtimes, monitor))
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
         if daemon.pidfile:

@@ -34,9 +34,10 @@ event queue, the UM source on the topic, ``--monitor-file`` -- is the daemons' s
   So each group is a message of its own, as UM's binary groups are (STORE_STATS, REPO_STATS,
   RCV_STATS, DISK_STATS).  A group with more than :data:`MAX_REPOS_PER_MESSAGE` repositories
   is split over several messages.
-- **Events** are published as they happen (at the end of the loop iteration that produced
-  them), in order, one ``Events`` message per batch of at most
-  :data:`MAX_EVENTS_PER_MESSAGE`: STORE_CREATED at start and STORE_DELETED at stop, then the
+- **Events** are queued as they happen (the shared publisher's bounded queue) and published
+  at each tick of the ``store`` group, in order, one ``Events`` message per batch of at most
+  :data:`MAX_EVENTS_PER_MESSAGE`: STORE_CREATED at start (so it reaches subscribers that
+  joined the topic within an interval), STORE_DELETED at stop (at once), then the
   core's (:mod:`umcore.store.events`) with UM's kinds and deletion reasons -- TOPIC_CREATE,
   SOURCE_REGISTERED (``lead_sqn`` 0xFFFFFFFF for a fresh source) / REREGISTERED /
   RECREATED / DEREGISTERED / DELETED, RECEIVER_REGISTERED (``low_sqn``, ``high_sqn``) /
@@ -63,6 +64,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from daemons.umestored.control import StoreControl
 from umcore import __version__ as pyum_version
@@ -91,6 +94,7 @@ __all__ = [
     "MAX_EVENTS_PER_MESSAGE",
     "MAX_REPOS_PER_MESSAGE",
     "MAX_UMP_SERIES",
+    "MonitorCollector",
     "StoreMonitor",
     "StoreStatsContent",
     "StoreView",
@@ -109,6 +113,10 @@ _RepoConfig = UMPMonMsg.Configs.TopicConfig.RepoConfig
 
 GROUPS: tuple[str, ...] = ("config", "store", "source", "receiver", "disk", "memory")
 """The ``<publishing-interval>`` groups (UM's), in publication order."""
+
+CATEGORIES: tuple[str, ...] = ("events", *GROUPS)
+"""The publisher's categories: the groups, and the queued events (on the ``store`` group's
+interval)."""
 
 MAX_REPOS_PER_MESSAGE = 500
 """Repositories per ``source``/``receiver``/``disk`` message (and topics per ``config``
@@ -180,6 +188,8 @@ def monitor_settings(
     groups = dict(daemon.daemon_monitor_intervals)
     groups.update(instance.publishing_interval)
     default_s = groups.pop("default", 0)
+    if "store" in groups:
+        groups["events"] = groups["store"]
     return MonitorSettings(
         daemon.daemon_monitor_topic if daemon.daemon_monitor else None,
         format="pb",
@@ -462,7 +472,7 @@ class StoreStatsContent:
     """One Store's statistics content for :class:`~umcore.daemon.statspub.StatsPublisher`."""
 
     packet_type = PacketType.UMESTORE
-    categories: tuple[str, ...] = GROUPS
+    categories: tuple[str, ...] = CATEGORIES
     publish_at_start: tuple[str, ...] = ("config",)
 
     def __init__(
@@ -581,7 +591,10 @@ class _Target:
         self.publisher.scheduler.request_snapshot([group])
 
     def set_interval(self, group: str, ms: int) -> None:
-        self.publisher.scheduler.set_interval(group, ms, self.monitor.loop_time())
+        now = self.monitor.loop_time()
+        self.publisher.scheduler.set_interval(group, ms, now)
+        if group == "store":  # the events go with the store group
+            self.publisher.scheduler.set_interval("events", ms, now)
 
     def mark(self, src_reg_id: int, sqn: int) -> bool:
         core = self.view.core
@@ -704,13 +717,7 @@ class StoreMonitor:
         self.contents[view.name] = content
         self.targets.append(_Target(self, view, pub))
         pub.receive_events([StoreCreated()])
-
-        def on_events(events: list[Any]) -> None:
-            pub.receive_events(events)
-            pub.publish("events")
-
-        view.on_events = on_events
-        pub.publish("events")
+        view.on_events = pub.receive_events
 
     def started(self, view: Any) -> None:
         """The Store listens: its schedule runs (configuration at once)."""
@@ -741,6 +748,55 @@ class StoreMonitor:
 
 
 # ----------------------------------------------------------------------------- Prometheus
+
+
+class MonitorCollector:
+    """Prometheus: the daemon monitor's own counters -- control requests by outcome and
+    accepted ones by request, statistics messages published, events not queued (full),
+    messages the statistics source refused."""
+
+    def __init__(self, monitor: StoreMonitor) -> None:
+        self.monitor = monitor
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        mon = self.monitor
+        ctl = mon.control
+        outcome = CounterMetricFamily(
+            "pyum_umestored_control_requests",
+            "Daemon control requests by outcome (ok, refused by configuration, malformed, "
+            "failed: no such store, source or receiver)",
+            labels=["outcome"],
+        )
+        for name, value in ctl.counts.items():
+            outcome.add_metric([name], value)
+        yield outcome
+        accepted = CounterMetricFamily(
+            "pyum_umestored_control_accepted",
+            "Daemon control requests carried out, by request",
+            labels=["request"],
+        )
+        for name, value in ctl.accepted.items():
+            accepted.add_metric([name], value)
+        yield accepted
+        yield CounterMetricFamily(
+            "pyum_umestored_monitor_messages_published",
+            "UMPMonMsg statistics messages published",
+            value=mon.published,
+        )
+        yield CounterMetricFamily(
+            "pyum_umestored_monitor_events_dropped",
+            "Statistics events not queued (queue full)",
+            value=mon.events_dropped,
+        )
+        refused = mon.sink.dropped if isinstance(mon.sink, UMSink) else 0
+        yield CounterMetricFamily(
+            "pyum_umestored_monitor_messages_refused",
+            "Statistics messages the statistics source refused (would block)",
+            value=refused,
+        )
 
 
 def ump_collectors(views: Callable[[], Sequence[Any]]) -> list[StatsCollector]:
