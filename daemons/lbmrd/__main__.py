@@ -18,6 +18,7 @@ from umcore.daemon import interfaces, lifecycle, logs
 from umcore.daemon.cli import (
     DaemonArgumentParser,
     add_metrics_argument,
+    host_port,
     nonnegative_int,
     positive_int,
 )
@@ -40,6 +41,14 @@ def build_parser() -> DaemonArgumentParser:
     p.add_argument("-s", "--snd-buf", metavar="SIZE", type=positive_int)
     p.add_argument("-v", "--validate", action="store_true")
     p.add_argument("--pid-file", metavar="FILE")
+    p.add_argument(
+        "--web-monitor",
+        metavar="HOST:PORT",
+        type=host_port,
+        default=None,
+        help="serve lbmrd's web pages (clients, rates, NAT domains) on http://HOST:PORT/ "
+        "(pyum; off by default)",
+    )
     add_metrics_argument(p)
     p.add_argument("config", nargs="?", metavar="config-file")
     return p
@@ -98,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             log_setup=log_setup,
             metrics=args.metrics,
             pid_file=args.pid_file,
+            web=args.web_monitor,
         ),
         listen=(resolved.address, config.port),
         logger=log,

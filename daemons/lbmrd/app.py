@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from daemons.lbmrd.webmon import LbmrdWebPages
 from umcore import __version__ as pyum_version
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
@@ -72,17 +73,18 @@ async def serve(
     metrics: tuple[str, int] | None = None,
     pid_file: str | None = None,
     stopping: asyncio.Event | None = None,
+    web: tuple[str, int] | None = None,
 ) -> int:
-    """Run lbmrd on ``address:config.port`` until SIGTERM/SIGINT (or ``stopping`` is set)."""
+    """Run lbmrd on ``address:config.port`` until SIGTERM/SIGINT (or ``stopping`` is set);
+    ``web``: serve its web pages (daemons.lbmrd.webmon) on that host and port."""
     loop = asyncio.get_running_loop()
     signals: StopSignals | None = None
     if stopping is None:
         signals = StopSignals(loop, on_reload=log_setup.reopen if log_setup else None)
         signals.install()
         stopping = signals.stopping
-    relay = LbmrdRelay(
-        now=loop.time(), ttl=config.ttl_s, activity=config.activity_s, nat=nat_table(config)
-    )
+    nat = nat_table(config)
+    relay = LbmrdRelay(now=loop.time(), ttl=config.ttl_s, activity=config.activity_s, nat=nat)
     counters = relay.counters
     limited = RateLimitedLog(log, loop.time)
     endpoint: DatagramEndpoint | None = None
@@ -158,12 +160,16 @@ async def serve(
             granted_snd,
         )
     metrics_server: MetricsServer | None = None
+    web_pages: LbmrdWebPages | None = None
     pid: PidFile | None = None
     try:
         if metrics is not None:
             metrics_server = MetricsServer(new_registry(metric_specs(relay, endpoint)))
             host, port = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", host, port)
+        if web is not None:
+            web_pages = LbmrdWebPages(relay, endpoint, config, nat, monotonic=loop.time)
+            await web_pages.start(*web)
         timer.arm(relay.next_timer())
         host, port = endpoint.local_address
         log.info(
@@ -183,6 +189,8 @@ async def serve(
         endpoint.close()
         if metrics_server is not None:
             await metrics_server.close()
+        if web_pages is not None:
+            await web_pages.close()
         if pid is not None:
             pid.remove()
         if signals is not None:

@@ -26,6 +26,9 @@ Options:
   --pid-file=FILE       write the process id to FILE once listening; removed at exit (pyum)
   --metrics=HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics (pyum; off by
                         default)
+  --web-monitor=HOST:PORT
+                        serve web pages (clients, rates, NAT domains) at http://HOST:PORT/
+                        (pyum; off by default)
 
 config-file is optional: without one every setting has its default.  Its format is described
 by the DTD (-d): <lbmrd version="1.0"> holding an optional <daemon> with the same settings as

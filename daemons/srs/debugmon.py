@@ -211,7 +211,14 @@ def debug_pages(
             wall_clock=wall_clock(),
         )
 
-    pages = WebPages(monotonic=monotonic, label="debug monitor", title=TITLE, log=log)
+    pages = WebPages(
+        monotonic=monotonic,
+        label="debug monitor",
+        title=TITLE,
+        log=log,
+        daemon="SRS",
+        wall_clock=wall_clock,
+    )
     pages.add_page(
         "/",
         title=TITLE,

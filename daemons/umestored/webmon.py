@@ -147,6 +147,7 @@ class StoreWebMonitor:
         reset_by_get: bool = False,
         max_sources: int = MAX_SOURCES_SHOWN,
         max_receivers: int = MAX_RECEIVERS_SHOWN,
+        log: logging.Logger | None = None,
     ) -> None:
         self.max_sources = max_sources
         self.max_receivers = max_receivers
@@ -161,6 +162,7 @@ class StoreWebMonitor:
             label="store web monitor",
             title="pyum umestored web monitor",
             daemon="umestored",
+            log=log or logging.getLogger("umestored"),
         )
         self.pages = pages
         pages.add_page("/", title="umestored", data=self.index, render=self.index_blocks)
@@ -600,7 +602,7 @@ async def start_store_web_monitor(
         MonitoredStore(rt.name, rt.plan.instance, _core_of(rt), _joined_sessions(rt))
         for rt in runtimes
     ]
-    mon = StoreWebMonitor(stores, monotonic=monotonic, reset_by_get=reset_by_get)
+    mon = StoreWebMonitor(stores, monotonic=monotonic, reset_by_get=reset_by_get, log=log)
     try:
         await mon.start(*address)
     except OSError as exc:
