@@ -38,6 +38,11 @@ def build_parser() -> DaemonArgumentParser:
     p.add_argument("-u", "--use-utc", action="store_true")
     p.add_argument("-a", "--affinitize", metavar="PCPU[,RRLIST]")
     add_metrics_argument(p)
+    p.add_argument(
+        "--web-monitor-get-reset",
+        action="store_true",
+        help="the web monitor's Reset Rate Stats also by GET (UM's link); default: POST only",
+    )
     p.add_argument("config", nargs="?", metavar="CONFIG.xml")
     return p
 
@@ -113,6 +118,10 @@ def main(argv: list[str] | None = None) -> None:
                 "-f is not available on this system (no fork)", source="command line", what="-f"
             )
         prepared = prepare(store_config.load(args.config))
+        if prepared.file.daemon.web_monitor:  # checked before anything starts
+            from daemons.umestored.webmon import parse_web_monitor
+
+            parse_web_monitor(prepared.file.daemon.web_monitor, source=prepared.file.source)
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
     daemon = prepared.file.daemon
@@ -132,7 +141,12 @@ def main(argv: list[str] | None = None) -> None:
     first = prepared.stores[0] if prepared.stores else None
     lifecycle.run_and_exit(
         PROG,
-        serve(prepared, log_setup=log_setup, metrics=args.metrics),
+        serve(
+            prepared,
+            log_setup=log_setup,
+            metrics=args.metrics,
+            web_reset_by_get=args.web_monitor_get_reset,
+        ),
         listen=(first.bind_ip, first.instance.port) if first else ("0.0.0.0", 0),
         logger=log,
     )

@@ -44,6 +44,7 @@ from prometheus_client.registry import Collector
 from daemons.umestored.logsetup import NOTICE
 from daemons.umestored.monitor import MonitorCollector, StoreMonitor, ump_collectors
 from daemons.umestored.prepare import ANY, Prepared, StorePlan
+from daemons.umestored.webmon import StoreWebMonitor, parse_web_monitor, start_store_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.request_port import RequestPort
 from umcore.aio.storeio import LoadedStore, StoreIO, load_store
@@ -387,12 +388,6 @@ def metric_registry(
 
 
 def _log_daemon_settings(daemon: StoreDaemon) -> None:
-    if daemon.web_monitor:
-        log.log(
-            NOTICE,
-            "<web-monitor> %s: the Store web monitor is not part of pyum; use --metrics",
-            daemon.web_monitor,
-        )
     if daemon.daemon_monitor:
         log.log(
             NOTICE,
@@ -432,8 +427,10 @@ async def serve(
     log_setup: LogSetup | None = None,
     metrics: tuple[str, int] | None = None,
     stopping: asyncio.Event | None = None,
+    web_reset_by_get: bool = False,
 ) -> int:
-    """Run every Store of ``prepared`` until SIGINT/SIGTERM (or ``stopping``); exit status."""
+    """Run every Store of ``prepared`` until SIGINT/SIGTERM (or ``stopping``); exit status.
+    ``web_reset_by_get``: the web monitor's rate reset also by GET (UM's link form)."""
     loop = asyncio.get_running_loop()
     signals: StopSignals | None = None
     if stopping is None:
@@ -454,6 +451,7 @@ async def serve(
     runtimes: list[StoreRuntime] = []
     monitor: StoreMonitor | None = None
     metrics_server: MetricsServer | None = None
+    web: StoreWebMonitor | None = None
     pid: PidFile | None = None
     status = 0
     # The loop's clock is the cores' (monotonic); this turns it into wall-clock time for the
@@ -507,6 +505,12 @@ async def serve(
             metrics_server = MetricsServer(metric_registry(runtimes, monitor))
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
+        # <web-monitor>: the Store web monitor (daemons.umestored.webmon)
+        if daemon.web_monitor:
+            web = await start_store_web_monitor(
+                runtimes, parse_web_monitor(daemon.web_monitor), monotonic=loop.time,
+                reset_by_get=web_reset_by_get, log=log,
+            )  # fmt: skip
         if daemon.pidfile:
             pid = PidFile(daemon.pidfile)
             pid.write()
@@ -528,6 +532,8 @@ async def serve(
                 rt.log.exception("closing failed")
         if metrics_server is not None:
             await metrics_server.close()
+        if web is not None:
+            await web.close()
         if pid is not None:
             pid.remove()
         if signals is not None:

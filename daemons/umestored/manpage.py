@@ -29,6 +29,9 @@ Options:
   --metrics=HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics (pyum; off by
                         default): per Store, its sources, receivers, messages stored and
                         acknowledged, repository bytes, disk writes and their errors.
+  --web-monitor-get-reset
+                        the web monitor's Reset Rate Stats also by GET, as UM's link (default:
+                        a POST only: a crawler following links must not reset the rates).
 
 Start-up: every Store's disk-cache-directory and disk-state-directory (defaults
 umestored-cache and umestored-state, relative to the working directory) must already exist,
@@ -48,8 +51,13 @@ otherwise a Store's receivers are given use_otr 1 and delivery_control_maximum_b
 the engine's raw receivers, which do not run OTR yet: on TCP nothing is lost; on LBT-RU and
 LBT-RM the transport's own NAK repair is what a Store has for now.
 
-Not in pyum: <web-monitor> and <daemon-monitor> are accepted and reported as not running (use
---metrics); proxy sources (allow-proxy-source) are not implemented yet.
+Web monitor: <web-monitor>Address:Port</web-monitor> (* = every interface, port 0 a free one,
+logged as "store web monitor on http://HOST:PORT/") serves UM's pages at UM's paths: /,
+/stores, /stores/N, /stores/N/REGID (a source or a receiver), each also as JSON under /json;
+the rate reset is a POST to /stores/N/reset-rate-stats.  No security, as UM's: firewall it.
+
+Not in pyum: <daemon-monitor>'s deprecated binary statistics are accepted and reported as not
+running (use --metrics); proxy sources (allow-proxy-source) are not implemented yet.
 
 Log: <log> (console by default; type="file" appends to the file and rolls it by frequency
 and size, never deleting old files).  Lines read "Www Mmm dd hh:mm:ss yyyy [LEVEL]: store:
