@@ -30,7 +30,18 @@ Everything runs on loopback with embedded settings, so no file has to exist befo
    ``pyum.demo`` through the lbmrd, ``srsrcv``/``srssrc`` on ``pyum.demo.srs`` through the SRS.
    Every program's output is streamed here, each line prefixed with its name.
 
-The run ends when both receivers have seen their sources finish (their summary lines), or on
+6. The persisted pair, through the Store, on topic ``orders`` (the Store's disk repository):
+   ``umercv -V -r K`` (K = a quarter of ``--messages``), then ``umesrc -V -S 127.0.0.1:STORE``.
+   The first umercv exits after K messages (all consumed: ACKed to the Store); it is down for
+   ``RESTART_PAUSE_S`` seconds, longer than the receiver activity timeout ``ume.cfg`` gives it
+   (so the Store lets its RegID go, keeping its state), then started again with ``-r`` the
+   messages it has not consumed: it registers with the same RegID (UM's "source RegID + 1000"),
+   the Store says where it stopped (``OLD[SQN K]``) and it recovers what it missed from the
+   Store (``recovered=`` in its summary), then receives live.  When it is done, umesrc is
+   stopped (its summary: ``sent=N stable=S``).
+
+The run ends when both receivers have seen their sources finish (their summary lines) and the
+persisted pair is done, or on
 Ctrl-C / SIGTERM: every child then gets SIGINT, a bounded wait, then SIGKILL; no process is left
 behind.  ``--messages``/``--rate``/``--length`` shape both sources (default: 10 minutes of 1000
 messages/s, a "long run").
@@ -55,6 +66,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from lxml import etree
 
@@ -65,6 +77,26 @@ START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 5.0
 TOPIC = "pyum.demo"
 SRS_TOPIC = "pyum.demo.srs"
+# The persisted pair's topic: configs/umestored.xml keeps "orders" in a disk repository (other
+# topics get a small memory one, which keeps only the newest messages).
+PERSIST_TOPIC = "orders"
+# The restarted umercv: its first run's registration is let go by the Store after the receiver
+# activity timeout below (the state kept for the state lifetime); the receiver is down longer
+# than that.  A start the Store still refuses ("RegID is in use") is retried, at most
+# MAX_RESTARTS times.
+RCV_ACTIVITY_TIMEOUT_MS = 3000
+RESTART_PAUSE_S = 4.0
+MAX_RESTARTS = 3
+# umesrc lingers at most this long after its last send: the topology stops it once the
+# restarted umercv is done.
+PERSIST_LINGER_S = 600
+_UMERCV_LINES = (
+    f"receiver ume_activity_timeout {RCV_ACTIVITY_TIMEOUT_MS}\n"
+    "receiver ume_state_lifetime 3600000\n"
+    "context ume_proactive_keepalive_interval 1500\n"
+)
+_UMERCV_SUMMARY = re.compile(rb"umercv: messages=(\d+) ")
+_REGID_IN_USE = re.compile(rb"RegID is in use")
 STATS_TOPIC = "/29west/statistics"
 _LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
@@ -277,6 +309,79 @@ async def _pair(
     return rcv, src
 
 
+async def _watched(name: str, *args: str) -> tuple[Child, list[bytes]]:
+    """A child whose output lines are also kept (for its summary line)."""
+    child = await _spawn(name, *args)
+    lines: asyncio.Queue[bytes] = asyncio.Queue()
+    child.pump = asyncio.create_task(_pump(child, lines))
+    kept: list[bytes] = []
+
+    async def keep() -> None:
+        while True:
+            kept.append(await lines.get())
+
+    task = asyncio.create_task(keep())
+    child.pump.add_done_callback(lambda _t: task.cancel())
+    return child, kept
+
+
+async def _persisted(
+    tmp: Path,
+    cfg: Path,
+    extra: list[str],
+    store_port: int,
+    args: argparse.Namespace,
+    children: list[Child],
+) -> tuple[int | None, int | None]:
+    """The persisted pair (module docstring, 6): the restarted umercv's and umesrc's exit
+    statuses."""
+    ume_cfg = tmp / "ume.cfg"
+    ume_cfg.write_text(
+        "# written by umcore.tools.topology: the Store lets a stopped umercv's RegID go soon\n"
+        + _UMERCV_LINES
+    )
+    rcv_args = ("-m", "umcore.tools.umercv", "-c", str(cfg), "-c", str(ume_cfg), *extra)
+    first_k = max(1, args.messages // 4)
+    rcv, kept = await _watched("umercv", *rcv_args, "-V", "-s", "1", "-r", str(first_k),
+                               PERSIST_TOPIC)  # fmt: skip
+    children.append(rcv)
+    print(
+        f"[topo  ] umercv   topic {PERSIST_TOPIC!r} through the store, exits after {first_k} "
+        f"messages (pid {rcv.proc.pid})"
+    )
+    pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
+    src, _ = await _started(
+        "umesrc", "-m", "umcore.tools.umesrc", "-c", str(cfg), *extra,
+        "-S", f"127.0.0.1:{store_port}", "-V", "-s", "5", "-M", str(args.messages),
+        "-l", str(max(args.length, 12)), "-P", f"{pause_ms:g}", "-d", "1",
+        "-L", str(PERSIST_LINGER_S), PERSIST_TOPIC,
+    )  # fmt: skip
+    children.append(src)
+    print(
+        f"[topo  ] umesrc   topic {PERSIST_TOPIC!r}, {args.messages} persisted messages through "
+        f"the store at 127.0.0.1:{store_port} (pid {src.proc.pid})"
+    )
+    await rcv.proc.wait()
+    found = [m for line in kept if (m := _UMERCV_SUMMARY.search(line))]
+    consumed = int(found[-1].group(1)) if found else 0
+    status: int | None = None
+    for _attempt in range(MAX_RESTARTS):
+        await asyncio.sleep(RESTART_PAUSE_S)  # the receiver's downtime (see RESTART_PAUSE_S)
+        rest = max(1, args.messages - consumed)
+        again, kept = await _watched("umercv", *rcv_args, "-V", "-s", "1", "-E", "-r", str(rest),
+                                     PERSIST_TOPIC)  # fmt: skip
+        children.append(again)
+        print(
+            f"[topo  ] umercv   restarted after {consumed} messages: recovers what it missed "
+            f"from the store, exits after {rest} more (pid {again.proc.pid})"
+        )
+        status = await again.proc.wait()
+        if not (status == 2 and any(_REGID_IN_USE.search(line) for line in kept)):
+            break
+    await _stop(src)
+    return status, src.proc.returncode
+
+
 async def _exits(*children: Child) -> None:
     for child in children:
         await child.proc.wait()
@@ -344,23 +449,38 @@ async def _run(args: argparse.Namespace) -> int:
             children += [rcv, src]
             srcv, ssrc = await _pair(("srsrcv", "srssrc"), SRS_TOPIC, srs_cfg, extra, args)
             children += [srcv, ssrc]
+            persisted = asyncio.create_task(
+                _persisted(Path(tmp), cfg, extra, store_port, args, children)
+            )
             print(f"[topo  ] config   {cfg} and {srs_cfg}  (Ctrl-C stops everything)")
             waiter = asyncio.create_task(stop.wait())
             rcvs_done = asyncio.create_task(_exits(rcv, srcv))
-            await asyncio.wait({waiter, rcvs_done}, return_when=asyncio.FIRST_COMPLETED)
+            everything = asyncio.gather(rcvs_done, persisted)
+            first: set[asyncio.Future[Any]] = {waiter, everything}
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
-            if not rcvs_done.done():
-                rcvs_done.cancel()
+            if not everything.done():
+                everything.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await rcvs_done
-            reason = "Ctrl-C" if stop.is_set() else "both receivers saw their sources finish"
+                    await everything
+            reason = (
+                "Ctrl-C"
+                if stop.is_set()
+                else "the receivers saw their sources finish, the persisted pair is done"
+            )
             print(f"[topo  ] stopping ({reason})")
-            # Receivers first: stopping a source first would race lbmrcv's own exit on EOS.
-            for child in (rcv, srcv, src, ssrc, mon, srs, store, lbmrd):
+            # Receivers first: stopping a source first would race lbmrcv's own exit on EOS;
+            # the persisted pair before the Store.
+            ume = [c for c in children if c.name in ("umercv", "umesrc")]
+            for child in (rcv, srcv, src, ssrc, *ume, mon, srs, store, lbmrd):
                 await _stop(child)
             rcs = (rcv.proc.returncode, srcv.proc.returncode)
-            print(f"[topo  ] done; lbmrcv exit status {rcs[0]}, srsrcv exit status {rcs[1]}")
-            return 0 if stop.is_set() or rcs == (0, 0) else 1
+            ume_rcs = persisted.result() if persisted.done() and not persisted.cancelled() else None
+            print(
+                f"[topo  ] done; lbmrcv exit status {rcs[0]}, srsrcv exit status {rcs[1]}, "
+                f"restarted umercv and umesrc exit statuses {ume_rcs}"
+            )
+            return 0 if stop.is_set() or (rcs == (0, 0) and ume_rcs == (0, 0)) else 1
     finally:
         for child in reversed(children):
             if child.proc.returncode is None:
@@ -371,8 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m umcore.tools.topology",
         description="Run lbmrd, the SRS and a Store (configs/umestored.xml) on loopback, an lbmsrc/lbmrcv pair resolving through "
-        "each (the SRS pair with UDP topic resolution off) and lbmmon printing the SRS's live "
-        "statistics (make run).  Ctrl-C stops everything.",
+        "each (the SRS pair with UDP topic resolution off), a umesrc/umercv pair persisting "
+        "through the Store (the receiver restarted: it recovers what it missed) and lbmmon "
+        "printing the SRS's live statistics (make run).  Ctrl-C stops everything.",
     )
     p.add_argument("--messages", type=int, default=600_000, help="messages to send (600000)")
     p.add_argument("--rate", type=float, default=1000.0, help="messages per second (1000)")
