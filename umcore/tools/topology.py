@@ -101,6 +101,7 @@ STATS_TOPIC = "/29west/statistics"
 _LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
 _STORE_READY = re.compile(rb"ready to accept registrations")
+_STORE_WEB = re.compile(rb"store web monitor on (http://[0-9.]+:\d+)/")
 # The Store's configuration (the repository's, not installed with the package).
 STORE_XML = Path(__file__).resolve().parents[2] / "configs" / "umestored.xml"
 
@@ -255,6 +256,8 @@ def _store_dir(tmp: Path, resolver_lines: str) -> Path:
     assert daemon is not None  # the DTD requires it
     lbm_config = etree.SubElement(daemon, "lbm-config")
     lbm_config.text = "store.cfg"
+    # the Store web monitor on a free loopback port (its address is printed once it listens)
+    etree.SubElement(daemon, "web-monitor").text = "127.0.0.1:0"
     tree.write(str(work / "umestored.xml"), xml_declaration=True, encoding="UTF-8")
     return work
 
@@ -267,10 +270,12 @@ async def _start_store(tmp: Path, resolver_lines: str) -> tuple[Child, int]:
     child.pump = asyncio.create_task(_pump(child, lines))
     try:
         found = await _wait_line(child, lines, _LISTENING)
+        web = await _wait_line(child, lines, _STORE_WEB)
         await _wait_line(child, lines, _STORE_READY)
     except BaseException:
         await _stop(child)
         raise
+    print(f"[topo  ] store    web monitor {web.group(1).decode()}/stores (pid {child.proc.pid})")
     return child, int(found.group(2))
 
 
