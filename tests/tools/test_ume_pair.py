@@ -13,7 +13,14 @@ import pytest
 
 from tests.integration.daemon_proc import DaemonProcess
 from tests.tools.test_ume_cli import RCV_SUMMARY, SRC_SUMMARY
-from tests.tools.toolproc import LOOPBACK_LINES, TIMEOUT, resolver_lines, run_tool, start_tool
+from tests.tools.toolproc import (
+    LOOPBACK_LINES,
+    TIMEOUT,
+    free_tcp_port,
+    resolver_lines,
+    run_tool,
+    start_tool,
+)
 
 TOPIC = "tools.persisted"
 # A restarted umercv the Store refuses while it still holds the first one's registration is
@@ -27,7 +34,7 @@ STORE_XML = """<?xml version="1.0"?>
     <lbm-config>{dir}/store.cfg</lbm-config>
   </daemon>
   <stores>
-    <store name="tools-store" interface="127.0.0.1" port="0">
+    <store name="tools-store" interface="127.0.0.1" port="{port}">
       <ume-attributes>
         <option type="store" name="disk-cache-directory" value="{dir}/cache"/>
         <option type="store" name="disk-state-directory" value="{dir}/state"/>
@@ -45,17 +52,27 @@ STORE_XML = """<?xml version="1.0"?>
 """
 
 
+def store_dir(lbmrd: DaemonProcess, tmp_path: Path, port: int = 0) -> Path:
+    """A Store's directories and configuration (its XML file's path)."""
+    d = tmp_path / "store"
+    for sub in ("cache", "state"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    (d / "store.cfg").write_text(resolver_lines(lbmrd.address))
+    (d / "store.xml").write_text(STORE_XML.format(dir=d, port=port))
+    return d / "store.xml"
+
+
+async def start_store(xml: Path) -> DaemonProcess:
+    proc = await DaemonProcess.start("umestored", str(xml))
+    await proc.wait_for_line(r"Store tools-store ready to accept registrations", TIMEOUT)
+    return proc
+
+
 @pytest.fixture
 async def store(lbmrd: DaemonProcess, tmp_path: Path) -> AsyncIterator[DaemonProcess]:
     """A umestored with a disk repository for ``tools.*``, on an ephemeral port."""
-    d = tmp_path / "store"
-    for sub in ("cache", "state"):
-        (d / sub).mkdir(parents=True)
-    (d / "store.cfg").write_text(resolver_lines(lbmrd.address))
-    (d / "store.xml").write_text(STORE_XML.format(dir=d))
-    proc = await DaemonProcess.start("umestored", str(d / "store.xml"))
+    proc = await start_store(store_dir(lbmrd, tmp_path))
     try:
-        await proc.wait_for_line(r"Store tools-store ready to accept registrations", TIMEOUT)
         yield proc
     finally:
         await proc.stop()
@@ -144,3 +161,46 @@ async def test_restarted_umercv_recovers_exactly_what_it_missed(
         await src.kill()
     found = SRC_SUMMARY.match(src.all_lines()[-1])
     assert found and found.group(1) == str(n) and found.group(2) == str(n), src.all_lines()
+
+
+async def test_umesrc_waits_through_quorum_lost_and_resumes(
+    lbmrd: DaemonProcess, tmp_path: Path
+) -> None:
+    """The only Store is killed while umesrc sends: "(quorum lost)", the refused send is
+    reported with what umesrc waits for, and once the Store is back (same port, its disk
+    state) the same message is sent again and sending goes on; nothing is lost."""
+    n = 600
+    port = free_tcp_port()
+    xml = store_dir(lbmrd, tmp_path, port)
+    st = await start_store(xml)
+    cfg = client_config(
+        tmp_path / "c.cfg",
+        lbmrd,
+        "source ume_store_activity_timeout 1500\nsource ume_registration_interval 500\n",
+    )
+    src = await start_tool(
+        "umesrc", "-c", str(cfg), "-S", f"127.0.0.1:{port}", "-M", str(n), "-m", "200", "-V",
+        "-d", "0", "-L", str(TIMEOUT), TOPIC,
+    )  # fmt: skip
+    try:
+        await src.wait_for_line(r"^umesrc: sending ", TIMEOUT)
+        await st.kill()
+        await src.wait_for_line(r"^umesrc: UME store: .*unresponsive \(quorum lost\)", TIMEOUT)
+        refused = await src.wait_for_line(r"^umesrc: send unsuccessful: ", TIMEOUT)
+        assert "not currently registered with enough UMP stores" in refused.string
+        assert f"registered with 0 of 1 store(s); unresponsive: 127.0.0.1:{port}" in refused.string
+        st = await start_store(xml)
+        await src.wait_for_line(r"registration success\. RegID \d+\. Flags 0x1 OLD\[SQN", TIMEOUT)
+        await src.wait_for_line(r"^umesrc: send OK, continuing", TIMEOUT)
+        await src.wait_for_line(rf"^umesrc: sent {n} messages", TIMEOUT)
+        # a late umercv gets every message from the Store, each the one its sequence number names
+        rc, out = await run_tool("umercv", "-c", str(cfg), "-r", str(n), "-V", TOPIC)
+        assert rc == 0, out
+        found = RCV_SUMMARY.match(out[-1])
+        assert found and found.groups()[:3] == (str(n), "0", "0") and found.group(5) == "0", out
+        assert await src.stop(signal.SIGINT) == 0
+    finally:
+        await src.kill()
+        await st.stop()
+    found = SRC_SUMMARY.match(src.all_lines()[-1])
+    assert found and found.group(1) == str(n), src.all_lines()

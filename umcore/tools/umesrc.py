@@ -312,7 +312,7 @@ class _State:
             text += "; unresponsive: " + ", ".join(
                 self.unresponsive[i] for i in sorted(self.unresponsive)
             )
-        return text + "; waiting for Registration Complete (a quorum of the stores)"
+        return text + "; waiting for a quorum of them to register"
 
     def on_event(self, code: int, info: Any) -> None:
         from umcore.engine import message as m
