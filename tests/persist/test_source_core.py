@@ -687,3 +687,44 @@ def test_any_group_is_enough_and_ia_names_the_stores_group(tmp_path: Path) -> No
     assert flags[0] == FULL
     # stable (group 0 is any group), but Store 1's own group is not: no IA on its event
     assert flags[1] == ev.STABLE_FLAG_STORE | ev.STABLE_FLAG_INTERGROUP | ev.STABLE_FLAG_STABLE
+
+
+RPP = {"ume_receiver_paced_persistence": "1", "ume_flight_size_bytes": "500"}
+
+
+def test_rpp_granted_by_a_store_that_allows_it_refused_by_one_that_does_not(
+    tmp_path: Path,
+) -> None:
+    net = Net(tmp_path / "allow", repository_allow_receiver_paced_persistence="1")
+    src = net.start(**RPP)
+    (succ,) = net.of(ev.SRC_EVENT_UME_REGISTRATION_SUCCESS_EX)
+    assert succ.flags & ev.REG_FLAG_RPP
+    assert src.send_check() is None
+
+    net = Net(tmp_path / "deny")
+    src = net.start(**RPP)
+    (err,) = net.of(ev.SRC_EVENT_UME_REGISTRATION_ERROR)
+    assert "incompatible" in err.text
+    assert src.send_check() == EUMENOREG_TEXT
+
+
+def test_rpp_success_without_the_rpp_flag_is_a_registration_error(tmp_path: Path) -> None:
+    """Seed 002's compatibility matrix, "Granted - Source Error": a Store (pre-5.3 UM) that
+    grants an RPP source's registration without acknowledging RPP."""
+    net = Net(tmp_path)
+    src = net.source(**RPP)
+    src.start(net.now)
+    ((dest, data),) = src.take_sends()
+    preg = compose.decode(lbmc.decode(data))
+    assert isinstance(preg, compose.SourceRegistration) and preg.rpp
+    resp = compose.RegistrationResponse(
+        True, 77, XIDX, TIDX, marker=preg.marker, store_index=0, rpp=False
+    )
+    comp = compose.decode(lbmc.decode(resp.encode()))
+    assert comp is not None
+    assert src.receive_control(comp, dest[0], net.now)
+    events = src.take_events()
+    assert [code for code, _ in events] == [ev.SRC_EVENT_UME_REGISTRATION_ERROR]
+    assert "RPP requested but not acknowledged" in events[0][1].text
+    assert src.send_check() == EUMENOREG_TEXT
+    assert src.stats()["registration_errors"] == 1

@@ -901,14 +901,17 @@ class PersistentSource:
         if st.state is not StoreState.REGISTERING:
             c["duplicate_answers"] += 1  # a retry's answer crossing the first one
             return
-        if resp.error is not None:
+        error = resp.error_text if resp.error is not None else None
+        if error is None and self.config.rpp and not resp.rpp:
+            # seed 002, RPP compatibility matrix, "Granted - Source Error": the Store granted
+            # the registration without acknowledging RPP (1.10)
+            error = "RPP requested but not acknowledged by the Store"
+        if error is not None:
             c["registration_errors"] += 1
             st.step(StoreInput.ERROR)
             self._event(
                 SRC_EVENT_UME_REGISTRATION_ERROR,
-                RegistrationError(
-                    f"{self._label(st)} registration error: {resp.error_text}", st.index
-                ),
+                RegistrationError(f"{self._label(st)} registration error: {error}", st.index),
             )
             self._check_complete(now)
             return
