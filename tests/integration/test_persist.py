@@ -13,16 +13,23 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.integration.daemon_proc import DaemonProcess
-from tests.integration.helpers import lbmrd_client_lines, load_configuration, until
+from tests.integration.helpers import until
+from tests.integration.persistkit import (
+    TOPIC,
+    WAIT,
+    Received,
+    SourceEvents,
+    Topology,
+    send_all,
+    source_attrs,
+    topology,
+)
 from tests.oracle import Tshark
 from umcore.api import Context
 from umcore.engine import message as m
@@ -31,157 +38,11 @@ from umcore.persist import events as ev
 
 pytestmark = pytest.mark.usefixtures("reset_configuration")
 
-TOPIC = "persisted"
-WAIT = 30.0  # cold Store subprocesses on a busy 2-core machine
-TCP_LINES = (
-    "context transport_tcp_port_low 0\n"
-    "context transport_tcp_port_high 0\n"
-    "context request_tcp_port_low 0\n"
-    "context request_tcp_port_high 0\n"
-    "context request_tcp_interface 127.0.0.1\n"
-    "source transport_tcp_interface 127.0.0.1\n"
-)
-
-STORE_XML = """<?xml version="1.0"?>
-<ume-store version="1.3">
-  <daemon>
-    <log type="console"/>
-    <lbm-config>{dir}/store.cfg</lbm-config>
-  </daemon>
-  <stores>
-    <store name="{name}" interface="127.0.0.1" port="{port}">
-      <ume-attributes>
-        <option type="store" name="disk-cache-directory" value="{dir}/cache"/>
-        <option type="store" name="disk-state-directory" value="{dir}/state"/>
-        <option type="store" name="context-name" value="{name}"/>
-      </ume-attributes>
-      <topics>
-        <topic pattern="{topic}" type="direct">
-          <ume-attributes>
-            <option type="store" name="repository-type" value="{kind}"/>
-            <option type="store" name="keepalive-interval" value="500"/>
-          </ume-attributes>
-        </topic>
-      </topics>
-    </store>
-  </stores>
-</ume-store>
-"""
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (a Store restarted must come back on the same one)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class Store:
-    name: str
-    dir: Path
-    port: int
-    kind: str
-    proc: DaemonProcess | None = None
-
-    @property
-    def spec(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        self.proc = await DaemonProcess.start("umestored", str(self.dir / "store.xml"))
-        await self.proc.wait_for_line(rf"Store {self.name} ready to accept registrations", WAIT)
-
-    async def kill(self) -> None:
-        if self.proc is not None:
-            await self.proc.kill()
-            self.proc = None
-
-
-@dataclass
-class Topology:
-    tmp: Path
-    resolver: str
-    stores: list[Store] = field(default_factory=list)
-
-    async def add_store(self, kind: str = "disk") -> Store:
-        name = f"store{len(self.stores)}"
-        d = self.tmp / name
-        for sub in ("cache", "state"):
-            (d / sub).mkdir(parents=True)
-        (d / "store.cfg").write_text(self.resolver)
-        st = Store(name, d, free_port(), kind)
-        (d / "store.xml").write_text(
-            STORE_XML.format(dir=d, name=name, port=st.port, topic=TOPIC, kind=kind)
-        )
-        self.stores.append(st)
-        await st.start()
-        return st
-
 
 @pytest.fixture
 async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    resolver = lbmrd_client_lines(lbmrd.address) + TCP_LINES
-    load_configuration(resolver)
-    t = Topology(tmp_path, resolver)
-    try:
+    async with topology(tmp_path, lbmrd) as t:
         yield t
-    finally:
-        for st in t.stores:
-            await st.kill()
-
-
-class SourceEvents:
-    """A source's events, kept in order; waits on them."""
-
-    def __init__(self) -> None:
-        self.got: list[tuple[int, Any]] = []
-        self.changed = asyncio.Event()
-
-    def __call__(self, code: int, info: object) -> None:
-        self.got.append((code, info))
-        self.changed.set()
-
-    def of(self, code: int, pred: Callable[[Any], bool] = lambda _i: True) -> list[Any]:
-        return [i for c, i in self.got if c == code and pred(i)]
-
-    def stable(self) -> set[int]:
-        return {
-            i.sequence_number
-            for i in self.of(ev.SRC_EVENT_UME_MESSAGE_STABLE_EX)
-            if i.flags & ev.STABLE_FLAG_STABLE
-        }
-
-
-class Received:
-    """A receiver's deliveries, kept in order."""
-
-    def __init__(self) -> None:
-        self.msgs: list[m.Message] = []
-
-    def __call__(self, msg: m.Message) -> None:
-        self.msgs.append(msg)
-
-    def data(self) -> list[m.Message]:
-        return [x for x in self.msgs if x.type == m.MSG_DATA]
-
-    def sqns(self) -> list[int]:
-        return [x.sequence_number for x in self.data()]
-
-    def of(self, type_: int) -> list[Any]:
-        return [x.info for x in self.msgs if x.type == type_]
-
-
-def source_attrs(stores: list[Store], **extra: str) -> dict[str, str]:
-    attrs = {"ume_store": ",".join(s.spec for s in stores)}
-    attrs.update(extra)
-    return attrs
-
-
-async def send_all(src: Any, payloads: list[bytes]) -> None:
-    for i, p in enumerate(payloads):
-        await src.send(p, flush=i == len(payloads) - 1)
 
 
 # --- checks 1, 6, 7: registration, stability, a late receiver recovering from the Store -------
