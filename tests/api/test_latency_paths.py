@@ -269,6 +269,9 @@ class _Recovery:
         self.recovering = False
         self.requests_pending = False
 
+    def pass_live(self, sqn: int) -> bool:
+        return False  # every message through on_live
+
     def on_live(self, sqn: int, payload: bytes, meta: Any, now: float) -> list[Any]:
         self.live.append((sqn, payload))
         if not self.release:

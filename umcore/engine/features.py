@@ -41,7 +41,7 @@ from umcore.aio.request_port import RequestPort
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import message as m
-from umcore.engine.message import Message
+from umcore.engine.message import DeliveredMessage, Message
 from umcore.engine.options import Options, interface_ip
 from umcore.engine.persist import (
     ContextPersistence,
@@ -340,31 +340,35 @@ class ContextFeatures:
         request: lbmc.Request | None = None,
     ) -> bytes | None:
         """Send through the source's session with extra headers and/or retention."""
-        headers, tail = encode_extras(properties, app_headers)
-        if request is not None:
-            headers.append(request)
         core, tidx = src.core, src.tidx
         now = self._loop.time()
         ext = src.ext
         rb = ext.retention if ext is not None else None
         persist = ext.persist if ext is not None else None
-        if not headers:
+        if properties is None and not app_headers and request is None:
+            # No extra headers (the data path of a retaining or persistent source).
             first = core.next_sequence_number(tidx)
             out = core.send(tidx, data, now, flush)
-            if rb is not None:
-                n = len(data)
-                if n <= core.max_payload:
-                    rb.add(first, bytes(data), now)
-                else:  # one entry per UM fragment, as sent (batching.BatchingSource rules)
-                    view = memoryview(data)
-                    for i, off in enumerate(range(0, n, core.max_payload)):
-                        piece = bytes(view[off : off + core.max_payload])
-                        rb.add((first + i) & 0xFFFFFFFF, piece, now,
-                               (lbmc.Frag(first, off, n),))  # fmt: skip
+            n = len(data)
+            if n <= core.max_payload:  # one message, one sequence number
+                if rb is not None:
+                    rb.add(first, data if type(data) is bytes else bytes(data), now)
+                if persist is not None:
+                    persist.sent(first, first, n, now)
+                return out
+            if rb is not None:  # one entry per UM fragment, as sent (batching.BatchingSource)
+                view = memoryview(data)
+                for i, off in enumerate(range(0, n, core.max_payload)):
+                    piece = bytes(view[off : off + core.max_payload])
+                    rb.add((first + i) & 0xFFFFFFFF, piece, now,
+                           (lbmc.Frag(first, off, n),))  # fmt: skip
             if persist is not None:
                 last = (core.next_sequence_number(tidx) - 1) & 0xFFFFFFFF
-                persist.sent(first, last, len(data), now)
+                persist.sent(first, last, n, now)
             return out
+        headers, tail = encode_extras(properties, app_headers)
+        if request is not None:
+            headers.append(request)
         payload = bytes(data) + tail
         overhead = sum(2 + len(h.body_bytes()) for h in headers)
         if len(payload) + overhead > core.max_payload:
@@ -482,6 +486,20 @@ class ContextFeatures:
     def live(self, fan: Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None:
         rec = fan.recovery
         assert rec is not None
+        if not headers and rec.pass_live(sqn):
+            # The common case (nothing to recover; no properties or app headers): the message
+            # as the plain path builds it (DeliveredMessage: allocated in C), then consumed.
+            msg = DeliveredMessage()
+            msg.type = m.MSG_DATA
+            msg.topic = fan.topic
+            msg.source = fan.source
+            msg.sequence_number = sqn
+            msg.data = payload
+            fan.deliver_data(msg)
+            persist = fan.persist
+            if persist is not None:
+                persist.consumed(sqn)
+            return
         self.deliver(fan, rec.on_live(sqn, payload, headers, self._loop.time()))
         if rec.recovering or rec.requests_pending:
             self._flush(fan)

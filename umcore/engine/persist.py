@@ -164,8 +164,8 @@ class SourcePersistence:
         await fut
 
     def sent(self, first: int, last: int, nbytes: int, now: float) -> None:
-        self.core.message_sent(first, last, nbytes, now)
-        self.flush()
+        if self.core.message_sent(first, last, nbytes, now):  # flushed only when it queued
+            self.flush()
 
     # ------------------------------------------------------------------ input
     def receive(self, comp: compose.Composition, peer_ip: str) -> bool:
@@ -203,7 +203,7 @@ class SourcePersistence:
             self.retention.release_through(released[-1], now)
         for code, info in core.take_events():
             src.event(code, info)
-        if core.next_sqn is not None and core.send_check() is None:
+        if self._complete and core.next_sqn is not None and core.send_check() is None:
             _wake(self._complete)
         if core.take_unblocked():
             _wake(self._waiters)
@@ -298,9 +298,8 @@ class ReceiverPersistence:
                 log.info("retransmission request to %s:%s not sent: %s", dest[0], dest[1], exc)
 
     def consumed(self, sqn: int) -> None:
-        if not self.explicit:
-            self.core.consumed(sqn, self.loop.time())
-            self._arm()
+        if not self.explicit and self.core.consumed(sqn, self.loop.time()):
+            self._arm()  # (only when the ACK deadline moved: the data path's common case not)
 
     def explicit_ack(self, sqn: int) -> None:
         self.core.explicit_ack(sqn, self.loop.time())

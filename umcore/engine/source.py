@@ -361,7 +361,11 @@ class EngineSource(TopicSender):
             return
         self.check()
         self.refuse_if_blocked()
-        if flush:
+        if not self.plain:
+            # A retaining (or persistent) source: send_slow's checks were just made (open, not
+            # paused, the gate open); its path is the features' send.
+            self.session.write(self.send_extended(data, flush, properties, app_headers))
+        elif flush:
             self.send_slow(data, flush, properties, app_headers)
         else:
             self.send(data, properties=properties, app_headers=app_headers)

@@ -309,6 +309,26 @@ class TopicRecovery:
         return self._drain()
 
     # ------------------------------------------------------------------ input
+    def pass_live(self, sqn: int) -> bool:
+        """:meth:`on_live`'s common case decided in O(1), without building its result: nothing
+        missing or cached, late join neither waiting nor recovering, ``sqn`` not before the
+        next one expected.  True: the message is delivered as it came (the state advanced as
+        :meth:`on_live` would have); False: call :meth:`on_live`."""
+        if self.holes or self.cache:
+            return False
+        nxt = self.next
+        state = self.lj_state
+        if nxt is None or state is LateJoin.WAIT_INFO or state is LateJoin.RECOVERING:
+            return False
+        u = self._unwrap(sqn)  # (idempotent: on_live may unwrap the same sqn again)
+        if u < nxt:
+            return False
+        newest = self._newest_live
+        if newest is None or u > newest:
+            self._newest_live = u
+        self.next = u + 1
+        return True
+
     def on_live(self, sqn: int, payload: bytes, meta: Any, now: float) -> list[Delivery]:
         """A message the transport delivered (in its order)."""
         u = self._unwrap(sqn)

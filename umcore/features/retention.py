@@ -65,6 +65,7 @@ class RetentionBuffer:
     __slots__ = (
         "_entries",
         "_first",
+        "_held",
         "age_threshold",
         "floor",
         "hold",
@@ -96,6 +97,10 @@ class RetentionBuffer:
         #: released yet).
         self.hold = hold_unreleased
         self.floor: int | None = None
+        # The last trim stopped at an oldest entry a persistent source has not released: only
+        # the hard limit or a release can discard anything until that entry goes, so an add
+        # within the limit skips the trim (the data path's per-message cost).
+        self._held = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -112,16 +117,19 @@ class RetentionBuffer:
             # A jump (a source never skips, but be safe): restart the run.
             entries.clear()
             self.size = 0
+            self._held = False
         if not entries:
             self._first = sqn
         entries.append((sqn, now, payload, headers))
-        self.size += len(payload) + PER_MESSAGE_OVERHEAD
+        size = self.size = self.size + len(payload) + PER_MESSAGE_OVERHEAD
         self.stats.added += 1
-        self._trim(now)
+        if not self._held or size > self.size_limit:
+            self._trim(now)
 
     def _trim(self, now: float) -> None:
         entries = self._entries
         st = self.stats
+        self._held = False
         while len(entries) > 1:
             oldest = entries[0]
             cost = len(oldest[2]) + PER_MESSAGE_OVERHEAD
@@ -136,6 +144,7 @@ class RetentionBuffer:
             ):
                 st.discarded_age_size += 1
             else:
+                self._held = self.hold and not self._released(oldest[0])
                 break
             entries.popleft()
             self.size -= cost

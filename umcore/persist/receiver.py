@@ -942,15 +942,18 @@ class PersistentReceiver:
 
     # --- consumption ACKs -----------------------------------------------------------------------
 
-    def consumed(self, sqn: int, now: float) -> None:
-        """The application consumed ``sqn`` (hot path: O(1), two attribute writes)."""
+    def consumed(self, sqn: int, now: float) -> bool:
+        """The application consumed ``sqn`` (hot path: O(1), two attribute writes).  True when
+        that set the ACK batch's deadline (:meth:`next_timer` moved); else it did not move."""
         if not self._acking:
-            return
+            return False
         high = self._ack_high
         if high is None or 0 < ((sqn - high) & _M) < _HALF:
             self._ack_high = sqn
             if self._ack_due is None:
                 self._ack_due = now + self._ack_delay
+                return True
+        return False
 
     def explicit_ack(self, sqn: int, now: float) -> None:
         """The application ACKs ``sqn`` (and everything before it): sent at once."""

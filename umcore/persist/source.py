@@ -1077,14 +1077,17 @@ class PersistentSource:
 
     def message_sent(
         self, first_sqn: int, last_sqn: int, nbytes: int, now: float, clientd: object = None
-    ) -> None:
-        """A send took ``first_sqn..last_sqn`` (its fragments) with ``nbytes`` payload bytes."""
+    ) -> bool:
+        """A send took ``first_sqn..last_sqn`` (its fragments) with ``nbytes`` payload bytes.
+        True when that queued output (a flight-size event); else there is nothing to take."""
         n = ((last_sqn - first_sqn) & _M) + 1
         masks = self._masks
         nxt = self._next_expected
+        queued = False
         if nxt is None or len(masks) == self._head:
             self._base = first_sqn  # an empty window starts where the send does
         elif first_sqn != nxt:
+            queued = True  # (rare: the caller takes whatever a restart queued)
             gap = (first_sqn - nxt) & _M
             self._counters["sqn_gaps"] += 1
             if gap >= MAX_GAP_FILL:
@@ -1096,7 +1099,8 @@ class PersistentSource:
                 self._recs.extend([_DUMMY] * gap)
         self._next_expected = (last_sqn + 1) & _M
         self._last_sent = last_sqn
-        init = 0 if self.config.unique_confirmations else _CONF
+        cfg = self.config
+        init = 0 if cfg.unique_confirmations else _CONF
         rec = [first_sqn, last_sqn, nbytes, clientd, now, n, n, 0.0, False]
         if n == 1:
             masks.append(init)
@@ -1104,18 +1108,19 @@ class PersistentSource:
         else:
             masks.extend([init] * n)
             self._recs.extend([rec] * n)
-        blocked_before = self.flight_blocked
-        self.in_flight += n
-        self.in_flight_bytes += nbytes
-        self._counters["fragments_sent"] += n
-        if blocked_before and not self.config.flight_size_behavior_block and not self._over:
-            self._over = True
+        if not cfg.flight_size_behavior_block and not self._over and self.flight_blocked:
+            self._over = True  # (sent while the flight was already full: Notify's OVER)
             self._event(
                 SRC_EVENT_FLIGHT_SIZE_NOTIFICATION,
                 FlightSizeNotification(FLIGHT_SIZE_TYPE_UME, FLIGHT_SIZE_OVER),
             )
+            queued = True
+        self.in_flight += n
+        self.in_flight_bytes += nbytes
+        self._counters["fragments_sent"] += n
         if not self._blocked_latch and self.flight_blocked:
             self._blocked_latch = True
+        return queued
 
     def _restart_window(self) -> None:
         """Forget every tracked fragment: those in flight are given up (counted)."""
