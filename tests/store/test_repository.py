@@ -67,8 +67,7 @@ class Rig:
         return done_jobs
 
     def collect(self) -> None:
-        got = self.repo.take_newly_stable()
-        if got is not None:
+        while (got := self.repo.take_newly_stable()) is not None:  # as the Store core does
             self.stable.append(got)
 
     def tick(self, dt: float) -> None:
@@ -118,6 +117,23 @@ def test_memory_threshold_releases_oldest() -> None:
     assert r.threshold_releases == 15
     assert r.get(14) is None and r.get(15) == frame(15)
     assert rig.append(3) is Append.OLD
+
+
+def test_memory_threshold_deleting_before_collection_still_reports_stable() -> None:
+    # The Store appends a whole read of frames before it collects what became stable; frames
+    # the threshold deleted in between were stable on reception and are still reported (they
+    # were never ACKed: the source waited for them forever).
+    per = len(frame(0)) + OVERHEAD
+    rig = Rig(kind="memory", size_threshold=per * 10)
+    for s in range(25):
+        rig.append(s, run=False)
+    rig.run()
+    assert rig.stable == [(0, 14), (15, 24)]
+    assert rig.repo.trail_sqn == 15
+    for s in range(25, 40):
+        rig.append(s, run=False)
+    rig.run()
+    assert rig.stable[2:] == [(25, 29), (30, 39)]
 
 
 def test_memory_size_limit_drops_new_messages() -> None:

@@ -502,6 +502,9 @@ class Repository:
         self._read_results: list[tuple[int, bytes | None]] = []
         # stability
         self._reported = -1  # index through which newly-stable ranges were handed out
+        # memory: sqns (first, last) that were stable but deleted by the threshold or age
+        # before take_newly_stable handed them out (a read of many frames trims as it appends)
+        self._trimmed: tuple[int, int] | None = None
         self._nc_lead = NO_SQN  # no-cache: the window is only numbers
         self._nc_reported = NO_SQN
         # counters
@@ -610,6 +613,9 @@ class Repository:
             first = (self._nc_reported + 1) & _M
             self._nc_reported = self._nc_lead
             return first, self._nc_lead
+        if self._trimmed is not None:  # before what is still held: sequence order
+            rng, self._trimmed = self._trimmed, None
+            return rng
         s = min(self._complete, self._contig) if self._by_write else self._contig
         if s <= self._reported:
             return None
@@ -922,6 +928,7 @@ class Repository:
         n = len(st)
         thr = self.config.size_threshold
         age = self.config.age_threshold
+        reported, stable = self._reported, self._contig  # memory: stable = contiguous
         i = self._t
         while i < n and (
             self.mem_bytes > thr or (age > 0 and st[i] != _ABSENT and self._time[i] + age <= now)
@@ -936,6 +943,10 @@ class Repository:
         while i < n and st[i] == _ABSENT:
             i += 1
         self._t = i
+        gone = min(stable, i - 1)  # stable when deleted: still to be reported stable
+        if gone > reported:
+            first = self._sqn(reported + 1) if self._trimmed is None else self._trimmed[0]
+            self._trimmed = (first, self._sqn(gone))
         self._after_trail_move()
 
     def _after_trail_move(self) -> None:
