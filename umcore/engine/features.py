@@ -454,6 +454,12 @@ class ContextFeatures:
                 del self._by_key[k]
         fan.set_recovery(None)
 
+    def recovery_changed(self, fan: Fanout) -> None:
+        """``fan``'s recovery was driven from outside (the persistence glue started it with the
+        Stores' range, or abandoned it): its requests go out and its timer is re-armed, else
+        RXREQs nobody answers are never retried nor declared lost."""
+        self._flush(fan)
+
     def _flush(self, fan: Fanout) -> None:
         rec = fan.recovery
         if rec is None or self.port is None:

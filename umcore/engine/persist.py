@@ -90,6 +90,8 @@ class PersistHost(Protocol):
 
     def deliver(self, fan: Any, items: list[Any]) -> None: ...
 
+    def recovery_changed(self, fan: Any) -> None: ...
+
 
 def persistent_tir(ip: str, port: int, transport_idx: int) -> lbmr_options.UMEOption:
     """The UME topic option (0x01) of a persistent source: its request address and transport
@@ -201,8 +203,9 @@ class SourcePersistence:
         if released:
             now = self.loop.time()
             self.retention.release_through(released[-1], now)
-        for code, info in core.take_events():
-            src.event(code, info)
+        events = core.take_events()
+        if events:
+            src.events(events)
         if self._complete and core.next_sqn is not None and core.send_check() is None:
             _wake(self._complete)
         if core.take_unblocked():
@@ -331,9 +334,11 @@ class ReceiverPersistence:
             self._recovering = True
             low, high = rng
             self.host.deliver(fan, self.rec.on_lj_info(low, high, now))
+            self.host.recovery_changed(fan)  # its retries and timeouts need the timer
         elif core.failed and not self._abandoned and not self._recovering:
             self._abandoned = True
             self.host.deliver(fan, self.rec.abandon())
+            self.host.recovery_changed(fan)
         self._arm()
 
     async def deregister(self) -> None:
