@@ -254,6 +254,19 @@ class EngineSource(TopicSender):
             self.callback_errors += 1
             log.exception("source event callback failed (topic %r)", self.topic)
 
+    def events(self, items: list[tuple[int, Any]]) -> None:
+        """:meth:`event` for each ``(code, info)`` of ``items``, in order (what a persistence
+        core queued, taken at once: one call per event less on the data path)."""
+        for code, info in items:
+            cb = self.on_event
+            if cb is None:
+                return
+            try:
+                cb(code, info)
+            except Exception:
+                self.callback_errors += 1
+                log.exception("source event callback failed (topic %r)", self.topic)
+
     def check(self) -> None:
         if self.closed:
             raise UMError(f"source for {self.topic!r} is closed")

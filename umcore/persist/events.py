@@ -88,6 +88,7 @@ __all__ = [
     "SequenceNumberInfo",
     "SourceDeregistrationSuccess",
     "StoreUnresponsive",
+    "message_stable",
 ]
 
 # --- source events (LBM_SRC_EVENT_*, lbm.h 6.17) --------------------------------------------------
@@ -198,6 +199,30 @@ class MessageStable(CoreEvent):
     store_index: int = 0
     store: str = ""
     msg_clientd: object = None
+
+
+# The data path builds one MessageStable per message and Store.  A frozen dataclass's __init__
+# stores each field through object.__setattr__ (a lookup and a call per field: ~1.4 us for
+# five); the slots' own descriptors store the same values at half that.  Same object (equal,
+# frozen), only built faster.
+_new = object.__new__
+_ms_flags, _ms_sqn, _ms_index, _ms_store, _ms_clientd = (
+    vars(MessageStable)[f].__set__
+    for f in ("flags", "sequence_number", "store_index", "store", "msg_clientd")
+)
+
+
+def message_stable(
+    flags: int, sequence_number: int, store_index: int, store: str, msg_clientd: object
+) -> MessageStable:
+    """``MessageStable(flags, sequence_number, store_index, store, msg_clientd)``, faster."""
+    ev: MessageStable = _new(MessageStable)
+    _ms_flags(ev, flags)
+    _ms_sqn(ev, sequence_number)
+    _ms_index(ev, store_index)
+    _ms_store(ev, store)
+    _ms_clientd(ev, msg_clientd)
+    return ev
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,12 +126,12 @@ from umcore.persist.events import (
     DeregistrationComplete,
     FlightSizeNotification,
     MessageNotStable,
-    MessageStable,
     RegistrationComplete,
     RegistrationError,
     RegistrationSuccess,
     SourceDeregistrationSuccess,
     StoreUnresponsive,
+    message_stable,
 )
 from umcore.store import compose
 from umcore.wire import lbmc
@@ -1171,13 +1171,19 @@ class PersistentSource:
         self._advance()
 
     def _acks(self, st: _Store, lo: int, hi: int) -> None:
+        """Store ``st`` ACKed fragments ``lo..hi-1`` (absolute indexes).  The data path: per
+        fragment a mask update, and when it became stable :meth:`_became_stable`'s work done
+        here (its counters and the flight totals summed once per ACK); events in order."""
         masks, recs = self._masks, self._recs
         bit = st.bit
         gbit = st.group_bit << 1
-        per_store = self.config.stability_notification & 1
+        notification = self.config.stability_notification
+        per_store = notification & 1
+        index, text = st.index, st.text
         memo = self._memo
         base = self._base - self._head
-        dup = 0
+        events = self._events
+        dup = stable = left = left_bytes = dropped = 0
         for i in range(lo, hi):
             m = masks[i]
             if m & bit:
@@ -1188,24 +1194,41 @@ class PersistentSource:
             v = memo.get(acks)
             if v is None:
                 v = self._verdict(acks)
+            rec = recs[i]
             if v & 1 and not m & (_STABLE | _GONE):
                 m |= _STABLE
-                masks[i] = m
-                self._became_stable(i, m)
-            else:
-                masks[i] = m
+                stable += 1
+                unstable = rec[_R_UNSTABLE] = rec[_R_UNSTABLE] - 1
+                if notification & 2 and unstable == 0 and not rec[_R_GONE]:
+                    self._whole_stable(rec)
+                if m & _CONF:  # left flight (_leave)
+                    m |= _LEFT
+                    left += 1
+                    inflight = rec[_R_INFLIGHT] = rec[_R_INFLIGHT] - 1
+                    if inflight == 0:
+                        left_bytes += rec[_R_BYTES]
+            masks[i] = m
             if per_store:
                 flags = STABLE_FLAG_STORE
                 if v & gbit:
                     flags |= STABLE_FLAG_INTRAGROUP
                 if v & 1:
                     flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
-                self._event(
-                    SRC_EVENT_UME_MESSAGE_STABLE_EX,
-                    MessageStable(flags, (base + i) & _M, st.index, st.text, recs[i][_R_CLIENTD]),
-                )
+                if len(events) < MAX_PENDING_EVENTS:
+                    events.append((SRC_EVENT_UME_MESSAGE_STABLE_EX,
+                                   message_stable(flags, (base + i) & _M, index, text,
+                                                  rec[_R_CLIENTD])))  # fmt: skip
+                else:
+                    dropped += 1
+        c = self._counters
+        if stable:
+            c["fragments_stable"] += stable
+            self.in_flight -= left
+            self.in_flight_bytes -= left_bytes
         if dup:
-            self._counters["acks_duplicate"] += dup
+            c["acks_duplicate"] += dup
+        if dropped:
+            c["events_dropped"] += dropped
 
     def _became_stable(self, i: int, m: int) -> None:
         """Fragment at absolute index ``i`` (mask ``m``, STABLE just set) is stable."""
@@ -1213,15 +1236,19 @@ class PersistentSource:
         rec = self._recs[i]
         rec[_R_UNSTABLE] -= 1
         if rec[_R_UNSTABLE] == 0 and not rec[_R_GONE] and self.config.stability_notification & 2:
-            flags = STABLE_FLAG_INTRAGROUP | STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
-            if self.config.stability_notification == 3:
-                flags |= STABLE_FLAG_WHOLE_MESSAGE_STABLE
-            self._event(
-                SRC_EVENT_UME_MESSAGE_STABLE_EX,
-                MessageStable(flags, rec[_R_LAST], 0, "", rec[_R_CLIENTD]),
-            )
+            self._whole_stable(rec)
         if m & _CONF:
             self._leave(i, rec)
+
+    def _whole_stable(self, rec: list[Any]) -> None:
+        """The message of ``rec`` is stable (its last fragment was): notification 2 and 3."""
+        flags = STABLE_FLAG_INTRAGROUP | STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
+        if self.config.stability_notification == 3:
+            flags |= STABLE_FLAG_WHOLE_MESSAGE_STABLE
+        self._event(
+            SRC_EVENT_UME_MESSAGE_STABLE_EX,
+            message_stable(flags, rec[_R_LAST], 0, "", rec[_R_CLIENTD]),
+        )
 
     def _leave(self, i: int, rec: list[Any]) -> None:
         self._masks[i] |= _LEFT
