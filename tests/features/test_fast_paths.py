@@ -104,6 +104,7 @@ def _reference(
     threshold: int,
     limit: int,
     age: float,
+    counts: dict[str, int],
 ) -> int:
     """The trim rules applied in full (module docstring of umcore.features.retention)."""
 
@@ -112,7 +113,12 @@ def _reference(
 
     while len(entries) > 1:
         sqn, t, n = entries[0]
-        if not (size > limit or (size > threshold and now - t >= age and released(sqn))):
+        if size > limit:
+            counts["discarded_limit"] += 1
+            counts["forced"] += not released(sqn)
+        elif size > threshold and now - t >= age and released(sqn):
+            counts["discarded_age_size"] += 1
+        else:
             break
         entries.popleft()
         size -= n + PER_MESSAGE_OVERHEAD
@@ -138,6 +144,7 @@ def test_held_retention_trims_as_the_rules_say(
     ref: deque[tuple[int, float, int]] = deque()
     size = 0
     floor: int | None = None
+    counts = {"discarded_limit": 0, "forced": 0, "discarded_age_size": 0}
     sqn = start
     now = 0.0
     for kind, n, dt in ops:
@@ -154,7 +161,8 @@ def test_held_retention_trims_as_the_rules_say(
                 floor = (through + 1) & _M
         else:
             rb.expire(now)
-        size = _reference(ref, size, floor, now, threshold, limit, age)
+        size = _reference(ref, size, floor, now, threshold, limit, age, counts)
         held = rb.range()
         assert held == ((ref[0][0], ref[-1][0]) if ref else None)
         assert rb.size == size
+        assert {k: getattr(rb.stats, k) for k in counts} == counts

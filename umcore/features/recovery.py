@@ -86,6 +86,12 @@ class LateJoin(Enum):
     DONE = "done"  # finished, abandoned, or nothing to recover: live delivery only
 
 
+# Members the data path compares with, as module constants: an Enum member read through its
+# class costs ~130 ns in CPython 3.11, a global ~20.
+_WAIT_INFO = LateJoin.WAIT_INFO
+_RECOVERING = LateJoin.RECOVERING
+
+
 class LateJoinInput(Enum):
     """What moves late join on."""
 
@@ -318,7 +324,7 @@ class TopicRecovery:
             return False
         nxt = self.next
         state = self.lj_state
-        if nxt is None or state is LateJoin.WAIT_INFO or state is LateJoin.RECOVERING:
+        if nxt is None or state is _WAIT_INFO or state is _RECOVERING:
             return False
         u = self._unwrap(sqn)  # (idempotent: on_live may unwrap the same sqn again)
         if u < nxt:

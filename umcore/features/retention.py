@@ -129,30 +129,39 @@ class RetentionBuffer:
     def _trim(self, now: float) -> None:
         entries = self._entries
         st = self.stats
-        self._held = False
-        while len(entries) > 1:
+        hold = self.hold
+        # How many of the oldest entries are released (a persistent source's: those before
+        # the floor, counted once instead of asked per entry); all of them otherwise.
+        rel = len(entries)
+        if hold:
+            floor = self.floor
+            rel = 0 if floor is None else (floor - self._first) & 0xFFFFFFFF
+            if rel >= 0x80000000:
+                rel = 0
+        size, limit = self.size, self.size_limit
+        threshold, age = self.size_threshold, self.age_threshold
+        n = len(entries)
+        dropped = 0
+        while n > 1:
             oldest = entries[0]
-            cost = len(oldest[2]) + PER_MESSAGE_OVERHEAD
-            if self.size > self.size_limit:
+            if size > limit:
                 st.discarded_limit += 1
-                if self.hold and not self._released(oldest[0]):
+                if rel <= 0:
                     st.forced += 1
-            elif (
-                self.size > self.size_threshold
-                and now - oldest[1] >= self.age_threshold
-                and (not self.hold or self._released(oldest[0]))
-            ):
+            elif size > threshold and rel > 0 and now - oldest[1] >= age:
                 st.discarded_age_size += 1
             else:
-                self._held = self.hold and not self._released(oldest[0])
                 break
             entries.popleft()
-            self.size -= cost
-            self._first = (self._first + 1) & 0xFFFFFFFF
-
-    def _released(self, sqn: int) -> bool:
-        floor = self.floor
-        return floor is not None and 0 < ((floor - sqn) & 0xFFFFFFFF) < 0x80000000
+            size -= len(oldest[2]) + PER_MESSAGE_OVERHEAD
+            n -= 1
+            rel -= 1
+            dropped += 1
+        self.size = size
+        if dropped:
+            self._first = (self._first + dropped) & 0xFFFFFFFF
+        # stopped at an unreleased oldest entry: only a release or the limit moves it (add)
+        self._held = hold and n > 1 and rel <= 0
 
     def release_through(self, sqn: int, now: float) -> None:
         """Persistent source: messages up to ``sqn`` are stable; the thresholds may discard

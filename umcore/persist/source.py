@@ -424,6 +424,11 @@ class SourceState(Enum):
     DEREGISTERED = "deregistered"  # every registered Store answered the deregistration
 
 
+# Read on every send (send_check): an Enum member read through its class costs ~130 ns in
+# CPython 3.11, a module global ~20.
+_REGISTERED = SourceState.REGISTERED
+
+
 class SourceInput(Enum):
     START = "start"
     COMPLETE = "complete"
@@ -680,7 +685,7 @@ class PersistentSource:
 
     def send_check(self) -> str | None:
         """None: the source may send; else UM's LBM_EUMENOREG text."""
-        if self.state is SourceState.REGISTERED:
+        if self.state is _REGISTERED:
             return None
         return EUMENOREG_TEXT
 
