@@ -153,6 +153,11 @@ _M = 0xFFFFFFFF
 _HALF = 0x80000000
 _TIDX_SQN = struct.Struct("!II")
 _STORED_TYPES = frozenset((lbmc.MSG_DATA, lbmc.MSG_PRORX))
+# Enum members compared once per stored message: read through their class they cost ~130 ns
+# each in CPython 3.11, as module globals ~20.
+_ACTIVE = Liveness.ACTIVE
+_STORED = Append.STORED
+_DUPLICATE = Append.DUPLICATE
 # ACK positions (consumption ACKs) reach a source's state file at most this often: a lost
 # position only makes the receiver get messages again, which UM allows after a Store restart.
 STATE_FLUSH_S = 1.0
@@ -1118,14 +1123,16 @@ class StoreCore:
     def _store(self, src: SourceEntry, sqn: int, frame: bytes, now: float) -> None:
         clock = src.clock
         clock.last_heard = now
-        if clock.state is not Liveness.ACTIVE:
+        if clock.state is not _ACTIVE:
             clock.step(ClientEvent.ACTIVITY)
         repo = src.repository
-        self.repair.seen(src.reg_id, sqn, repo.lead_sqn, now)
+        repair = self.repair
+        if not repair.in_order(src.reg_id, sqn):  # (the common case: no lead_sqn needed)
+            repair.seen(src.reg_id, sqn, repo.lead_sqn, now)
         res = repo.append(sqn, frame, now)
-        if res is Append.STORED:
+        if res is _STORED:
             self.counters.frames_stored += 1
-        elif res is Append.DUPLICATE:
+        elif res is _DUPLICATE:
             stable = repo.stable_sqn
             if stable is not None and not serial_gt(sqn, stable) and not self._withheld(src):
                 self._stability(src, sqn, sqn, nak=False, now=now)

@@ -82,6 +82,15 @@ class GapRepair:
         self.lost = 0
         self.untracked = 0
 
+    def in_order(self, reg_id: int, sqn: int) -> bool:
+        """:meth:`seen`'s common case: source ``reg_id``'s message ``sqn`` is the one expected
+        next (True: taken, as :meth:`seen` would); False: call :meth:`seen`."""
+        t = self._tracks.get(reg_id)
+        if t is None or sqn != t.expected:
+            return False
+        t.expected = (sqn + 1) & _M
+        return True
+
     def seen(self, reg_id: int, sqn: int, lead: int, now: float) -> None:
         """Source ``reg_id``'s message ``sqn`` arrived (before it is appended; ``lead`` is the
         newest sequence number the repository holds, 0xFFFFFFFF none)."""
