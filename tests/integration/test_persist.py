@@ -13,6 +13,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -346,6 +347,22 @@ async def test_disk_store_restart_keeps_messages(topo: Topology) -> None:
 # --- tshark on a live capture of the persisted pair ------------------------------------------
 
 
+async def captured_so_far(pcap: Path) -> None:
+    """Wait until dumpcap has written everything the loopback carried until now.  dumpcap says
+    "Capturing on" before it captures, and on a busy machine it can lag seconds behind (packets
+    wait in the kernel's ring, and at SIGINT it stops without reading them): a UDP datagram
+    with a fresh token (to the discard port, which the capture filter lets in) goes out until
+    the token is in the file; packets are written in order, so all before it are too."""
+    token = os.urandom(16)
+
+    def written() -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(token, ("127.0.0.1", 9))
+        return pcap.exists() and token in pcap.read_bytes()
+
+    await until(written, "dumpcap to catch up", timeout=WAIT)
+
+
 @pytest.mark.tshark
 async def test_live_capture_of_the_persisted_pair_decodes_clean(
     topo: Topology, tshark: Tshark, tmp_path: Path
@@ -357,11 +374,12 @@ async def test_live_capture_of_the_persisted_pair_decodes_clean(
     errlog = tmp_path / "dumpcap.err"
     with errlog.open("wb") as err:  # a file, not a pipe nobody reads while capturing
         cap = await asyncio.create_subprocess_exec(
-            dumpcap, "-q", "-i", "lo", "-f", "tcp", "-w", str(pcap),
+            dumpcap, "-q", "-i", "lo", "-f", "tcp or udp port 9", "-w", str(pcap),
             stdout=asyncio.subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
     try:
         await until(lambda: b"Capturing on" in errlog.read_bytes(), "dumpcap", timeout=WAIT)
+        await captured_so_far(pcap)
         st = await topo.add_store()
         events = SourceEvents()
         got = Received()
@@ -383,6 +401,7 @@ async def test_live_capture_of_the_persisted_pair_decodes_clean(
             }
             await rcv.close()
             await src.close()
+        await captured_so_far(pcap)
     finally:
         if cap.returncode is None:
             cap.send_signal(signal.SIGINT)
