@@ -34,7 +34,8 @@ from tests.api.harness import make_sources
 from umcore.api import Context, Message
 from umcore.api import message as m
 from umcore.errors import UMError, WouldBlock
-from umcore.features.recovery import DELIVER_DATA
+from umcore.features.latejoin import LateJoinConfig
+from umcore.features.recovery import DELIVER_DATA, TopicRecovery
 from umcore.monitor.automatic import sample_context
 from umcore.transport.tcp import MAX_LBMC_MESSAGE, TcpSourceSession
 
@@ -310,6 +311,42 @@ async def test_one_message_reads_go_through_recovery(opts: None) -> None:
         conn.data_received(frame(t, 3, b"d"))
         assert [x.sequence_number for x in got if x.type == m.MSG_DATA] == [0, 1, 2, 3]
         assert rcv.messages == 4
+        await rcv.close()
+        await src.close()
+
+
+async def test_runs_go_through_recovery_in_order(opts: None) -> None:
+    """Reads of ten messages (runs: Fanout.deliver_many) of a topic with recovery state:
+    cached while late join waits, delivered in order once it is over, then passed straight
+    through (features.live_many), every message counted once."""
+    got: list[Message] = []
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        rcv = await b.create_receiver("runs", got.append)
+        src = await a.create_source("runs")
+        js, conn = await _joined(b, src)
+        t = src.tidx
+        conn.data_received(frame(t, 0, b"p00"))
+        f = js.fanouts[t]
+        rec = TopicRecovery(
+            transport_idx=0, topic_idx=t, request_idx=1, reply_to=("127.0.0.1", 1),
+            late_join=LateJoinConfig(),
+        )  # fmt: skip
+        rec.await_range()  # a persistent receiver's: live messages wait for the range
+        f.set_recovery(rec)
+
+        def data() -> list[bytes]:
+            return [x.data for x in got if x.type == m.MSG_DATA]
+
+        try:
+            conn.data_received(b"".join(frame(t, k, b"p%02d" % k) for k in range(1, 11)))
+            assert data() == [b"p00"] and len(rec.cache) == 10
+            b.features.deliver(f, rec.abandon())  # no range after all: the cache, in order
+            conn.data_received(b"".join(frame(t, k, b"p%02d" % k) for k in range(11, 21)))
+            assert data() == [b"p%02d" % k for k in range(21)]
+            assert [x.sequence_number for x in got if x.type == m.MSG_DATA] == list(range(21))
+            assert rcv.messages == 21 and rec.next == 21 and not rec.cache
+        finally:
+            f.set_recovery(None)
         await rcv.close()
         await src.close()
 

@@ -478,10 +478,8 @@ class Fanout:
     def deliver_many(self, records: Iterable[tuple[int, bytes]], count: int) -> None:
         """A run of ``count`` in-sequence plain data messages ``(sqn, payload)`` parsed in one
         pass (``records`` iterated once: a list or the unpacking iterator itself)."""
-        if self.recovery is not None:
-            data = self.deliver
-            for sqn, payload in records:
-                data(sqn, payload)
+        if self.recovery is not None:  # late join / OTR / persistence decide (features)
+            self.features.live_many(self, records)
             return
         topic = self.topic
         source = self.source
@@ -562,6 +560,8 @@ class FeatureHooks(Protocol):
     def fanout_removed(self, fan: Fanout) -> None: ...
 
     def live(self, fan: Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None: ...
+
+    def live_many(self, fan: Fanout, records: Iterable[tuple[int, bytes]]) -> None: ...
 
     def transport_loss(self, fan: Fanout, sqn: int, count: int) -> None: ...
 

@@ -372,12 +372,15 @@ class EngineSource(TopicSender):
             if core.timer_dirty:
                 self.session.rearm()
             return
-        self.check()
-        self.refuse_if_blocked()
+        if self.closed:
+            self.check()
+        if writer.paused or self.gate is not None:
+            self.refuse_if_blocked()
         if not self.plain:
             # A retaining (or persistent) source: send_slow's checks were just made (open, not
-            # paused, the gate open); its path is the features' send.
-            self.session.write(self.send_extended(data, flush, properties, app_headers))
+            # paused, the gate open); its path is the features' send (send_extended's).
+            out = self.engine.features.source_send(self, data, flush, properties, app_headers)
+            self.session.write(out)
         elif flush:
             self.send_slow(data, flush, properties, app_headers)
         else:

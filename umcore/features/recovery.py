@@ -326,9 +326,17 @@ class TopicRecovery:
         state = self.lj_state
         if nxt is None or state is _WAIT_INFO or state is _RECOVERING:
             return False
-        u = self._unwrap(sqn)  # (idempotent: on_live may unwrap the same sqn again)
+        ref = self._ref  # _unwrap inline (idempotent: on_live may unwrap the same sqn again)
+        if ref is None:
+            return False
+        diff = (sqn - ref) & 0xFFFFFFFF
+        if diff >= 0x80000000:
+            diff -= 0x1_0000_0000
+        u = ref + diff
         if u < nxt:
             return False
+        if u > ref:
+            self._ref = u
         newest = self._newest_live
         if newest is None or u > newest:
             self._newest_live = u
