@@ -1120,10 +1120,13 @@ class PersistentSource:
                 FlightSizeNotification(FLIGHT_SIZE_TYPE_UME, FLIGHT_SIZE_OVER),
             )
             queued = True
-        self.in_flight += n
-        self.in_flight_bytes += nbytes
+        in_flight = self.in_flight = self.in_flight + n
+        in_bytes = self.in_flight_bytes = self.in_flight_bytes + nbytes
         self._counters["fragments_sent"] += n
-        if not self._blocked_latch and self.flight_blocked:
+        if not self._blocked_latch and (  # flight_blocked, inline
+            in_flight >= cfg.flight_size
+            or (cfg.flight_size_bytes > 0 and in_bytes >= cfg.flight_size_bytes)
+        ):
             self._blocked_latch = True
         return queued
 
