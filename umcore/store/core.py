@@ -97,6 +97,8 @@ from umcore.store.events import (
     AckDiscarded,
     ControlRejected,
     DeletionReason,
+    ProxySourceCreated,
+    ProxySourceDeleted,
     ReceiverDeleted,
     ReceiverDeregistered,
     ReceiverRecreated,
@@ -113,6 +115,7 @@ from umcore.store.events import (
     TopicDeleted,
 )
 from umcore.store.io import IoDone, IoJob, IoKind
+from umcore.store.proxy import ProxyElection, ProxyStart, token_of
 from umcore.store.registry import (
     NO_SQN,
     ClientEvent,
@@ -153,6 +156,7 @@ _M = 0xFFFFFFFF
 _HALF = 0x80000000
 _TIDX_SQN = struct.Struct("!II")
 _STORED_TYPES = frozenset((lbmc.MSG_DATA, lbmc.MSG_PRORX))
+_CONTROL = lbmc.MSG_CONTROL
 # Enum members compared once per stored message: read through their class they cost ~130 ns
 # each in CPython 3.11, as module globals ~20.
 _ACTIVE = Liveness.ACTIVE
@@ -338,6 +342,16 @@ class StoreCore:
         }
         #: What this Store missed of its sources' streams, asked for again (umcore.store.repair).
         self.repair = GapRepair()
+        #: Proxy sources (umcore.store.proxy): the daemon reads :meth:`ProxyElection.sri` and
+        #: tells :meth:`ProxyElection.started`; SRI requests reach it through receive_control.
+        self.proxy = ProxyElection(
+            enabled=bool(opts["allow-proxy-source"]),
+            store_index=store_index,
+            address=address,
+            rng=self.registry.rng,
+        )
+        self._proxy_sris: list[tuple[int, bytes]] = []
+        self._handlers[compose.SriRequest] = self._sri_request
         for state, repo in restored:
             self._restore(state, repo, now)
 
@@ -359,8 +373,43 @@ class StoreCore:
         return joins, leaves
 
     def take_events(self) -> list[StoreEvent]:
+        for act in self.proxy.take_actions():
+            if isinstance(act, ProxyStart):
+                self._event(
+                    ProxySourceCreated(
+                        _INFO,
+                        f"proxy source for topic {act.topic!r} (source RegID {act.reg_id}) "
+                        f"created, election token {act.token}",
+                        act.reg_id,
+                        act.topic,
+                        act.token,
+                    )
+                )
+            else:
+                self._event(
+                    ProxySourceDeleted(
+                        _INFO,
+                        f"proxy source for topic {act.topic!r} (source RegID {act.reg_id}) "
+                        f"deleted: {act.reason.name}",
+                        act.reg_id,
+                        act.topic,
+                        act.reason,
+                    )
+                )
         out, self._events = self._events, []
         return out
+
+    def take_proxy_sris(self) -> list[tuple[int, bytes]]:
+        """``(source RegID, SRI bytes)`` to send on that source's proxy transport (answers to
+        SRI requests that reached the request port)."""
+        out, self._proxy_sris = self._proxy_sris, []
+        return out
+
+    def _sri_request(self, req: compose.SriRequest, peer: str, now: float) -> None:
+        answers = self.proxy.sri_request(req)
+        if not answers:  # no proxy of ours at those indices: not a Store message for us
+            self.counters.unexpected_control += 1
+        self._proxy_sris.extend(answers)
 
     def _send(self, dest: Address, data: bytes) -> None:
         self._sends.append((dest, data))
@@ -571,6 +620,7 @@ class StoreCore:
         self._set_identity(src)
         src.next_check = now + self._check_s(src)
         self._add_source(src, now)
+        self.proxy.registered(reg_id, src.topic, _proxy_wanted(req), now)
         resp, event = self._source_answer(src, req.marker, old=False)
         self._note(
             _INFO,
@@ -668,6 +718,7 @@ class StoreCore:
             self._set_identity(src)
             self._sessions.clear()
             src.matched = False
+        self.proxy.registered(src.reg_id, src.topic, _proxy_wanted(req), now)
         resp, event = self._source_answer(src, req.marker, old=old)
         if was is Liveness.RESTORED:
             self._note(_INFO, f"source RegID {src.reg_id} re-registered after restart")
@@ -1004,6 +1055,8 @@ class StoreCore:
                 continue
             if frame[0] not in stored:
                 c.unstored_frames += 1
+                if frame[0] == _CONTROL and self.proxy.enabled:
+                    self._control_frame(session, frame)
                 continue
             if n < 12:
                 c.bad_frames += 1
@@ -1028,6 +1081,27 @@ class StoreCore:
             except Exception as exc:
                 c.internal_errors += 1
                 self._note(_ERR, f"internal error after storing for RegID {src.reg_id}: {exc!r}")
+
+    def _control_frame(self, session: FrameSession, frame: bytes) -> None:
+        """A control frame of a joined session, for the proxy election: a source's SRI (kept:
+        what a proxy would serve) or another Store's proxy SRI (its election token)."""
+        try:
+            msg = lbmc.decode(frame)
+            comp = compose.decode(msg)
+        except (RemoteProtocolError, ValueError):
+            self.counters.bad_frames += 1
+            return
+        if not isinstance(comp, compose.Sri) or comp.topic_idx not in (None, session.topic_index):
+            return
+        token = token_of(msg)
+        if token is not None:
+            peer = _advertised(session.options)
+            if peer is not None:
+                self.proxy.peer_proxy(session.topic, token, peer[0], 0.0)
+            return
+        src = self._source_of(session)
+        if src is not None:
+            self.proxy.receive_sri(src.reg_id, comp)
 
     def receive_session(self, session: FrameSession, active: bool, now: float) -> None:
         """BOS (``active``) / EOS of a joined session."""
@@ -1412,6 +1486,7 @@ class StoreCore:
         reg = self.registry
         self._marks.pop(src.reg_id, None)
         self.repair.forget(src.reg_id)
+        self.proxy.deleted(src.reg_id, now)
         for rcv in list(src.receivers.values()):
             if not quiet:
                 self._event(
@@ -1569,6 +1644,9 @@ class StoreCore:
         r = self.repair.next_timer()
         if r is not None and (t is None or r < t):
             t = r
+        p = self.proxy.next_timer()
+        if p is not None and (t is None or p < t):
+            t = p
         if top is None:
             return t
         return top[0] if t is None or top[0] < t else t
@@ -1594,6 +1672,9 @@ class StoreCore:
             r = self.repair.next_timer()
             if r is not None and now >= r:
                 self._repair(now)
+            p = self.proxy.next_timer()
+            if p is not None and now >= p:
+                self.proxy.handle_timer(now)
         except Exception as exc:
             self.counters.internal_errors += 1
             self._note(_ERR, f"internal error in the timer: {exc!r}")
@@ -1644,6 +1725,8 @@ class StoreCore:
         if verdict is Verdict.TIMEOUT:
             src.clock.step(ClientEvent.TIMEOUT)
             self._note(_INFO, f"source RegID {src.reg_id} topic {src.topic!r} inactive")
+            interval = int(src.topic_cfg.options["proxy-election-interval"]) / 1000.0
+            self.proxy.inactive(src.reg_id, interval, now)
         for rcv in list(src.receivers.values()):
             v = rcv.clock.verdict(now)
             if v is Verdict.EXPIRE:
@@ -1843,6 +1926,11 @@ def _behind(lead: int, acks: list[int]) -> int | None:
         return None
     gap = max(d if (d := (lead - a) & _M) < _HALF else 0 for a in acks)
     return (lead - gap) & _M
+
+
+def _proxy_wanted(req: compose.SourceRegistration) -> bool:
+    """The source asked for a proxy and can be proxied: a real RegID or a Session ID (1.13)."""
+    return req.proxy and bool(req.reg_id or req.session_id)
 
 
 def _advertised(options: tuple[Any, ...]) -> tuple[Address, int] | None:

@@ -24,6 +24,8 @@ __all__ = [
     "AckDiscarded",
     "ControlRejected",
     "DeletionReason",
+    "ProxySourceCreated",
+    "ProxySourceDeleted",
     "ReceiverDeleted",
     "ReceiverDeregistered",
     "ReceiverRecreated",
@@ -173,6 +175,24 @@ class AckDiscarded(StoreEvent):
 
     src_reg_id: int
     rcv_reg_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySourceCreated(StoreEvent):
+    """This Store won the election and runs a proxy source (UM's PROXY_SOURCE_CREATED_EVENT)."""
+
+    reg_id: int
+    topic: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySourceDeleted(StoreEvent):
+    """This Store's proxy source was deleted (UM's PROXY_SOURCE_DELETED_EVENT)."""
+
+    reg_id: int
+    topic: str
+    reason: DeletionReason
 
 
 @dataclass(frozen=True, slots=True)
