@@ -44,6 +44,7 @@ from prometheus_client.registry import Collector
 from daemons.umestored.logsetup import NOTICE
 from daemons.umestored.monitor import MonitorCollector, StoreMonitor, ump_collectors
 from daemons.umestored.prepare import ANY, Prepared, StorePlan
+from daemons.umestored.proxy import ProxySources
 from daemons.umestored.webmon import StoreWebMonitor, parse_web_monitor, start_store_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.request_port import RequestPort
@@ -108,6 +109,8 @@ class StoreRuntime:
         self.port: RequestPort | None = None
         self.core: StoreCore | None = None
         self.io: StoreIO | None = None
+        #: Proxy sources this Store runs (daemons.umestored.proxy).
+        self.proxies: ProxySources | None = None
         self.timer = CoreTimer(self.loop, self._on_timer)
         self.raw: dict[str, RawReceiver] = {}
         self.address: tuple[str, int] = (plan.bind_ip, 0)
@@ -156,6 +159,7 @@ class StoreRuntime:
             restored=self.loaded.sources,
             wall_offset=self.wall_offset,
         )
+        self.proxies = ProxySources(engine, self.core, self.log, self._on_timer)
         self.flush()
 
     # ---------------------------------------------------------------- inputs
@@ -240,6 +244,10 @@ class StoreRuntime:
         events = core.take_events()
         if events and self.on_events is not None:
             self.on_events(events)
+        if self.proxies is not None:
+            if events and not self.stopping:
+                self.proxies.handle(events)
+            self.proxies.flush()
         for ev in events:
             if isinstance(ev, ControlRejected):
                 # A peer's bytes that are not a store message: counted and logged, rate-limited
@@ -290,6 +298,8 @@ class StoreRuntime:
         self.stopping = True
         self._close_raw_receivers()
         engine = self.engine
+        if self.proxies is not None:
+            await self.proxies.close()
         if self.port is not None:
             await self.port.close()
         if engine is not None:

@@ -419,6 +419,8 @@ _EVENT_TYPES: dict[type, int] = {
     ev.RppRepoEmpty: _Events.RPP_REPO_EMPTY_EVENT,
     ev.SourceRegistered: _Events.SOURCE_REGISTERED_EVENT,
     ev.ReceiverRegistered: _Events.RECEIVER_REGISTERED_EVENT,
+    ev.ProxySourceCreated: _Events.PROXY_SOURCE_CREATED_EVENT,
+    ev.ProxySourceDeleted: _Events.PROXY_SOURCE_DELETED_EVENT,
 }
 
 
@@ -464,7 +466,7 @@ def event_pb(e: Any, index: int, topic_idx: TopicIndex, when: float, out: Any) -
         out.high_sqn = e.high_sqn
     elif isinstance(e, ev.ReceiverRecreated):
         out.high_sqn = e.high_ack_sqn
-    if isinstance(e, ev.SourceDeleted | ev.ReceiverDeleted):
+    if isinstance(e, ev.SourceDeleted | ev.ReceiverDeleted | ev.ProxySourceDeleted):
         out.deletion_reason_code = int(e.reason)
 
 

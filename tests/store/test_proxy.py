@@ -143,7 +143,7 @@ def test_sri_served_under_proxy_topic_index_with_token() -> None:
     (start,) = e.take_actions()
     assert isinstance(start, ProxyStart)
     assert e.sri_request(compose.SriRequest(0, 3)) == []  # proxy not started yet
-    e.started(101, 0, 3)
+    e.started(101, 0, 3, 5.0)
     ((reg_id, data),) = e.sri_request(compose.SriRequest(0, 3))
     assert reg_id == 101
     assert e.sri_request(compose.SriRequest(0, 4)) == []
@@ -184,7 +184,7 @@ def test_core_elects_after_activity_timeout_and_serves_sri(tmp_path: Path) -> No
     rig.advance(1.6)
     (created,) = rig.events_of(ProxySourceCreated)
     assert (created.reg_id, created.topic) == (src.reg_id, "t")
-    rig.core.proxy.started(src.reg_id, 4, 2)
+    rig.core.proxy.started(src.reg_id, 4, 2, rig.now)
     rig.control(compose.SriRequest(4, 2).encode(), "10.0.0.9")
     ((reg_id, data),) = rig.core.take_proxy_sris()
     sri = compose.decode(lbmc.decode(data))
@@ -222,3 +222,38 @@ def test_core_stands_down_on_a_peer_proxy_sri(tmp_path: Path) -> None:
     rig.advance(3.0)
     assert rig.core.proxy.state(src.reg_id) is ProxyState.IDLE
     assert not rig.events_of(ProxySourceCreated)
+
+
+def test_started_proxy_announces_at_once_then_every_half_interval() -> None:
+    e = election()
+    inactive_source(e)
+    e.handle_timer(5.0)
+    e.take_actions()
+    assert e.next_timer() is None  # not open yet: nothing to announce on
+    e.started(101, 0, 3, 6.0)
+    assert e.next_timer() == 6.0
+    e.handle_timer(6.0)
+    assert [r for r, _ in e.take_sris()] == [101]
+    e.handle_timer(6.9)
+    assert e.take_sris() == []
+    e.handle_timer(7.0)  # interval 2 s -> every 1 s
+    assert len(e.take_sris()) == 1
+    e.registered(101, "t", True, 7.5)
+    e.take_actions()
+    assert e.next_timer() is None
+
+
+def test_proxy_events_become_ump_mon_events() -> None:
+    from daemons.umestored.monitor import TopicIndex, event_pb
+    from umcore.monitor.pb import ump_mon_pb2
+
+    kinds = ump_mon_pb2.UMPMonMsg.Events
+    made = kinds.Event()
+    event_pb(ProxySourceCreated(20, "created", 101, "t", 7), 0, TopicIndex(), 1.5, made)
+    assert made.event_type == kinds.PROXY_SOURCE_CREATED_EVENT
+    assert (made.src_regid, made.topic_name) == (101, "t")
+    gone = kinds.Event()
+    deleted = ProxySourceDeleted(20, "deleted", 101, "t", DeletionReason.PROXY_SRC_REREGISTERED)
+    event_pb(deleted, 0, TopicIndex(), 2.5, gone)
+    assert gone.event_type == kinds.PROXY_SOURCE_DELETED_EVENT
+    assert int(gone.deletion_reason_code) == int(DeletionReason.PROXY_SRC_REREGISTERED)

@@ -276,20 +276,26 @@ class Engine:
 
     # -------------------------------------------------------------- sources
     async def open_source(
-        self, topic: str, options: Options, on_event: OnSourceEvent | None
+        self,
+        topic: str,
+        options: Options,
+        on_event: OnSourceEvent | None,
+        *,
+        tir_options: tuple[Any, ...] = (),
     ) -> EngineSource:
         """A topic source of :attr:`source_class` on a session chosen by ``options``,
-        advertised by topic resolution."""
+        advertised by topic resolution.  ``tir_options``: TIR topic options advertised before
+        the features' own (a Store's proxy source: the UME option naming the Store)."""
         self.check()
         self.features.check_source(topic, options)
         session = await self.session_for(options)
         src = self.source_class(self, topic, session, on_event)
         session.sources.append(src)
         self.sources.add(src)
-        self.advertise(src, options)
+        self.advertise(src, options, tir_options)
         return src
 
-    def advertise(self, src: EngineSource, so: Options) -> None:
+    def advertise(self, src: EngineSource, so: Options, extra: tuple[Any, ...] = ()) -> None:
         local = self.resolver.add_source(
             src.topic,
             src.tidx,
@@ -297,7 +303,7 @@ class Engine:
             self.loop.time(),
             timings=advertisement_timings_from(so),
             send_initial=bool(so.get("resolver_send_initial_advertisement")),
-            options=self.features.source_created(src, so),
+            options=(*extra, *self.features.source_created(src, so)),
         )
         for info in local:
             self.join(info)

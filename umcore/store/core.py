@@ -77,6 +77,13 @@ source's OTID and topic (the receiver maps it as it maps the source's own late-j
 retransmissions); a frame on disk is answered when its READ completes; a frame not held is
 forwarded to the source (``retransmission-request-forwarding`` 1; ``id_2`` = topic index, so
 the source's late-join service answers the receiver directly) or counted.
+
+**Proxy sources** (1.13): :attr:`StoreCore.proxy` (:class:`~umcore.store.proxy.ProxyElection`)
+is told of registrations, activity timeouts and deletions of sources that asked for a proxy,
+and of the SRIs seen as control frames on joined sessions (a source's own, kept; another
+Store's proxy's, with its election token).  SRI requests at the request port for a proxy are
+answered through :meth:`take_proxy_sris`; elections won and proxies deleted come out of
+:meth:`take_events` as ProxySourceCreated/ProxySourceDeleted.
 """
 
 from __future__ import annotations
@@ -401,9 +408,10 @@ class StoreCore:
 
     def take_proxy_sris(self) -> list[tuple[int, bytes]]:
         """``(source RegID, SRI bytes)`` to send on that source's proxy transport (answers to
-        SRI requests that reached the request port)."""
+        SRI requests that reached the request port, and the proxies' announcements)."""
         out, self._proxy_sris = self._proxy_sris, []
-        return out
+        announced = self.proxy.take_sris()
+        return out + announced if announced else out
 
     def _sri_request(self, req: compose.SriRequest, peer: str, now: float) -> None:
         answers = self.proxy.sri_request(req)

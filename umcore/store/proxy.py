@@ -27,7 +27,8 @@ feeds it:
   proxy's transport/topic index: the SRI bytes to send on the proxy's transport.
 
 The daemon tells :meth:`started` the transport and topic index its UM source got, and sends
-:meth:`sri` bytes on that transport (once at start and on each SRI request).  Election
+on that transport the SRIs :meth:`take_sris` (announcements: at start, then every half
+``proxy-election-interval`` [inferred]) and :meth:`sri_request` return.  Election
 algorithm 2 (``proxy-source-repo-quorum-required``) is not implemented: every Store with
 ``allow-proxy-source`` participates (algorithm 1, UM's default).
 """
@@ -50,6 +51,12 @@ Address = tuple[str, int]
 # UM's election wait: a uniform fraction of proxy-election-interval (persistence-store.md 1.13).
 WAIT_LOW = 0.5
 WAIT_HIGH = 1.5
+# A running proxy repeats its SRI every this fraction of proxy-election-interval [inferred]:
+# Stores (and receivers) that joined its transport after the first SRI learn of it, so two
+# Stores that both elected themselves see each other's token within one interval.
+ANNOUNCE_FRACTION = 0.5
+# ... and never more often than this (an interval of 0 must not spin).
+MIN_ANNOUNCE_S = 0.1
 # Sources this Store tracks for proxying; beyond this, registrations asking for a proxy are not
 # tracked (counted in ``refused``): the table must stay bounded against a registration flood.
 MAX_TRACKED = 65536
@@ -96,6 +103,7 @@ class _Tracked:
     topic: str
     state: ProxyState = ProxyState.IDLE
     deadline: float = 0.0
+    announce_s: float = 0.0
     sri: compose.Sri | None = None
     token: int = 0
     # the proxy's transport and topic index (known once the daemon opened the source)
@@ -133,6 +141,7 @@ class ProxyElection:
         self.uniform = uniform if uniform is not None else rng.uniform
         self._by_reg: dict[int, _Tracked] = {}
         self._actions: list[ProxyAction] = []
+        self._sris: list[tuple[int, bytes]] = []
         self.refused = 0
         self.elections_lost = 0
         self.withdrawn = 0
@@ -164,6 +173,7 @@ class ProxyElection:
             return
         t.move(ProxyState.WAITING)
         t.deadline = now + self.uniform(WAIT_LOW, WAIT_HIGH) * interval_s
+        t.announce_s = max(interval_s * ANNOUNCE_FRACTION, MIN_ANNOUNCE_S)
 
     def deleted(self, reg_id: int, now: float) -> None:
         t = self._by_reg.pop(reg_id, None)
@@ -184,10 +194,13 @@ class ProxyElection:
                 self.withdrawn += 1
                 self._stand_down(t, DeletionReason.DELETED)
 
-    def started(self, reg_id: int, transport_idx: int, topic_idx: int) -> None:
+    def started(self, reg_id: int, transport_idx: int, topic_idx: int, now: float) -> None:
+        """The daemon's UM source of proxy ``reg_id`` is open: its SRI goes out now (see
+        :meth:`take_sris`) and again every ``ANNOUNCE_FRACTION x proxy-election-interval``."""
         t = self._by_reg.get(reg_id)
         if t is not None and t.state is ProxyState.RUNNING:
             t.transport_idx, t.topic_idx = transport_idx, topic_idx
+            t.deadline = now
 
     def sri_request(self, req: compose.SriRequest) -> list[tuple[int, bytes]]:
         """``(source RegID, SRI bytes)`` for each running proxy at those indices."""
@@ -217,21 +230,37 @@ class ProxyElection:
     def running(self) -> list[int]:
         return [t.reg_id for t in self._by_reg.values() if t.state is ProxyState.RUNNING]
 
+    def take_sris(self) -> list[tuple[int, bytes]]:
+        """``(source RegID, SRI bytes)`` due on the proxies' transports (announcements)."""
+        out, self._sris = self._sris, []
+        return out
+
     def take_actions(self) -> list[ProxyAction]:
         out, self._actions = self._actions, []
         return out
 
     def next_timer(self) -> float | None:
-        due = [t.deadline for t in self._by_reg.values() if t.state is ProxyState.WAITING]
+        """Election waits, and announcements of started proxies."""
+        due = [
+            t.deadline
+            for t in self._by_reg.values()
+            if t.state is ProxyState.WAITING
+            or (t.state is ProxyState.RUNNING and t.topic_idx is not None)
+        ]
         return min(due) if due else None
 
     def handle_timer(self, now: float) -> None:
         for t in self._by_reg.values():
-            if t.state is ProxyState.WAITING and t.deadline <= now:
+            if t.deadline > now:
+                continue
+            if t.state is ProxyState.WAITING:
                 t.move(ProxyState.RUNNING)
                 t.token = self.rng.getrandbits(32)
                 t.transport_idx = t.topic_idx = None
                 self._actions.append(ProxyStart(t.reg_id, t.topic, t.token))
+            elif t.state is ProxyState.RUNNING and t.topic_idx is not None:
+                self._sris.append((t.reg_id, self.sri(t.reg_id)))
+                t.deadline = now + t.announce_s
 
     def _stand_down(self, t: _Tracked, reason: DeletionReason) -> None:
         if t.state is ProxyState.RUNNING:
