@@ -1064,7 +1064,7 @@ class StoreCore:
             if frame[0] not in stored:
                 c.unstored_frames += 1
                 if frame[0] == _CONTROL and self.proxy.enabled:
-                    self._control_frame(session, frame)
+                    self._control_frame(session, frame, now)
                 continue
             if n < 12:
                 c.bad_frames += 1
@@ -1090,7 +1090,7 @@ class StoreCore:
                 c.internal_errors += 1
                 self._note(_ERR, f"internal error after storing for RegID {src.reg_id}: {exc!r}")
 
-    def _control_frame(self, session: FrameSession, frame: bytes) -> None:
+    def _control_frame(self, session: FrameSession, frame: bytes, now: float) -> None:
         """A control frame of a joined session, for the proxy election: a source's SRI (kept:
         what a proxy would serve) or another Store's proxy SRI (its election token)."""
         try:
@@ -1105,7 +1105,7 @@ class StoreCore:
         if token is not None:
             peer = _advertised(session.options)
             if peer is not None:
-                self.proxy.peer_proxy(session.topic, token, peer[0], 0.0)
+                self.proxy.peer_proxy(session.topic, token, peer[0], now)
             return
         src = self._source_of(session)
         if src is not None:
