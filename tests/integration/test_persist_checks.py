@@ -15,9 +15,10 @@ bounded.  Where a check is scaled or differs from its text:
   round robin decides which requests go to A).
 - 19: 600 messages instead of 10,000 (100 s at 100 requests/s); the first burst still overflows
   the queue (4 x the rate) and re-requests complete the recovery.
-- 26: pyum's Store has no proxy sources, so "a late receiver recovers" is shown after the source
-  returns with its Session ID: the kept state answers OLD and a new receiver recovers the
-  messages sent before the exit; the deleted one answers as new.
+- 26: "a late receiver recovers" (through a proxy source in the check's text) is shown here after
+  the source returns with its Session ID: the kept state answers OLD and a new receiver recovers
+  the messages sent before the exit; the deleted one answers as new.  Recovery through a proxy
+  source is check 27, in test_persist_proxy.py.
 """
 
 from __future__ import annotations
