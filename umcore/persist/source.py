@@ -1325,7 +1325,7 @@ class PersistentSource:
         self._after_flight()
 
     def _trim(self) -> None:
-        masks = self._masks
+        masks, recs = self._masks, self._recs
         head, rel = self._head, self._rel
         need = self._reg_bits
         over = len(masks) - head - MAX_LAGGING_FRAGMENTS
@@ -1336,6 +1336,11 @@ class PersistentSource:
                 if over <= 0:
                     break
                 self._counters["lagging_dropped"] += 1
+            # Nothing reads a record before the head: drop it now, not at the compaction up
+            # to _COMPACT_AT messages later -- a record freed young never reaches the garbage
+            # collector's oldest generation, whose full scans (tens of ms with tens of
+            # thousands of them alive) were the data path's longest stalls.
+            recs[head] = _DUMMY
             head += 1
             over -= 1
         if head != self._head:
