@@ -1,6 +1,17 @@
 """umesrc and umercv end to end with a real umestored (disk repository) and lbmrd on loopback:
 a receiver started after the source sent everything recovers all of it from the Store, and a
-restarted receiver recovers exactly what it missed (the same RegID through ``-i``'s offset)."""
+restarted receiver recovers exactly what it missed (the same RegID through ``-i``'s offset), and
+umesrc waits through "quorum lost" and resumes.
+
+Known Store limitation the quorum test steers clear of: a Store killed before it joined the
+source's transport session (no message seen) and restarted starts the source's repository at
+the first message it then sees; the earlier ones, re-sent by the source (proactive
+retransmission), are refused as older than that, so they never become stable.  The test kills
+the Store after its first stability ACK.  The same limitation is why umesrc keeps UM's default
+``-d 1`` here (sending starts a second after the source is created): a Store learns of the
+topic when the source registers and joins its transport session through topic resolution; one
+that joins after the first messages went out starts the repository after them, and new
+receivers then recover from there."""
 
 from __future__ import annotations
 
@@ -43,6 +54,8 @@ STORE_XML = """<?xml version="1.0"?>
         <topic pattern="tools\\..*" type="PCRE">
           <ume-attributes>
             <option type="store" name="repository-type" value="disk"/>
+            <!-- keepalives to idle clients well within their activity timeouts -->
+            <option type="store" name="keepalive-interval" value="500"/>
           </ume-attributes>
         </topic>
       </topics>
@@ -90,7 +103,7 @@ async def test_umercv_started_after_umesrc_recovers_everything(
     cfg = client_config(tmp_path / "c.cfg", lbmrd)
     spec = f"{store.address[0]}:{store.address[1]}"
     src = await start_tool(
-        "umesrc", "-c", str(cfg), "-S", spec, "-M", str(n), "-l", "40", "-V", "-d", "0",
+        "umesrc", "-c", str(cfg), "-S", spec, "-M", str(n), "-l", "40", "-V",
         "-L", str(TIMEOUT), TOPIC,
     )  # fmt: skip
     try:
@@ -98,7 +111,7 @@ async def test_umercv_started_after_umesrc_recovers_everything(
         registered = [x for x in src.all_lines() if "registration success" in x]
         assert len(registered) == 1 and spec in registered[0], src.all_lines()
         rc, out = await run_tool("umercv", "-c", str(cfg), "-r", str(n), "-V", "-vv", TOPIC)
-        assert rc == 0, out
+        assert rc == 0, "\n".join(out)
         found = RCV_SUMMARY.match(out[-1])
         # every message recovered from the Store (flagged RETRANSMIT), none twice, all verified
         assert found and found.groups() == (str(n), "0", "0", str(n), "0"), out
@@ -132,13 +145,13 @@ async def test_restarted_umercv_recovers_exactly_what_it_missed(
     )
     spec = f"{store.address[0]}:{store.address[1]}"
     src = await start_tool(
-        "umesrc", "-c", str(cfg), "-S", spec, "-M", str(n), "-m", "1000", "-V", "-d", "0",
+        "umesrc", "-c", str(cfg), "-S", spec, "-M", str(n), "-m", "1000", "-V",
         "-L", str(TIMEOUT), TOPIC,
     )  # fmt: skip
     try:
         await src.wait_for_line(r"^umesrc: sending ", TIMEOUT)
         rc, first = await run_tool("umercv", "-c", str(rcv_cfg), "-r", str(k), "-V", TOPIC)
-        assert rc == 0, first
+        assert rc == 0, "\n".join(first)
         found = RCV_SUMMARY.match(first[-1])
         assert found and int(found.group(1)) >= k and found.groups()[1:3] == ("0", "0"), first
         consumed = int(found.group(1))
@@ -148,7 +161,7 @@ async def test_restarted_umercv_recovers_exactly_what_it_missed(
             )
             if rc != 2 or not any("RegID is in use" in x for x in second):
                 break
-        assert rc == 0, second
+        assert rc == 0, "\n".join(second)
         assert any(f"Flags 0x21 OLD[SQN {consumed}]" in x for x in second), second
         assert any(f"UME registration complete. SQN {consumed}." in x for x in second), second
         found = RCV_SUMMARY.match(second[-1])
@@ -180,10 +193,12 @@ async def test_umesrc_waits_through_quorum_lost_and_resumes(
     )
     src = await start_tool(
         "umesrc", "-c", str(cfg), "-S", f"127.0.0.1:{port}", "-M", str(n), "-m", "200", "-V",
-        "-d", "0", "-L", str(TIMEOUT), TOPIC,
+        "-v", "-L", str(TIMEOUT), TOPIC,
     )  # fmt: skip
     try:
-        await src.wait_for_line(r"^umesrc: sending ", TIMEOUT)
+        # the Store has joined the source's transport session (a Store killed before it saw any
+        # message comes back without the start of the stream: see the module docstring)
+        await src.wait_for_line(r"^umesrc: UME store 0: .* message stable\. SQN", TIMEOUT)
         await st.kill()
         await src.wait_for_line(r"^umesrc: UME store: .*unresponsive \(quorum lost\)", TIMEOUT)
         refused = await src.wait_for_line(r"^umesrc: send unsuccessful: ", TIMEOUT)
@@ -195,7 +210,7 @@ async def test_umesrc_waits_through_quorum_lost_and_resumes(
         await src.wait_for_line(rf"^umesrc: sent {n} messages", TIMEOUT)
         # a late umercv gets every message from the Store, each the one its sequence number names
         rc, out = await run_tool("umercv", "-c", str(cfg), "-r", str(n), "-V", TOPIC)
-        assert rc == 0, out
+        assert rc == 0, "\n".join(out)
         found = RCV_SUMMARY.match(out[-1])
         assert found and found.groups()[:3] == (str(n), "0", "0") and found.group(5) == "0", out
         assert await src.stop(signal.SIGINT) == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -78,6 +79,10 @@ async def run_tool(name: str, *args: str) -> tuple[int, list[str]]:
     tool = await start_tool(name, *args)
     try:
         rc = await asyncio.wait_for(tool.proc.wait(), TIMEOUT)
+    except TimeoutError:
+        await tool.stop(signal.SIGINT)  # its summary line, for the report
+        tail = "\n".join(tool.all_lines()[-40:])
+        raise AssertionError(f"{name} did not end within {TIMEOUT} s:\n{tail}") from None
     finally:
         await tool.kill()
     return rc, tool.all_lines()
