@@ -75,3 +75,42 @@ def test_the_lead_of_a_restored_repository_seeds_the_expectation() -> None:
     assert rep.holes(6) == 0
     requests, lost = rep.handle_timer(INITIAL_DELAY_S)
     assert requests == [(5, list(range(10, 20)))] and not lost
+
+
+def lj_info(src: Source, low: int, high: int) -> bytes:
+    """The source's answer to the Store's late-join information request (qidx = RegID)."""
+    hdr = lbmc.UmeLjInfo(0, low, high, src.reg_id)
+    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[hdr]))
+
+
+def test_a_store_joining_after_the_first_messages_repairs_them(tmp_path: Path) -> None:
+    """The Store asks a new source where its stream starts (LJI_REQ); a Store that joined the
+    transport after messages 0..2 went out asks for them instead of starting at 3."""
+    rig = make_rig(tmp_path, [topic_config("t", repository_type="disk")])
+    src = Source(rig, "t")
+    assert src.register() is not None
+    (lji,) = [m for m in rig.take(src.reply_to) if isinstance(m, lbmc.LBMCMessage)]
+    req = lji.find(lbmc.LjiReq)
+    assert req is not None and req.request_idx == src.reg_id
+    assert (lbmc.ip4_to_str(req.req_ip), req.req_port) == STORE_ADDR
+    rig.control(lj_info(src, 0, 2), src.reply_to[0])  # the source retains 0..2
+    src.send(3, 4)
+    assert src.acked() == []  # a disk repository writes in order: 3, 4 wait for 0..2
+    rig.advance(INITIAL_DELAY_S + 0.01)
+    reqs = rig.take(src.reply_to, compose.RetransmissionRequest)
+    assert sorted(r.seqnum for m in reqs for r in m.requests) == [0, 1, 2]
+    for sqn in (0, 1, 2):
+        rig.control(retrans(src, sqn), src.reply_to[0])
+    assert sorted(src.acked()) == [0, 1, 2, 3, 4]
+
+
+def test_late_information_changes_nothing(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [topic_config("t", repository_type="memory")])
+    src = Source(rig, "t")
+    assert src.register() is not None
+    src.send(5, 6)
+    assert src.acked() == [5, 6]
+    rig.control(lj_info(src, 0, 6), src.reply_to[0])  # came after the data: too late
+    assert rig.core.counters.lj_info_late == 1
+    rig.advance(MESSAGE_TIMEOUT_S)
+    assert not rig.take(src.reply_to, compose.RetransmissionRequest)

@@ -98,7 +98,7 @@ from typing import Any, Protocol
 
 from umcore.config.store import StoreInstance, StoreTopic
 from umcore.errors import ConfigError, RemoteProtocolError
-from umcore.features.latejoin import make_otid
+from umcore.features.latejoin import encode_lji_req, make_otid
 from umcore.store import compose
 from umcore.store.events import (
     AckDiscarded,
@@ -258,6 +258,7 @@ class _Counters:
     internal_errors: int = 0
     io_orphans: int = 0
     lost_ranges_dropped: int = 0
+    lj_info_late: int = 0  # a source's late-join information came after its first message
     keepalives_received: int = 0
     keepalives_sent: int = 0
     naks_sent: int = 0
@@ -448,6 +449,8 @@ class StoreCore:
             if comp is None:
                 if msg.msg_type in _STORED_TYPES:
                     self._uim_data(msg, peer_ip, now)
+                elif msg.find(lbmc.UmeLjInfo) is not None:
+                    self._lj_info(msg, now)
                 else:
                     c.unexpected_control += 1
                 return True
@@ -646,7 +649,28 @@ class StoreCore:
             src.creating = False
             return reg.sources.get(src.reg_id) is src
 
-        src.creating = self._answer(src, [(src.reply_to, resp)], [event], now, undo=undo, done=done)
+        sends = [(src.reply_to, resp), (src.reply_to, self._lji_req(src))]
+        src.creating = self._answer(src, sends, [event], now, undo=undo, done=done)
+
+    def _lji_req(self, src: SourceEntry) -> bytes:
+        """Late join's information request to a source whose repository here is empty: its
+        answer (LJ_INFO, :meth:`_lj_info`) says which sequence number the source's stream
+        starts at, so a Store that joins the transport after the first messages went out (or
+        comes back empty from a crash) repairs them instead of starting after them."""
+        return encode_lji_req(src.reg_id, src.transport_idx, src.topic_idx, self.address)
+
+    def _lj_info(self, msg: lbmc.LBMCMessage, now: float) -> None:
+        c = self.counters
+        for h in msg.find_all(lbmc.UmeLjInfo):
+            src = self.registry.sources.get(h.qidx)
+            if src is None:
+                c.unexpected_control += 1
+                continue
+            first = h.low_seqnum
+            if src.repository.expect_first(first):
+                self.repair.expect(src.reg_id, first)
+            else:
+                c.lj_info_late += 1  # data came first: the repository started there
 
     def _add_source(self, src: SourceEntry, now: float) -> None:
         if self.registry.add_source(src):
@@ -733,6 +757,8 @@ class StoreCore:
         if changed:
             self._write_state(src, now)
         self._send(src.reply_to, resp)
+        if src.repository.lead_sqn == NO_SQN:
+            self._send(src.reply_to, self._lji_req(src))
         self._event(event)
 
     def _receiver_registration(

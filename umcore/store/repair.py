@@ -120,6 +120,12 @@ class GapRepair:
         elif t.holes.pop(sqn, None) is not None:
             self.repaired += 1
 
+    def expect(self, reg_id: int, sqn: int) -> None:
+        """Source ``reg_id``'s first message will be ``sqn`` (its repository is empty and was
+        told so): whatever arrives later than that leaves holes to ask for."""
+        if reg_id not in self._tracks:
+            self._tracks[reg_id] = _Track(sqn & _M)
+
     def forget(self, reg_id: int) -> None:
         """The registration is gone (deleted, deregistered)."""
         self._tracks.pop(reg_id, None)

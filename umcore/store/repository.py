@@ -887,6 +887,18 @@ class Repository:
             i += 1
         self._contig = i - 1
 
+    def expect_first(self, sqn: int) -> bool:
+        """An empty repository's first message will be ``sqn`` (the source's first retained
+        one, from its late-join information): a message arriving after it leaves a gap to
+        repair instead of becoming the trail.  False (and nothing changes) once anything was
+        appended."""
+        if not self._empty or self._nocache:
+            return False
+        self._base = sqn & _M
+        self._empty = False
+        self._fast = not self._rpp
+        return True
+
     def declare_lost(self, first: int, last: int, now: float) -> None:
         """The sqns ``first..last`` will never arrive (the core's decision, e.g. a receiver
         declared them unrecoverable): fill them so stability and writing pass them."""
