@@ -257,3 +257,17 @@ def test_rpp_restart_releases_again_what_every_receiver_had_consumed(tmp_path: P
     second = restart(tmp_path, rig, topics, seed=8)
     (repo,) = second.core.stats().repositories
     assert (repo.counters["trail_sqn"], repo.counters["lead_sqn"]) == (10, 19)
+
+
+def test_check22_one_read_crossing_the_stop_point_acks_up_to_it(tmp_path: Path) -> None:
+    """The frames of one read (receive_frames) that cross the stop point: those before it are
+    ACKed, not withheld with the rest of the read (as frame by frame above)."""
+    rig = rpp_rig(tmp_path, receiver_state_lifetime=60000, source_activity_timeout=300000)
+    src = rpp_source(rig, flight=100)
+    src.register()
+    rcv = Receiver(rig, src, rpp_mode=1, session_id=3)
+    rcv.register()
+    frames = [src.frame(sqn, PAYLOAD) for sqn in range(100)]
+    rig.core.receive_frames(src.session, frames, rig.now)
+    rig.pump()
+    assert src.acked() == list(range(89))  # 890 bytes held: the next leaves exactly 100

@@ -1106,6 +1106,11 @@ class StoreCore:
                 continue
             try:
                 self._store(src, sqn, frame, now)
+                if src.rpp:
+                    # RPP: what became stable before the stop point is ACKed before a later
+                    # frame of the same read reaches it (stopping "when exactly one flight
+                    # size of room remains", not at the read's end)
+                    self._after(src, now)
             except Exception as exc:
                 c.internal_errors += 1
                 self._note(_ERR, f"internal error storing sqn {sqn} of RegID {src.reg_id}: {exc!r}")
