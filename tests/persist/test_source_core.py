@@ -119,6 +119,8 @@ class Net:
             for i, rig in enumerate(self.rigs):
                 for comp in rig.take(SRC_ADDR):
                     progressed = True
+                    if isinstance(comp, lbmc.LBMCMessage) and comp.find(lbmc.LjiReq):
+                        continue  # the Store asks where the stream starts: late join's, not ours
                     if i not in self.down:
                         assert src.receive_control(comp, rig.core.address[0], self.now), comp
             for dest, data in src.take_sends():

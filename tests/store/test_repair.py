@@ -83,12 +83,16 @@ def lj_info(src: Source, low: int, high: int) -> bytes:
     return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[hdr]))
 
 
-def test_a_store_joining_after_the_first_messages_repairs_them(tmp_path: Path) -> None:
-    """The Store asks a new source where its stream starts (LJI_REQ); a Store that joined the
-    transport after messages 0..2 went out asks for them instead of starting at 3."""
+def test_a_store_back_empty_repairs_from_where_the_stream_starts(tmp_path: Path) -> None:
+    """A source re-registering with a repository still empty here (the Store kept its state
+    but crashed before it saw a message) is asked where its stream starts (LJI_REQ); the
+    Store then asks for 0..2 instead of starting at 3 and refusing them as old."""
     rig = make_rig(tmp_path, [topic_config("t", repository_type="disk")])
     src = Source(rig, "t")
     assert src.register() is not None
+    first = [m for m in rig.take(src.reply_to) if isinstance(m, lbmc.LBMCMessage)]
+    assert first == []  # a source new to this Store: no question
+    assert src.register() is not None  # again, nothing stored yet
     (lji,) = [m for m in rig.take(src.reply_to) if isinstance(m, lbmc.LBMCMessage)]
     req = lji.find(lbmc.LjiReq)
     assert req is not None and req.request_idx == src.reg_id

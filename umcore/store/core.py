@@ -649,14 +649,16 @@ class StoreCore:
             src.creating = False
             return reg.sources.get(src.reg_id) is src
 
-        sends = [(src.reply_to, resp), (src.reply_to, self._lji_req(src))]
-        src.creating = self._answer(src, sends, [event], now, undo=undo, done=done)
+        src.creating = self._answer(src, [(src.reply_to, resp)], [event], now, undo=undo, done=done)
 
     def _lji_req(self, src: SourceEntry) -> bytes:
-        """Late join's information request to a source whose repository here is empty: its
-        answer (LJ_INFO, :meth:`_lj_info`) says which sequence number the source's stream
-        starts at, so a Store that joins the transport after the first messages went out (or
-        comes back empty from a crash) repairs them instead of starting after them."""
+        """Late join's information request to a source that re-registers with a repository
+        still empty here (the Store kept its state but crashed before it saw a message): the
+        answer (LJ_INFO, :meth:`_lj_info`) says where the source's retained stream starts, and
+        the Store repairs from there instead of starting at the first message it sees and
+        refusing the source's re-sends of earlier ones as old.  Not for a source new to this
+        Store: a memory Store restarted, say, holds nothing from before (check 14), and a Store
+        that joins a new source's transport late starts where it joined [a known gap]."""
         return encode_lji_req(src.reg_id, src.transport_idx, src.topic_idx, self.address)
 
     def _lj_info(self, msg: lbmc.LBMCMessage, now: float) -> None:
