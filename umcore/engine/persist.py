@@ -62,8 +62,8 @@ log = logging.getLogger("umcore.engine.persist")
 
 Address = tuple[str, int]
 
-# A Store's messages this context could not place (no source or receiver of theirs), and
-# malformed ones, are counted; logging each would let a misbehaving Store flood the log.
+# The UME topic option's flags of a persistent source: it has Stores, offers late join (forced
+# on with persistence) and speaks quorum/consensus.
 _UME_TIR_FLAGS = (
     lbmr_options.UME_FLAG_STORE | lbmr_options.UME_FLAG_LATEJOIN | lbmr_options.UME_FLAG_QCCAP
 )
@@ -247,7 +247,9 @@ class SourcePersistence:
         self._complete.append(fut)
         await asyncio.wait_for(fut, timeout)
 
-    async def deregister(self, timeout: float | None = None) -> None:
+    async def deregister(self) -> None:
+        """Deregistration goes out; its outcome arrives as DEREGISTRATION_SUCCESS_EX/COMPLETE_EX
+        events (as UM's ``lbm_src_ume_deregister`` returns before the Stores answered)."""
         self.core.deregister(self.loop.time())
         self.flush()
 
