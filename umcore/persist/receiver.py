@@ -83,6 +83,8 @@ from typing import Any, Protocol
 from umcore.config.options import lookup
 from umcore.errors import ConfigError, LocalProtocolError
 from umcore.events import CoreEvent
+from umcore.persist.consensus import BEHAVIORS, serial_sorted
+from umcore.persist.consensus import consensus as consensus_of
 from umcore.persist.events import (
     DEREG_FLAG_RPP,
     MSG_UME_DEREGISTRATION_COMPLETE_EX,
@@ -108,6 +110,7 @@ from umcore.persist.events import (
     RcvRegistrationSuccess,
 )
 from umcore.store import compose
+from umcore.store.registry import serial_gt
 from umcore.wire import lbmc
 
 __all__ = [
@@ -147,13 +150,7 @@ RECOVERY_FLAG_SRC_SID = 0x1
 # PREG_RESP errors that asking again cannot cure: the Store is given up (persistence-store.md
 # 1.17: ECONFIG = option mismatch such as the RPP mode, ETOPICNAME = another topic's RegID).
 _FATAL_ERRORS = frozenset((lbmc.PREG_RESP_ECONFIG, lbmc.PREG_RESP_ETOPICNAME))
-_CONSENSUS = ("lowest", "majority", "highest")
 _TIME_UNITS = {"milliseconds": 1e-3, "microseconds": 1e-6, "seconds": 1.0}
-
-
-def _serial_gt(a: int, b: int) -> bool:
-    """``a`` after ``b`` in 32-bit serial-number order."""
-    return 0 < ((a - b) & _M) < _HALF
 
 
 # ==============================================================================================
@@ -222,10 +219,10 @@ class ReceiverConfig:
         when the receiver's is 0."""
         ctx: OptionReader = context if context is not None else _RegistryDefaults("context")
         consensus = str(o.get("ume_consensus_sequence_number_behavior")).lower()
-        if consensus not in _CONSENSUS:
+        if consensus not in BEHAVIORS:
             raise ConfigError(
                 f"ume_consensus_sequence_number_behavior {consensus!r}: "
-                f"allowed {', '.join(_CONSENSUS)}",
+                f"allowed {', '.join(BEHAVIORS)}",
                 source="API",
                 what="ume_consensus_sequence_number_behavior",
             )
@@ -608,7 +605,7 @@ class PersistentReceiver:
                       ReceiverState.COMPLETE):  # fmt: skip
             c["sris_ignored"] += 1
             return
-        if self.sri_version is not None and not _serial_gt(sri.version, self.sri_version):
+        if self.sri_version is not None and not serial_gt(sri.version, self.sri_version):
             c["sris_ignored"] += 1  # a repeat (or an old one): nothing new
             return
         first = self.sri_version is None
@@ -628,7 +625,7 @@ class PersistentReceiver:
                 self._register(store, now)
                 continue
             moved = known.address != entry.address
-            if not moved and not _serial_gt(entry.version, known.version):
+            if not moved and not serial_gt(entry.version, known.version):
                 continue
             changes.append(
                 f"Store {entry.store_idx} {known.text} version {known.version} -> {entry.version}"
@@ -785,7 +782,7 @@ class PersistentReceiver:
         if (
             high is not None
             and self._ack_due is None
-            and (self._ack_sent is None or _serial_gt(high, self._ack_sent))
+            and (self._ack_sent is None or serial_gt(high, self._ack_sent))
         ):
             self._ack_due = now
 
@@ -850,17 +847,17 @@ class PersistentReceiver:
 
     def _completed(self) -> None:
         answers = [s for s in self._stores.values() if s.state in _USABLE]
-        low = _consensus([s.low for s in answers], self.config.consensus)
+        low = consensus_of([s.low for s in answers], self.config.consensus)
         highs = [s.high for s in answers if s.high != NO_SQN]
-        high = _serial_max(highs) if highs else (low - 1) & _M
-        if _serial_gt(low, (high + 1) & _M):
+        high = serial_sorted(highs)[-1] if highs else (low - 1) & _M
+        if serial_gt(low, (high + 1) & _M):
             low = (high + 1) & _M  # a Store cannot have us start past what it holds
         flags = RCV_COMPLETE_FLAG_QUORUM
         low_max = low
         cap = self.config.retransmit_request_maximum
         if cap > 0:
             capped = (high - cap) & _M
-            if _serial_gt(capped, low) and not _serial_gt(capped, high):
+            if serial_gt(capped, low) and not serial_gt(capped, high):
                 low_max = capped
                 flags |= RCV_COMPLETE_FLAG_RXREQMAX
         first = low_max
@@ -962,7 +959,7 @@ class PersistentReceiver:
             return
         self._now = now
         high = self._ack_high
-        if high is None or _serial_gt(sqn, high):
+        if high is None or serial_gt(sqn, high):
             self._ack_high = sqn
         self._flush_acks(now, lbmc.ACK_FLAG_E)
         self._plan()
@@ -973,7 +970,7 @@ class PersistentReceiver:
         if sqn is None:
             return
         sent = self._ack_sent
-        if sent is not None and not _serial_gt(sqn, sent):
+        if sent is not None and not serial_gt(sqn, sent):
             return
         usable = [s for s in self._stores.values() if s.state in _USABLE]
         if not usable:
@@ -1135,30 +1132,3 @@ class PersistentReceiver:
                         )
                         self._to_store(s, rk.encode(), now)
         self._plan()
-
-
-# ==============================================================================================
-# Consensus
-# ==============================================================================================
-
-
-def _serial_sorted(values: list[int]) -> list[int]:
-    """``values`` in serial order (relative to the first; they lie within half the space)."""
-    ref = values[0]
-    return sorted(values, key=lambda v: (v - ref + _HALF) & _M)
-
-
-def _serial_max(values: list[int]) -> int:
-    return _serial_sorted(values)[-1]
-
-
-def _consensus(values: list[int], behavior: str) -> int:
-    """The low sequence number the Stores' answers agree on: ``lowest``, ``highest``, or
-    ``majority``: the highest value that a majority of the answers reach (the lower median;
-    of two answers, the lower)."""
-    ordered = _serial_sorted(values)
-    if behavior == "lowest":
-        return ordered[0]
-    if behavior == "highest":
-        return ordered[-1]
-    return ordered[(len(ordered) - 1) // 2]

@@ -91,6 +91,8 @@ from typing import Any, Protocol
 from umcore.config.values import StoreEntry, StoreGroupEntry, StoreNameEntry
 from umcore.errors import ConfigError, LocalProtocolError
 from umcore.events import CoreEvent
+from umcore.persist.consensus import BEHAVIORS
+from umcore.persist.consensus import consensus as consensus_of
 from umcore.persist.events import (
     CONFIRM_FLAG_EXACK,
     CONFIRM_FLAG_OOD,
@@ -201,21 +203,6 @@ _R_FIRST, _R_LAST, _R_BYTES, _R_CLIENTD, _R_SENT, _R_UNSTABLE, _R_INFLIGHT, _R_D
 
 _INTRA = ("quorum", "all-active", "all")
 _INTER = ("any", "majority", "all-active", "all")
-_CONSENSUS = ("lowest", "majority", "highest")
-
-
-def _serial_key(ref: int) -> Any:
-    return lambda v: (v - ref + _HALF) & _M
-
-
-def _consensus(values: list[int], behavior: str) -> int:
-    """The value the Stores' answers agree on: lowest, highest, or majority (the lower median)."""
-    ordered = sorted(values, key=_serial_key(values[0]))
-    if behavior == "lowest":
-        return ordered[0]
-    if behavior == "highest":
-        return ordered[-1]
-    return ordered[(len(ordered) - 1) // 2]
 
 
 # ==============================================================================================
@@ -340,7 +327,7 @@ class SourceConfig:
         for name, value, allowed in (
             ("ume_retention_intragroup_stability_behavior", intra, _INTRA),
             ("ume_retention_intergroup_stability_behavior", inter, _INTER),
-            ("ume_consensus_sequence_number_behavior", consensus, _CONSENSUS),
+            ("ume_consensus_sequence_number_behavior", consensus, BEHAVIORS),
         ):
             if value not in allowed:
                 raise _cfg_error(name, f"{name} {value!r}", ", ".join(allowed))
@@ -959,7 +946,7 @@ class PersistentSource:
             if s.state is StoreState.REGISTERED and s.high != NO_SQN
         ]  # fmt: skip
         if highs:
-            consensus = _consensus(highs, self.config.consensus)
+            consensus = consensus_of(highs, self.config.consensus)
             self._consensus = consensus
             self.next_sqn = (consensus + 1) & _M
         else:
