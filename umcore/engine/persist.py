@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from umcore.aio.timer import CoreTimer
@@ -99,6 +99,16 @@ def persistent_tir(ip: str, port: int, transport_idx: int) -> lbmr_options.UMEOp
     return lbmr_options.UMEOption(
         src_tcp_port=port, src_tcp_addr=ip, transport_idx=transport_idx, flags=_UME_TIR_FLAGS
     )
+
+
+def _send_all(host: PersistHost, sends: Iterable[tuple[Address, bytes]], what: str) -> None:
+    """Each message to its request port; one that cannot go (the port refused it: closed, or
+    too much held for that peer) is logged and left to the machine's retries."""
+    for dest, data in sends:
+        try:
+            host.request_send(dest, data)
+        except UMError as exc:
+            log.info("%s to %s:%s not sent: %s", what, dest[0], dest[1], exc)
 
 
 def _wake(waiters: list[asyncio.Future[None]]) -> None:
@@ -185,11 +195,7 @@ class SourcePersistence:
         core = self.core
         src = self.src
         host = self.host
-        for dest, data in core.take_sends():
-            try:
-                host.request_send(dest, data)
-            except UMError as exc:
-                log.info("persistence message to %s:%s not sent: %s", dest[0], dest[1], exc)
+        _send_all(host, core.take_sends(), "persistence message")
         if not self._started and core.next_sqn is not None:
             self._started = True
             src.core.set_next_sequence_number(src.tidx, core.next_sqn)
@@ -230,11 +236,7 @@ class SourcePersistence:
             *extra,
         ]
         data = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_PRORX, src.tidx, sqn, headers, payload))
-        for dest in stores:
-            try:
-                self.host.request_send(dest, data)
-            except UMError as exc:
-                log.info("proactive retransmission to %s:%s not sent: %s", dest[0], dest[1], exc)
+        _send_all(self.host, ((dest, data) for dest in stores), "proactive retransmission")
 
     def _request_port(self) -> int:
         return int(self.core.reply_to[1])
@@ -296,11 +298,8 @@ class ReceiverPersistence:
 
     def route(self, sqns: list[int], retry: bool) -> None:
         """TopicRecovery's retransmission requests: to the Stores."""
-        for dest, data in self.core.rxreq_messages(sqns, retry, self.rec.request_idx):
-            try:
-                self.host.request_send(dest, data)
-            except UMError as exc:
-                log.info("retransmission request to %s:%s not sent: %s", dest[0], dest[1], exc)
+        reqs = self.core.rxreq_messages(sqns, retry, self.rec.request_idx)
+        _send_all(self.host, reqs, "retransmission request")
 
     def consumed(self, sqn: int) -> None:
         if not self.explicit and self.core.consumed(sqn, self.loop.time()):
@@ -321,11 +320,7 @@ class ReceiverPersistence:
     def flush(self) -> None:
         core = self.core
         fan = self.fan
-        for dest, data in core.take_sends():
-            try:
-                self.host.request_send(dest, data)
-            except UMError as exc:
-                log.info("persistence message to %s:%s not sent: %s", dest[0], dest[1], exc)
+        _send_all(self.host, core.take_sends(), "persistence message")
         for code, info in core.take_events():
             msg = Message(code, fan.topic, fan.source)
             msg.info = info
@@ -350,11 +345,7 @@ class ReceiverPersistence:
     def close(self) -> None:
         """The receiver is deleted: batched consumption ACKs go out now, timers stop."""
         self.core.close(self.loop.time())
-        for dest, data in self.core.take_sends():
-            try:
-                self.host.request_send(dest, data)
-            except UMError as exc:
-                log.info("persistence message to %s:%s not sent: %s", dest[0], dest[1], exc)
+        _send_all(self.host, self.core.take_sends(), "persistence message")
         self.timer.cancel()
 
 
