@@ -14,7 +14,13 @@
    at :data:`RATE` msgs/s for :data:`SECONDS` s, latency from the flush of a burst to the ACK
    covering it); rounds without and with a scraper subprocess that fetches every page of the
    monitor once a second (the index, /stores, the Store page and its JSON twin, every source's
-   page), in the order A B B A.  Goal: p99 with the scraper <= 1.2 x p99 without.
+   page), and a control C: the same scraper fetching the same kind of pages from a *mirror*
+   (another process serving a 1,000-source Store's pages, not the measured Store), in the order
+   A B C C B A.  Goal: p99 with the scraper <= 1.2 x p99 without.  C / A is what the scraper's
+   own CPU costs the measured Store on this machine whatever the Store does (two cores shared by
+   the feeder, the Store, its web process and the scraper); B / C is what serving the pages
+   costs the Store beyond that (umestored serves them from a child process,
+   :mod:`umcore.daemon.webproc`: the Store's loop only samples each page's data).
 """
 
 from __future__ import annotations
@@ -189,6 +195,30 @@ async def _scrape(base: str, seconds: float) -> None:
     print(f"scraped {fetched} pages", flush=True)
 
 
+def mirror() -> None:
+    """Child process: a 1,000-source Store's pages served (niced as the Store's web process),
+    for round C; prints the base URL and serves until killed."""
+    from umcore.daemon.webproc import WEB_NICE
+
+    os.nice(WEB_NICE)
+    asyncio.run(_mirror())
+
+
+async def _mirror() -> None:
+    from daemons.umestored.webmon import MonitoredStore, StoreWebMonitor
+    from umcore.store.core import StoreCore
+
+    with tempfile.TemporaryDirectory(prefix="pyum-bench-mirror-") as tmp:
+        core, _, _ = _store_with_sources(Path(tmp))
+        assert isinstance(core, StoreCore)
+        mon = StoreWebMonitor(
+            [MonitoredStore("mirror", core.instance, lambda: core)], monotonic=time.monotonic
+        )
+        host, port = await mon.start("127.0.0.1", 0)
+        print(f"mirror on http://{host}:{port}", flush=True)
+        await asyncio.Event().wait()
+
+
 WEB_XML_LINE = '<log type="console"/>'
 
 
@@ -248,15 +278,20 @@ async def ack_latency() -> bool:
             assert not refused, refused[0]
             print(f"   stability-ACK latency, umestored subprocess with {SOURCES:,} idle source "
                   f"registrations, {RATE:,.0f} msgs/s for {SECONDS:g} s per round (memory "
-                  "repository), rounds A B B A (A: no scraper, B: a scraper fetching every "
-                  "page once a second):")  # fmt: skip
-            p99s: dict[str, list[float]] = {"A": [], "B": []}
-            for kind in "ABBA":
+                  "repository), rounds A B C C B A (A: no scraper, B: a scraper fetching "
+                  "every page once a second, C: the scraper on a mirror):")  # fmt: skip
+            mirror = await Proc.start(
+                sys.executable, "-c", "from bench.webmon import mirror; mirror()"
+            )
+            _, mw = await mirror.wait_line(r"mirror on (http://[\d.]+:\d+)")
+            bases = {"B": w.group(1), "C": mw.group(1)}
+            p99s: dict[str, list[float]] = {"A": [], "B": [], "C": []}
+            for kind in "ABCCBA":
                 child = None
-                if kind == "B":
+                if kind in bases:
                     child = await Proc.start(
                         sys.executable, "-c",
-                        f"from bench.webmon import scraper; scraper({w.group(1)!r}, "
+                        f"from bench.webmon import scraper; scraper({bases[kind]!r}, "
                         f"{SECONDS + 1.5})",
                     )  # fmt: skip
                     await asyncio.sleep(1.0)  # the scraper's first full pass is running
@@ -268,13 +303,17 @@ async def ack_latency() -> bool:
                     scraped = f", scraper fetched {int(sm.group(1)):,} pages"
                     await child.stop()
                 p99s[kind].append(p99)
-                print(f"   round {kind}: p50 {p50:.2f} ms p99 {p99:.2f} ms ({count:,} messages, "
+                print(f"   round {kind}{' (mirror)' if kind == 'C' else ''}: p50 {p50:.2f} ms p99 {p99:.2f} ms ({count:,} messages, "
                       f"{offered:,.0f}/s offered{scraped})")  # fmt: skip
-            a, b = statistics.median(p99s["A"]), statistics.median(p99s["B"])
+            await mirror.stop()
+            a, b, c = (statistics.median(p99s[k]) for k in "ABC")
             ratio = b / a
             ok = ratio <= GOAL_RATIO
             print(f"   p99 with the scraper / without: {b:.2f} / {a:.2f} ms = {ratio:.2f} "
                   f"({verdict(ok)}: <= {GOAL_RATIO:g})")  # fmt: skip
+            print(f"   control: the scraper on the mirror / without (the scraper's CPU alone): "
+                  f"{c:.2f} / {a:.2f} ms = {c / a:.2f}; scraping the Store / the mirror: "
+                  f"{b / c:.2f} (what serving its pages costs the Store)")  # fmt: skip
             return ok
         finally:
             if feed is not None:

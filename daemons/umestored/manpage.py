@@ -55,9 +55,11 @@ Web monitor: <web-monitor>Address:Port</web-monitor> (* = every interface, port 
 logged as "store web monitor on http://HOST:PORT/") serves UM's pages at UM's paths: /,
 /stores, /stores/N, /stores/N/REGID (a source or a receiver), each also as JSON under /json;
 the rate reset is a POST to /stores/N/reset-rate-stats.  No security, as UM's: firewall it.
+The pages are served by a child process (niced; it exits with the daemon) that asks the Stores
+only for each page's data, at most once a second per page (in-process on Windows).
 
 Not in pyum: <daemon-monitor>'s deprecated binary statistics are accepted and reported as not
-running (use --metrics); proxy sources (allow-proxy-source) are not implemented yet.
+running (use --metrics).
 
 Log: <log> (console by default; type="file" appends to the file and rolls it by frequency
 and size, never deleting old files).  Lines read "Www Mmm dd hh:mm:ss yyyy [LEVEL]: store:

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from umcore import __version__ as pyum_version
 from umcore.config.store import StoreInstance
+from umcore.daemon import webproc
 from umcore.daemon.web import Block, Heading, Html, Link, Para, Table, WebPages
 from umcore.errors import ConfigError
 
@@ -66,11 +67,13 @@ if TYPE_CHECKING:  # umestored -v / -d import this module for parse_web_monitor 
     from umcore.store.registry import ReceiverEntry, SourceEntry
 
 __all__ = [
+    "CHILD_FACTORY",
     "MAX_RECEIVERS_SHOWN",
     "MAX_SOURCES_SHOWN",
     "RESET_MESSAGE",
     "MonitoredStore",
     "StoreWebMonitor",
+    "child_pages",
     "parse_web_monitor",
     "start_store_web_monitor",
 ]
@@ -83,6 +86,16 @@ MAX_RECEIVERS_SHOWN = 1000
 # What UM's page says after a rate reset (scrapers look for it).
 RESET_MESSAGE = "Rate Statistics have been reset"
 _M = 0xFFFFFFFF
+
+
+# The child process's registrations (umcore.daemon.webproc): the pages without Stores.
+CHILD_FACTORY = "daemons.umestored.webmon:child_pages"
+
+
+def child_pages(*, reset_by_get: bool = False) -> WebPages:
+    """The Store web monitor's pages as its child process builds them: the same paths, titles
+    and renders; no Stores (the daemon answers for every page's data)."""
+    return StoreWebMonitor([], monotonic=time.monotonic, reset_by_get=reset_by_get).pages
 
 
 def parse_web_monitor(text: str, *, source: str = "<web-monitor>") -> tuple[str, int]:
@@ -165,6 +178,8 @@ class StoreWebMonitor:
             log=log or logging.getLogger("umestored"),
         )
         self.pages = pages
+        #: The child process serving the pages, when started with ``separate_process``.
+        self.process: webproc.WebProcess | None = None
         pages.add_page("/", title="umestored", data=self.index, render=self.index_blocks)
         pages.add_page("/stores", title="Stores", data=self.stores_data, render=self.stores_blocks)
         pages.add_route(
@@ -184,10 +199,23 @@ class StoreWebMonitor:
             render=self.registration_blocks,
         )
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(
+        self, host: str, port: int, *, separate_process: bool = False
+    ) -> tuple[str, int]:
+        """Serve on host:port (0 = ephemeral).  ``separate_process``: from a child process
+        (:mod:`umcore.daemon.webproc`; where :func:`~umcore.daemon.webproc.supported`) that
+        asks this process only for each page's data, so that a scraper's HTTP never runs on
+        the Stores' loop.  OSError when the address cannot be bound."""
+        if separate_process and webproc.supported():
+            self.process = webproc.WebProcess(
+                self.pages, CHILD_FACTORY, {"reset_by_get": self.reset_by_get}
+            )
+            return await self.process.start(host, port)
         return await self.pages.start(host, port)
 
     async def close(self) -> None:
+        if self.process is not None:
+            await self.process.close()
         await self.pages.close()
 
     # ------------------------------------------------------------------ lookups
@@ -594,17 +622,19 @@ async def start_store_web_monitor(
     *,
     monotonic: Callable[[], float],
     reset_by_get: bool = False,
+    separate_process: bool = True,
     log: logging.Logger | None = None,
 ) -> StoreWebMonitor | None:
-    """The web monitor of ``runtimes`` on ``address``; None (logged) when it cannot bind: the
-    Stores go on without it, as UM's do."""
+    """The web monitor of ``runtimes`` on ``address`` (served from a child process unless
+    ``separate_process`` is false); None (logged) when it cannot bind: the Stores go on
+    without it, as UM's do."""
     stores = [
         MonitoredStore(rt.name, rt.plan.instance, _core_of(rt), _joined_sessions(rt))
         for rt in runtimes
     ]
     mon = StoreWebMonitor(stores, monotonic=monotonic, reset_by_get=reset_by_get, log=log)
     try:
-        await mon.start(*address)
+        await mon.start(*address, separate_process=separate_process)
     except OSError as exc:
         (log or logging.getLogger("umestored")).error(
             "web monitor not started on %s:%d: %s", address[0], address[1], exc.strerror or exc

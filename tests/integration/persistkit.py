@@ -30,6 +30,7 @@ __all__ = [
     "TCP_LINES",
     "TOPIC",
     "WAIT",
+    "WEB",
     "Received",
     "SourceEvents",
     "Store",
@@ -53,6 +54,10 @@ TCP_LINES = (
 )
 # The Store daemon's control-request address, logged once its <daemon-monitor> runs.
 CONTROL = re.compile(r"control requests on (TCP:[\d.]+:\d+)")
+# The Store web monitor's address, logged once it serves (and the process serving it).
+WEB = re.compile(r"store web monitor on (http://[\d.]+:\d+)/(?: \(served by process (\d+)\))?")
+WEB_XML = """
+    <web-monitor>127.0.0.1:0</web-monitor>"""
 # Topic options every test Store has unless a test says otherwise: keepalives often enough that
 # shortened activity timeouts (>= 2 x keepalive-interval, persistence-store.md 1.12) work.
 TOPIC_DEFAULTS = {"keepalive-interval": "500"}
@@ -116,6 +121,8 @@ class Store:
     proc: DaemonProcess | None = None
     #: the daemon-control request address (``TCP:ip:port``) when it has a <daemon-monitor>
     control: str | None = None
+    #: the web monitor's base URL (``http://ip:port``) when it has a <web-monitor>
+    web: str | None = None
 
     @property
     def spec(self) -> str:
@@ -127,6 +134,8 @@ class Store:
         await self.proc.wait_for_line(rf"Store {self.name} ready to accept registrations", WAIT)
         if self.control is not None:
             self.control = (await self.proc.wait_for_line(CONTROL, WAIT)).group(1)
+        if self.web is not None:
+            self.web = (await self.proc.wait_for_line(WEB, WAIT)).group(1)
 
     async def kill(self) -> None:
         if self.proc is not None:
@@ -152,18 +161,23 @@ class Topology:
         context_name: str | None = None,
         metrics: bool = False,
         control: bool = False,
+        web: bool = False,
         start: bool = True,
     ) -> Store:
         """A Store ``storeN`` on a free port.  ``topics``: pattern -> topic options (default:
         :data:`TOPIC` alone); ``repository-type`` is ``kind`` unless a topic's options say
         otherwise, and :data:`TOPIC_DEFAULTS` apply.  ``context_name`` defaults to the Store's
-        name.  ``control``: a <daemon-monitor> taking daemon control requests."""
+        name.  ``control``: a <daemon-monitor> taking daemon control requests.  ``web``: a
+        ``<web-monitor>`` on an ephemeral loopback port (its address in :attr:`Store.web`)."""
         name = f"store{len(self.stores)}"
         d = self.tmp / name
         for sub in ("cache", "state"):
             (d / sub).mkdir(parents=True)
         (d / "store.cfg").write_text(self.resolver)
-        st = Store(name, d, free_port(), kind, metrics=metrics, control="" if control else None)
+        st = Store(
+            name, d, free_port(), kind, metrics=metrics, control="" if control else None,
+            web="" if web else None,
+        )  # fmt: skip
         sopts = {
             "disk-cache-directory": f"{d}/cache",
             "disk-state-directory": f"{d}/state",
@@ -184,7 +198,7 @@ class Topology:
                 port=st.port,
                 store_options=_options(sopts, 8),
                 topics="\n".join(topic_xml),
-                monitor=MONITOR_XML.format(dir=d) if control else "",
+                monitor=(MONITOR_XML.format(dir=d) if control else "") + (WEB_XML if web else ""),
             )
         )
         self.stores.append(st)

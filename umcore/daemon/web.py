@@ -38,6 +38,15 @@ accepts: its scrapers join base URL and absolute links with a slash), a trailing
 dropped; an unknown path gets a 404 page (JSON under ``/json``), a page whose data raises gets a
 500 page -- never a trace; both are counted.
 
+**In a child process.**  A flood of requests still costs the daemon's loop the HTTP work of
+each (parsing, rendering, writing: about a third of a millisecond a page).  A daemon whose data
+path must not feel a scraper serves its pages from a child process instead
+(:mod:`umcore.daemon.webproc`): the child holds the same registrations (its own
+:class:`WebPages`, built by a factory the daemon names), does all the HTTP and rendering, and
+asks the daemon only for a page's *data* -- :meth:`WebPages.answer` in the daemon, at most once
+per page per :data:`MIN_SAMPLE_INTERVAL` as above; the child's :meth:`WebPages.serve_remote`
+routes its samples and actions through that question.
+
 **Header.**  Every HTML page opens with the daemon, its version, its uptime and the time its
 sample was taken, and a link to the index; :class:`Link` and :class:`Html` let a page put links
 and a daemon's own markup (UM's store pages keep UM's HTML markers) with every argument
@@ -51,7 +60,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from umcore import __version__ as pyum_version
@@ -68,6 +77,7 @@ __all__ = [
     "Link",
     "Page",
     "Para",
+    "RemoteFetch",
     "Table",
     "WebPages",
     "format_uptime",
@@ -87,6 +97,9 @@ JSON_PREFIX = "/json"
 MAX_SAMPLES = 4096
 
 PageData = dict[str, Any]
+# How a page served from a child process gets its data: (method, path) -> the daemon's
+# WebPages.answer, across the pipe.
+RemoteFetch = Callable[[str, str], Awaitable[dict[str, Any]]]
 
 
 async def serve_app(app: Any, host: str, port: int) -> tuple[Any, tuple[str, int]]:
@@ -381,6 +394,8 @@ class WebPages:
         self.errors = 0
         self._samples: dict[str, _Sample] = {}
         self._runner: Any = None
+        # In a child process (serve_remote): the daemon answers for the data.
+        self._remote: RemoteFetch | None = None
 
     def _check_new(self, path: str) -> None:
         if not path.startswith("/"):
@@ -559,6 +574,67 @@ class WebPages:
             )
         ]
 
+    def ensure_index(self) -> None:
+        """Register the index of the pages at ``/`` unless the daemon has a page there."""
+        if "/" not in self.pages:
+            self.add_page("/", title=self.title, data=self._index, render=self._index_blocks)
+
+    # ------------------------------------------------------------- a child process serves
+
+    def answer(self, method: str, path: str) -> dict[str, Any]:
+        """The daemon's side of a page served from a child process: for a GET, the page's
+        current sample (``{"status": 200, "data": ..., "wall": ...}``; 404 when no page is
+        there); for a POST to an action, the action run (its result as ``data``; 405 when the
+        action takes no such method).  The child renders; this only samples."""
+        path = normalize_path(path)
+        try:
+            found = self.resolve(path)
+            if found is not None and isinstance(found[0], Action):
+                action, params = found[0], found[1]
+                if method != "POST" and not (action.allow_get and method == "GET"):
+                    self.refused += 1
+                    return {"status": 405}
+                result = action.run(params)
+                if result is None:
+                    self.not_found += 1
+                    return {"status": 404}
+                self.actions_run += 1
+                self.invalidate()
+                return {"status": 200, "data": result, "wall": self.wall_clock()}
+            sampled = self._page_sample(path)
+            if sampled is None or sampled[2].data is None:
+                self.not_found += 1
+                return {"status": 404}
+            self.requests += 1
+            return {"status": 200, "data": sampled[2].data, "wall": sampled[2].wall}
+        except Exception:
+            self.errors += 1
+            self.log.exception("%s: the page %s failed", self.label, path)
+            return {"status": 500}
+
+    def serve_remote(self, fetch: RemoteFetch, uptime_s: float) -> None:
+        """Serve these pages with the data ``fetch(method, path)`` returns (the daemon's
+        :meth:`answer`, across a pipe): this process renders and the daemon samples.  The
+        header's uptime counts from the daemon's start, ``uptime_s`` ago."""
+        self._remote = fetch
+        self.started = self.monotonic() - uptime_s
+
+    async def _remote_sample(self, path: str) -> None:
+        """Fill the sample of ``path`` from the daemon when it is missing or stale."""
+        assert self._remote is not None
+        now = self.monotonic()
+        s = self._samples.get(path)
+        if s is not None and now - s.taken_at < MIN_SAMPLE_INTERVAL:
+            return
+        reply = await self._remote("GET", path)
+        if reply.get("status") == 500:
+            raise RuntimeError(f"the daemon could not sample {path}")
+        data = reply.get("data") if reply.get("status") == 200 else None
+        if path not in self._samples and len(self._samples) >= MAX_SAMPLES:
+            self._evict(now)
+        self._samples[path] = _Sample(data, self.monotonic(), float(reply.get("wall", 0.0)))
+        self.samples += 1
+
     # -------------------------------------------------------------------------- serving
 
     async def handle(self, request: Any) -> Any:
@@ -573,10 +649,14 @@ class WebPages:
         try:
             found = self.resolve(path)
             if isinstance(found, tuple) and isinstance(found[0], Action):
+                if self._remote is not None:
+                    return await self._act_remote(found[0], found[1], method, as_json)
                 return self._act(found[0], found[1], method, as_json)
             if method not in ("GET", "HEAD"):
                 self.refused += 1
                 return _reply(web, 405, "Method not allowed", as_json, self, path)
+            if self._remote is not None and found is not None:
+                await self._remote_sample(path)
             if as_json:
                 text = self.json_text(path)
                 self.requests += 1
@@ -616,13 +696,34 @@ class WebPages:
             content_type="text/html",
         )
 
+    async def _act_remote(
+        self, action: Action, params: PageParams, method: str, as_json: bool
+    ) -> Any:
+        from aiohttp import web
+
+        if method != "POST" and not (action.allow_get and method == "GET"):
+            self.refused += 1
+            return _reply(web, 405, f"{action.path} takes a POST", as_json, self, action.path)
+        assert self._remote is not None
+        reply = await self._remote(method, action.path.format(**params))
+        if reply.get("status") != 200:
+            raise KeyError(action.path)
+        self.actions_run += 1
+        self.invalidate()
+        result = reply["data"]
+        if as_json:
+            return web.json_response(result)
+        return web.Response(
+            text=self._render(action, params, result, self.wall_clock()),
+            content_type="text/html",
+        )
+
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (0 = ephemeral); log and return the bound address.  OSError if
         the address cannot be bound."""
         from aiohttp import web  # only when a daemon serves pages: it costs start-up time
 
-        if "/" not in self.pages:
-            self.add_page("/", title=self.title, data=self._index, render=self._index_blocks)
+        self.ensure_index()
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.handle)
         self._runner, self.address = await serve_app(app, host, port)
