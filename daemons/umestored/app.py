@@ -142,6 +142,7 @@ class StoreRuntime:
             max_buffer=int(o.get("response_session_maximum_buffer")),
             nodelay=bool(o.get("response_tcp_nodelay")),
             response_interface=None if plan.bind_ip == ANY else plan.bind_ip,
+            security=engine.security,  # the Store context's use_tls/compression (seed 10.4.6)
         )
         self.port = port
         fixed = plan.instance.port

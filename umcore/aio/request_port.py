@@ -28,6 +28,7 @@ from typing import cast
 
 from umcore.aio.tcp import listen_in_range
 from umcore.aio.timer import CoreTimer
+from umcore.aio.tls import Security
 from umcore.errors import RemoteProtocolError, UMError
 from umcore.features.immediate import UimConnections
 from umcore.wire import lbmc
@@ -118,8 +119,11 @@ class RequestPort:
         max_buffer: int = 65536,
         nodelay: bool = False,
         response_interface: str | None = None,
+        security: Security | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
+        #: The context's TLS/LZ4 (:mod:`umcore.aio.tls`), on accepted and outgoing connections.
+        self.security = security or Security()
         self.on_message = on_message
         self.table = UimConnections(deletion_timeout, max_buffer, ctxinst=ctxinst)
         self.nodelay = nodelay
@@ -139,7 +143,7 @@ class RequestPort:
 
     async def start(self, host: str, low: int, high: int, backlog: int = 5) -> int:
         self.server, self.port = await listen_in_range(
-            lambda: _Incoming(self), host, low, high, backlog=backlog
+            self.security.server_factory(lambda: _Incoming(self)), host, low, high, backlog=backlog
         )
         return self.port
 
@@ -184,9 +188,8 @@ class RequestPort:
         dest = proto.dest
         local = (self.response_interface, 0) if self.response_interface else None
         try:
-            await asyncio.wait_for(
-                self._loop.create_connection(lambda: proto, dest[0], dest[1], local_addr=local),
-                CONNECT_TIMEOUT_S,
+            await self.security.connect(
+                lambda: proto, dest[0], dest[1], timeout=CONNECT_TIMEOUT_S, local_addr=local
             )
         except (TimeoutError, OSError) as exc:
             self.connect_failures += 1

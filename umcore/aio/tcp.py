@@ -111,10 +111,22 @@ class SourceListener:
         #: Connections aborted because the receiver sent garbage or a stale session id.
         self.connections_refused = 0
 
-    async def start(self, host: str, low: int, high: int, backlog: int = 5) -> int:
-        self.server, self.port = await listen_in_range(
-            lambda: _SourceConnectionProtocol(self), host, low, high, backlog=backlog
-        )
+    async def start(
+        self,
+        host: str,
+        low: int,
+        high: int,
+        backlog: int = 5,
+        *,
+        wrap: Callable[[Callable[[], asyncio.Protocol]], Callable[[], asyncio.Protocol]]
+        | None = None,
+    ) -> int:
+        """Listen; ``wrap`` wraps the connections' protocol factory (the context's TLS/LZ4:
+        :meth:`umcore.aio.tls.Security.server_factory`)."""
+        factory: Callable[[], asyncio.Protocol] = lambda: _SourceConnectionProtocol(self)  # noqa: E731
+        if wrap is not None:
+            factory = wrap(factory)
+        self.server, self.port = await listen_in_range(factory, host, low, high, backlog=backlog)
         return self.port
 
     @property

@@ -46,6 +46,7 @@ from umcore.aio.multicast import open_multicast_socket, route_address
 from umcore.aio.ports import first_free
 from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
+from umcore.aio.tls import Security
 from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import lbt, srsresolve
 from umcore.engine.features import ContextFeatures
@@ -60,7 +61,7 @@ from umcore.engine.options import (
 from umcore.engine.raw import OnFrame, OnFrames, OnSession, RawReceiver, RawSource
 from umcore.engine.receive import JoinedSession, OnMessage, Subscriber
 from umcore.engine.source import EngineSource, OnSourceEvent, SourceSession, completed_future
-from umcore.errors import UMError
+from umcore.errors import ConfigError, UMError
 from umcore.resolver.core import (
     ResolverConfig,
     SourceInfo,
@@ -70,6 +71,7 @@ from umcore.resolver.core import (
 from umcore.resolver.names import ContextName, NameRow
 from umcore.resolver.schedule import advertisement_timings_from, query_timings_from
 from umcore.transport.tcp import TcpSourceSession
+from umcore.wire import lbmr_options
 
 __all__ = ["CONNECT_TIMEOUT_S", "Engine"]
 
@@ -93,6 +95,9 @@ class Engine:
         self.name = name
         #: The context's effective options.
         self.options = Options("context", attributes, name)
+        #: TLS and LZ4 on every TCP connection (``use_tls``, ``compression``; seed 10.4-10.5),
+        #: checked here: bad certificate files fail the context's creation.
+        self.security = Security.from_options(self.options)
         self.sources: set[EngineSource] = set()
         self.receivers: dict[str, list[Subscriber]] = {}
         self.wildcards: list[Subscriber] = []
@@ -288,6 +293,15 @@ class Engine:
         the features' own (a Store's proxy source: the UME option naming the Store)."""
         self.check()
         self.features.check_source(topic, options)
+        if self.security.enabled and lbt.transport_kind(options) != "tcp":
+            # seed 10.4.4 / 10.5.1: such a context "will not accept source creation with
+            # transports other than TCP"
+            raise ConfigError(
+                f"source {topic!r}: a context with use_tls or compression accepts TCP sources "
+                f"only, not {lbt.transport_kind(options)}",
+                what="transport",
+                allowed="tcp",
+            )
         session = await self.session_for(options)
         src = self.source_class(self, topic, session, on_event)
         session.sources.append(src)
@@ -303,11 +317,31 @@ class Engine:
             self.loop.time(),
             timings=advertisement_timings_from(so),
             send_initial=bool(so.get("resolver_send_initial_advertisement")),
-            options=(*extra, *self.features.source_created(src, so)),
+            options=self.security_options((*extra, *self.features.source_created(src, so))),
         )
         for info in local:
             self.join(info)
         self.flush_resolver()
+
+    def security_options(self, options: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A source's TIR options with this context's TLS/LZ4 bits in its extended-functionality
+        option (added when there is none): receivers ignore sources whose bits differ."""
+        flags = self.security.flags
+        if not flags:
+            return options
+        out: list[Any] = []
+        found = False
+        for opt in options:
+            if type(opt) is lbmr_options.ExFuncOption:
+                opt = lbmr_options.ExFuncOption(
+                    opt.src_tcp_port, opt.src_ip_addr, opt.functionality_flags | flags, opt.flags
+                )
+                found = True
+            out.append(opt)
+        if not found:
+            port = self.features.port.port if self.features.port is not None else 0
+            out.append(lbmr_options.ExFuncOption(port, self.advertised_ip, flags))
+        return tuple(out)
 
     async def session_for(self, o: Options) -> SourceSession:
         """The session a new source with options ``o`` maps onto (existing or new)."""
@@ -332,7 +366,13 @@ class Engine:
         else:
             low = int(self.options.get("transport_tcp_port_low"))
             high = int(self.options.get("transport_tcp_port_high"))
-        await listener.start(host, low, high, int(o.get("transport_tcp_listen_backlog")))
+        await listener.start(
+            host,
+            low,
+            high,
+            int(o.get("transport_tcp_listen_backlog")),
+            wrap=self.security.server_factory,
+        )
         s = SourceSession(self, "tcp", core, listener)
         self.sessions.append(s)
         self._next_session += 1
@@ -535,9 +575,7 @@ class Engine:
         conn = ReceiverConnection(js.core, on_active=js.bos, on_closed=js.eos)
         js.conn = conn
         try:
-            await asyncio.wait_for(
-                self.loop.create_connection(lambda: conn, js.ip, js.port), CONNECT_TIMEOUT_S
-            )
+            await self.security.connect(lambda: conn, js.ip, js.port, timeout=CONNECT_TIMEOUT_S)
         except (TimeoutError, OSError) as exc:
             # Never connected: no BOS was given, so no EOS either; a later TIR retries.
             log.info("cannot join %s: %s", js.source_string, exc)
@@ -600,6 +638,7 @@ class Engine:
             if js.conn is not None:
                 js.conn.abort()
         self.joined.clear()
+        self.security.close()
         for s in list(self.sessions):
             await self.close_session(s)
         if self.lbt is not None:

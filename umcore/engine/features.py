@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from umcore.aio.multicast import MulticastSender, open_multicast_socket
 from umcore.aio.request_port import RequestPort
 from umcore.aio.timer import CoreTimer
+from umcore.aio.tls import Security
 from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import message as m
 from umcore.engine.message import DeliveredMessage, Message
@@ -80,6 +81,9 @@ class FeatureHost(Protocol):
 
     @property
     def advertised_ip(self) -> str: ...
+
+    @property
+    def security(self) -> Security: ...
 
     @property
     def immediate_message_callback(self) -> OnImmediate | None: ...
@@ -222,6 +226,7 @@ class ContextFeatures:
                 max_buffer=int(o.get("response_session_maximum_buffer")),
                 nodelay=bool(o.get("response_tcp_nodelay")),
                 response_interface=interface_ip(o.get("response_tcp_interface")),
+                security=self.ctx.security,
             )
             iface = interface_ip(o.get("request_tcp_interface")) or default_if
             fixed = int(o.get("request_tcp_port"))

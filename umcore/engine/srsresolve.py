@@ -128,6 +128,9 @@ class SRSHost(Protocol):
     def closed(self) -> bool: ...
 
     @property
+    def resolver(self) -> TopicResolver: ...
+
+    @property
     def joined(self) -> dict[tuple[object, ...], JoinedSession]: ...
 
     def join(self, info: SourceInfo) -> JoinedSession | None: ...
@@ -203,12 +206,18 @@ def sir_from_source(
         kind = 1 if type(transport) is lbmr.LBTRUInfo else 0
         otid = make_otid(transport.ip, transport.port, transport.session_id or 0, 0x10 | kind)
     rip, rport = request if request is not None else ("0.0.0.0", 0)
+    # TLS / LZ4 travel in the SIR's own encryption and compression bytes (1 = on: the value
+    # is inferred, the notes give the fields, not their values), not as functionality bits.
+    secure = flags & (lbmr_options.EXFUNC_TLS | lbmr_options.EXFUNC_COMPRESSION)
+    flags &= ~secure
     return srsm.SourceInfo(
         otid,
         topic,
         source_string(transport),
         topic_idx=index,
         functionality_flags=flags,
+        encryption=1 if secure & lbmr_options.EXFUNC_TLS else 0,
+        compression=1 if secure & lbmr_options.EXFUNC_COMPRESSION else 0,
         request_ip=rip,
         request_port=rport,
         domain_id=domain_id,
@@ -223,6 +232,10 @@ def info_from_sir(rec: srsm.SourceInfo) -> SourceInfo | None:
         return None
     options: tuple[Any, ...] = ()
     flags = rec.functionality_flags
+    if rec.encryption:
+        flags |= lbmr_options.EXFUNC_TLS
+    if rec.compression:
+        flags |= lbmr_options.EXFUNC_COMPRESSION
     if flags:
         options = (lbmr_options.ExFuncOption(rec.request_port, rec.request_ip, flags),)
         ident = parse_otid(rec.otid)
@@ -564,6 +577,8 @@ class SRSResolution:
         if info is None:
             self.unjoinable += 1
             return
+        if self.ctx.resolver.security_mismatch(info.options):
+            return  # another TLS/LZ4 setting: ignored, counted (seed 10.4.4, 10.5.1)
         self._infos[sk] = info
         self._by_topic.setdefault(rec.topic, {})[sk] = info
         self._attempts.pop(info.key, None)

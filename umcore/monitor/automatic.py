@@ -91,6 +91,7 @@ def sample_context(ctx: Any) -> ContextSample:
         "fragments_unrecoverably_lost": lost,
         "rcv_cb_svc_time_min": NO_SAMPLE_MIN,  # callbacks are not timed: no sample
         "tr_dgrams_dropped_malformed": rstats.datagrams_dropped_malformed,
+        "tr_dgrams_dropped_type": rstats.datagrams_dropped_type,
     }
     if ep is not None:
         fields["tr_dgrams_sent"] = ep.datagrams_sent

@@ -53,7 +53,7 @@ from umcore.resolver.schedule import (
     query_timings,
 )
 from umcore.resolver.unicast import UnicastDaemons, UnicastTimings
-from umcore.wire import lbmr
+from umcore.wire import lbmr, lbmr_options
 
 __all__ = [
     "DEFAULT_MULTICAST_ADDRESS",
@@ -99,6 +99,7 @@ class ResolverConfig:
         "query",
         "query_threshold",
         "receiver_map_max",
+        "security_flags",
         "send_immediate_response",
         "send_initial_advertisement",
         "unicast_daemons",
@@ -122,8 +123,12 @@ class ResolverConfig:
         query_threshold: int = 10_000_000,
         receiver_map_max: int = 131111,
         context_names: NameTimings | None = None,
+        security_flags: int = 0,
     ) -> None:
         self.unicast_daemons = list(unicast_daemons)
+        #: This context's TLS/LZ4 bits (``use_tls``, ``compression``): TIRs of sources whose
+        #: bits differ are ignored and counted (seed 10.4.4, 10.5.1).
+        self.security_flags = security_flags
         self.multicast_address = multicast_address
         self.multicast_port = multicast_port
         self.advertisement = advertisement or advertisement_timings()
@@ -155,6 +160,8 @@ class ResolverConfig:
             force_alive=bool(o.get("resolver_unicast_force_alive")),
             ignore_unknown_source=bool(o.get("resolver_unicast_ignore_unknown_source")),
             context_names=NameTimings.from_options(o),
+            security_flags=(lbmr_options.EXFUNC_TLS if bool(o.get("use_tls")) else 0)
+            | (lbmr_options.EXFUNC_COMPRESSION if str(o.get("compression")) == "lz4" else 0),
         )
 
 
@@ -177,6 +184,7 @@ class ResolverStats:
     __slots__ = (
         "cache_refused",
         "datagrams_dropped_malformed",
+        "datagrams_dropped_type",
         "datagrams_dropped_unknown_source",
         "datagrams_received",
         "datagrams_sent",
@@ -192,6 +200,9 @@ class ResolverStats:
         self.datagrams_received = 0
         self.datagrams_sent = 0
         self.datagrams_dropped_malformed = 0
+        #: Advertisements ignored because the source's TLS/compression setting differs from
+        #: this context's (UM's ``tr_dgrams_dropped_type``: counted, never logged).
+        self.datagrams_dropped_type = 0
         self.datagrams_dropped_unknown_source = 0
         self.tirs_received = 0
         self.tirs_sent = 0
@@ -204,6 +215,7 @@ class ResolverStats:
 
 # Transports this client can join (TIRs of other types are cached nowhere and ignored).
 _JOINABLE = (lbmr.TCPInfo, lbmr.LBTRUInfo, lbmr.LBTRMInfo)
+_SECURITY_FLAGS = lbmr_options.EXFUNC_TLS | lbmr_options.EXFUNC_COMPRESSION
 
 
 class SourceInfo:
@@ -536,6 +548,8 @@ class TopicResolver:
             transport = tir.transport_info
             if type(transport) not in _JOINABLE:
                 continue  # other transports (IPC, SMX, ...) are not implemented by this client
+            if self.security_mismatch(tir.options):
+                continue
             info = SourceInfo(tir.topic, tir.index, transport, tir.options)
             self._remember(info)
             rcv = self._receivers.get(tir.topic)
@@ -547,6 +561,19 @@ class TopicResolver:
                 if len(self._cache[tir.topic]) >= rcv.threshold:
                     rcv.schedule.stop()
         return found
+
+    def security_mismatch(self, options: tuple[Any, ...]) -> bool:
+        """Do a source's TIR ``options`` advertise TLS/LZ4 settings other than this context's?
+        Counted in ``datagrams_dropped_type`` when they do (the SRS path asks here too)."""
+        flags = 0
+        for opt in options:
+            if type(opt) is lbmr_options.ExFuncOption:
+                flags = opt.functionality_flags & _SECURITY_FLAGS
+                break
+        if flags == self.config.security_flags:
+            return False
+        self.stats.datagrams_dropped_type += 1
+        return True
 
     def _answer_wildcard(self, tqr: lbmr.WildcardTQR, now: float) -> None:
         """Every local source whose topic matches the pattern answers (immediate TIRs)."""

@@ -93,6 +93,12 @@ EXFUNC_LATE_JOIN = 0x1
 EXFUNC_UME = 0x2
 EXFUNC_UMQ = 0x4
 EXFUNC_ULB = 0x8
+# [inferred] pyum's bits for "this source's context uses TLS / LZ4 compression" (seed 003
+# 10.4.4, 10.5.1: receivers ignore sources whose settings differ).  UM's TIR encoding of these
+# settings is not public (no field in the notes or Wireshark's dissector; the SRS SIR has
+# separate encryption/compression bytes), so these two bits are pyum's own.
+EXFUNC_TLS = 0x10
+EXFUNC_COMPRESSION = 0x20
 SRC_TYPE_APPLICATION = 0
 SRC_TYPE_TNWGD = 1  # a DRO (tnwgd) context
 SRC_TYPE_STORE = 2
