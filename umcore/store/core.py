@@ -1084,6 +1084,9 @@ class StoreCore:
         tindex = session.topic_index
         stored = _STORED_TYPES
         unpack = _TIDX_SQN.unpack_from
+        # SPP: consecutive sequence numbers are stored as one run (_store_run)
+        run: list[bytes] = []
+        first = following = 0
         for frame in frames:
             n = len(frame)
             if n < 4 or frame[0] & 0xF0 or (frame[2] << 8 | frame[3]) != n:
@@ -1092,6 +1095,9 @@ class StoreCore:
             if frame[0] not in stored:
                 c.unstored_frames += 1
                 if frame[0] == _CONTROL and self.proxy.enabled:
+                    if run:
+                        self._store_run(src, first, run, now)
+                        run = []
                     self._control_frame(session, frame, now)
                 continue
             if n < 12:
@@ -1106,16 +1112,27 @@ class StoreCore:
             if src is None:
                 c.unmatched_frames += 1
                 continue
+            if not src.rpp:
+                if run and sqn == following:
+                    run.append(frame)
+                else:
+                    if run:
+                        self._store_run(src, first, run, now)
+                    run = [frame]
+                    first = sqn
+                following = (sqn + 1) & _M
+                continue
             try:
                 self._store(src, sqn, frame, now)
-                if src.rpp:
-                    # RPP: what became stable before the stop point is ACKed before a later
-                    # frame of the same read reaches it (stopping "when exactly one flight
-                    # size of room remains", not at the read's end)
-                    self._after(src, now)
+                # RPP: what became stable before the stop point is ACKed before a later frame
+                # of the same read reaches it (stopping "when exactly one flight size of room
+                # remains", not at the read's end)
+                self._after(src, now)
             except Exception as exc:
                 c.internal_errors += 1
                 self._note(_ERR, f"internal error storing sqn {sqn} of RegID {src.reg_id}: {exc!r}")
+        if run:
+            self._store_run(src, first, run, now)
         if src is not None and src is not _MISSING:
             try:
                 self._after(src, now)
@@ -1235,6 +1252,36 @@ class StoreCore:
         self._store(cands[0], msg.sqn, frame, now)
         self._after(cands[0], now)
 
+    def _store_run(self, src: SourceEntry, sqn: int, frames: list[bytes], now: float) -> None:
+        """Messages ``sqn``, ``sqn + 1``, ... of an SPP source, from one read: when they are
+        the ones expected next (the common case), appended as a run
+        (:meth:`Repository.append_run`), else one by one as :meth:`_store` does."""
+        try:
+            if len(frames) == 1 or not self.repair.in_order_run(src.reg_id, sqn, len(frames)):
+                for i, frame in enumerate(frames):
+                    self._store(src, (sqn + i) & _M, frame, now)
+                return
+            clock = src.clock
+            clock.last_heard = now
+            if clock.state is not _ACTIVE:
+                clock.step(ClientEvent.ACTIVITY)
+            repo = src.repository
+            i, total = 0, len(frames)
+            while i < total:
+                k = repo.append_run((sqn + i) & _M, frames[i:] if i else frames, now)
+                if k:
+                    self.counters.frames_stored += k
+                    i += k
+                    continue
+                s = (sqn + i) & _M
+                self._stored(src, s, repo.append(s, frames[i], now), now)
+                i += 1
+        except Exception as exc:
+            self.counters.internal_errors += 1
+            self._note(
+                _ERR, f"internal error storing from sqn {sqn} of RegID {src.reg_id}: {exc!r}"
+            )
+
     def _store(self, src: SourceEntry, sqn: int, frame: bytes, now: float) -> None:
         clock = src.clock
         clock.last_heard = now
@@ -1244,7 +1291,11 @@ class StoreCore:
         repair = self.repair
         if not repair.in_order(src.reg_id, sqn):  # (the common case: no lead_sqn needed)
             repair.seen(src.reg_id, sqn, repo.lead_sqn, now)
-        res = repo.append(sqn, frame, now)
+        self._stored(src, sqn, repo.append(sqn, frame, now), now)
+
+    def _stored(self, src: SourceEntry, sqn: int, res: Append | None, now: float) -> None:
+        """What an append's result asks for: a count, a re-ACK, a NAK, an RPP release."""
+        repo = src.repository
         if res is _STORED:
             self.counters.frames_stored += 1
         elif res is _DUPLICATE:

@@ -91,6 +91,15 @@ class GapRepair:
         t.expected = (sqn + 1) & _M
         return True
 
+    def in_order_run(self, reg_id: int, sqn: int, count: int) -> bool:
+        """:meth:`in_order` of ``count`` consecutive messages from ``sqn`` at once (True: all
+        taken); False: nothing taken, call :meth:`seen` for each."""
+        t = self._tracks.get(reg_id)
+        if t is None or sqn != t.expected:
+            return False
+        t.expected = (sqn + count) & _M
+        return True
+
     def seen(self, reg_id: int, sqn: int, lead: int, now: float) -> None:
         """Source ``reg_id``'s message ``sqn`` arrived (before it is appended; ``lead`` is the
         newest sequence number the repository holds, 0xFFFFFFFF none)."""
