@@ -9,7 +9,14 @@ from tests.store.corekit import STORE_ADDR, Rig, Source, make_rig, topic_config
 from umcore.engine.raw import RawSession
 from umcore.store import compose
 from umcore.store.events import DeletionReason, ProxySourceCreated, ProxySourceDeleted
-from umcore.store.proxy import ProxyElection, ProxyStart, ProxyState, ProxyStop, token_of
+from umcore.store.proxy import (
+    ProxyElection,
+    ProxyStart,
+    ProxyState,
+    ProxyStop,
+    silence_bound,
+    token_of,
+)
 from umcore.wire import lbmc, lbmr_options
 
 SRI = compose.Sri(
@@ -110,10 +117,12 @@ def test_waiting_store_stands_down_when_peer_proxy_seen() -> None:
     e = election()
     inactive_source(e)
     e.peer_proxy("t", 5, ("127.0.0.1", 15002), 1.0)
-    assert e.state(101) is ProxyState.IDLE and e.elections_lost == 1
-    e.handle_timer(10.0)
-    assert e.take_actions() == []
-    e.peer_proxy("other-topic", 5, ("127.0.0.1", 15002), 1.0)  # no effect elsewhere
+    assert e.state(101) is ProxyState.FOLLOWING and e.elections_lost == 1
+    e.peer_proxy("t", 5, ("127.0.0.1", 15002), 2.0)  # its announcements keep coming
+    e.handle_timer(2.0 + silence_bound(2.0) - 0.01)
+    assert e.take_actions() == [] and e.state(101) is ProxyState.FOLLOWING
+    e.peer_proxy("other-topic", 5, ("127.0.0.1", 15002), 2.5)  # no effect elsewhere
+    assert e.next_timer() == 2.0 + silence_bound(2.0)
 
 
 def test_collision_lower_token_withdraws_exactly_one_survives() -> None:
@@ -130,6 +139,7 @@ def test_collision_lower_token_withdraws_exactly_one_survives() -> None:
     assert sorted([len(a.running()), len(b.running())]) == [0, 1]
     loser = a if ta.token < tb.token else b
     assert loser.take_actions() == [ProxyStop(101, "t", DeletionReason.DELETED)]
+    assert loser.state(101) is ProxyState.FOLLOWING  # it watches the winner's announcements
     # its own SRI echoed back is ignored
     winner = b if loser is a else a
     winner.peer_proxy("t", 0, winner.address, 7.0)
@@ -219,9 +229,19 @@ def test_core_stands_down_on_a_peer_proxy_sri(tmp_path: Path) -> None:
     )
     proxy_sri.headers.append(lbmc.UmePsrcElectionToken(0, 1, 12345))
     rig.core.receive_frame(session, lbmc.encode(proxy_sri), rig.now)
-    rig.advance(3.0)
-    assert rig.core.proxy.state(src.reg_id) is ProxyState.IDLE
+    rig.advance(0.5)
+    assert rig.core.proxy.state(src.reg_id) is ProxyState.FOLLOWING
     assert not rig.events_of(ProxySourceCreated)
+    # the peer's proxy keeps announcing: nothing happens ...
+    for _ in range(6):
+        rig.core.receive_frame(session, lbmc.encode(proxy_sri), rig.now)
+        rig.advance(0.5)
+    assert not rig.events_of(ProxySourceCreated)
+    # ... until it falls silent (its Store died): this Store elects itself (re-election)
+    rig.advance(silence_bound(1.0) + 1.6)
+    (created,) = rig.events_of(ProxySourceCreated)
+    assert created.reg_id == src.reg_id
+    assert any("silent" in e.text and "electing again" in e.text for e in rig.events)
 
 
 def test_started_proxy_announces_at_once_then_every_half_interval() -> None:

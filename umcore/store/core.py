@@ -122,7 +122,7 @@ from umcore.store.events import (
     TopicDeleted,
 )
 from umcore.store.io import IoDone, IoJob, IoKind
-from umcore.store.proxy import ProxyElection, ProxyStart, token_of
+from umcore.store.proxy import ProxyElection, ProxyNote, ProxyStart, SourceIdent, token_of
 from umcore.store.registry import (
     NO_SQN,
     ClientEvent,
@@ -357,6 +357,8 @@ class StoreCore:
             store_index=store_index,
             address=address,
             rng=self.registry.rng,
+            quorum_required=bool(opts["proxy-source-repo-quorum-required"]),
+            ctxinst=self.ctxinst,
         )
         self._proxy_sris: list[tuple[int, bytes]] = []
         self._handlers[compose.SriRequest] = self._sri_request
@@ -369,7 +371,8 @@ class StoreCore:
 
     def take_sends(self) -> list[tuple[Address, bytes]]:
         out, self._sends = self._sends, []
-        return out
+        psers = self.proxy.take_sends()  # election algorithm 2: to the other Stores
+        return out + psers if psers else out
 
     def take_io(self) -> list[IoJob]:
         out, self._io = self._io, []
@@ -382,7 +385,9 @@ class StoreCore:
 
     def take_events(self) -> list[StoreEvent]:
         for act in self.proxy.take_actions():
-            if isinstance(act, ProxyStart):
+            if isinstance(act, ProxyNote):
+                self._note(_INFO, act.text)
+            elif isinstance(act, ProxyStart):
                 self._event(
                     ProxySourceCreated(
                         _INFO,
@@ -451,6 +456,8 @@ class StoreCore:
                     self._uim_data(msg, peer_ip, now)
                 elif msg.find(lbmc.UmeLjInfo) is not None:
                     self._lj_info(msg, now)
+                elif self.proxy.receive_pser(msg, now):  # another Store's election record
+                    pass
                 else:
                     c.unexpected_control += 1
                 return True
@@ -631,7 +638,7 @@ class StoreCore:
         self._set_identity(src)
         src.next_check = now + self._check_s(src)
         self._add_source(src, now)
-        self.proxy.registered(reg_id, src.topic, _proxy_wanted(req), now)
+        self.proxy.registered(reg_id, src.topic, _proxy_wanted(req), now, _ident(src))
         resp, event = self._source_answer(src, req.marker, old=False)
         self._note(
             _INFO,
@@ -752,7 +759,7 @@ class StoreCore:
             self._set_identity(src)
             self._sessions.clear()
             src.matched = False
-        self.proxy.registered(src.reg_id, src.topic, _proxy_wanted(req), now)
+        self.proxy.registered(src.reg_id, src.topic, _proxy_wanted(req), now, _ident(src))
         resp, event = self._source_answer(src, req.marker, old=old)
         if was is Liveness.RESTORED:
             self._note(_INFO, f"source RegID {src.reg_id} re-registered after restart")
@@ -1155,11 +1162,11 @@ class StoreCore:
         if token is not None:
             peer = _advertised(session.options)
             if peer is not None:
-                self.proxy.peer_proxy(session.topic, token, peer[0], now)
+                self.proxy.peer_proxy(session.topic, token, peer[0], now, comp)
             return
         src = self._source_of(session)
-        if src is not None:
-            self.proxy.receive_sri(src.reg_id, comp)
+        if src is not None and self.proxy.receive_sri(src.reg_id, comp):
+            self._dirty(src, now)  # the state file keeps the Stores it names (restarts)
 
     def receive_session(self, session: FrameSession, active: bool, now: float) -> None:
         """BOS (``active``) / EOS of a joined session."""
@@ -1458,6 +1465,7 @@ class StoreCore:
             created=src.created, flight_size_bytes=src.flight_size_bytes,
             otid=make_otid(src.reply_to[0], src.reply_to[1], src.transport_idx),
             context_instance=src.ctxinst, lead_sqn=repo.lead_sqn,
+            proxy=self.proxy.tracked(src.reg_id), proxy_sri=self.proxy.sri_bytes(src.reg_id),
             receivers=[
                 ReceiverState(
                     reg_id=r.reg_id, session_id=r.session_id, high_ack_sqn=r.high_ack_sqn,
@@ -1674,6 +1682,8 @@ class StoreCore:
                 pass
             self._io.extend(repo.take_io())
         self._add_source(src, now)
+        if state.proxy:
+            self.proxy.restored(src.reg_id, src.topic, _ident(src), state.proxy_sri, now)
         self._event(
             SourceRecreated(
                 _INFO,
@@ -2018,6 +2028,11 @@ def _behind(lead: int, acks: list[int]) -> int | None:
         return None
     gap = max(d if (d := (lead - a) & _M) < _HALF else 0 for a in acks)
     return (lead - gap) & _M
+
+
+def _ident(src: SourceEntry) -> SourceIdent:
+    """How the Stores of ``src`` name it to each other (proxy election, algorithm 2)."""
+    return SourceIdent(src.reply_to, src.transport_idx, src.topic_idx, src.ctxinst)
 
 
 def _proxy_wanted(req: compose.SourceRegistration) -> bool:

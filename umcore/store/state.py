@@ -88,6 +88,8 @@ class SourceState:
     otid: bytes = b""  # 32 bytes
     context_instance: bytes = b""  # 8 bytes
     lead_sqn: int = NO_SQN  # the newest sqn seen (what a no-cache repository keeps)
+    proxy: bool = False  # asked for a proxy source (ume_proxy_source) and can have one
+    proxy_sri: bytes = b""  # its last SRI (LBMC control message): what a proxy would serve
     receivers: list[ReceiverState] = field(default_factory=list)
 
 
