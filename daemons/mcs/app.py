@@ -1,0 +1,293 @@
+"""MCS wired up: a monitoring receiver -> the collector core -> batches -> the writer thread.
+
+The order (umcore.daemon.lifecycle): the configuration, the connector (the database exists and
+has UM's tables; the Parquet directory is writable) and the receiver's UM configuration are all
+checked before anything starts (``__main__``); then the monitoring context joins the statistics
+topic, the metrics and status pages start, the pid file is written.  At stop (SIGINT/SIGTERM)
+the receiver closes first, what was received is handed to the writer, the writer finishes and
+closes the connector (UM: "SIGINT = clean shutdown, outstanding IO finished"), then the pid
+file goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from typing import Any
+
+from daemons.mcs.connectors import (
+    Connector,
+    ParquetConnector,
+    SqliteConnector,
+    Writer,
+)
+from umcore import __version__ as pyum_version
+from umcore.config.mcs import McsConfig
+from umcore.daemon.lifecycle import StopSignals
+from umcore.daemon.logroll import RollingFileHandler
+from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
+from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
+from umcore.daemon.pidfile import PidFile
+from umcore.daemon.web import Block, Heading, Para, Table, WebPages
+from umcore.errors import ConfigError
+from umcore.monitor.collector import Collector
+from umcore.monitor.modopts import MONITOR_CONTEXT_NAME, TransportOpts, monitoring_attributes
+
+__all__ = [
+    "BATCH",
+    "FLUSH_INTERVAL",
+    "configure_logging",
+    "make_connector",
+    "receiver_attributes",
+    "serve",
+]
+
+log = logging.getLogger("MCS")
+
+# Records handed to the writer at once at most, and how often what was received is handed over:
+# a transaction per quarter second keeps SQLite's per-commit cost small against the rows.
+BATCH = 5000
+FLUSH_INTERVAL = 0.25
+
+
+def configure_logging(config: McsConfig, *, level: int = logging.INFO) -> LogSetup:
+    """``<daemon><log>``: console (stdout) or a rolling file.  OSError if it cannot be opened."""
+    handler: logging.Handler
+    lg = config.log
+    if lg.type == "file" and lg.file:
+        handler = RollingFileHandler(
+            lg.file, size_mb=lg.size, frequency=lg.frequency, max_history=lg.max_history,
+            compression=lg.compression,
+        )  # fmt: skip
+        path: str | None = lg.file
+    else:
+        handler = logging.StreamHandler(sys.stdout)
+        path = None
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return LogSetup(handler, path)
+
+
+def make_connector(config: McsConfig) -> Connector:
+    """The configured connector, opened; ConfigError (naming the properties file) when its
+    database or directory is missing or unusable."""
+    source = config.properties_file or f"{config.source}: <connector>"
+    if config.connector == "parquet":
+        if not config.parquet_directory:
+            raise ConfigError(
+                "the parquet connector needs parquet_directory in <properties-file>",
+                source=source, what="parquet_directory",
+            )  # fmt: skip
+        return ParquetConnector(config.parquet_directory, source=source)
+    if not config.database:
+        raise ConfigError(
+            "the sqlite connector needs sqlite_database_path in <properties-file>",
+            source=source, what="sqlite_database_path",
+        )  # fmt: skip
+    return SqliteConnector(config.database, source=source)
+
+
+def receiver_attributes(config: McsConfig) -> dict[str, Any]:
+    """The monitoring context's attribute objects (``<config-file>`` applied); ConfigError
+    naming the file and line of a bad setting."""
+    opts = TransportOpts(
+        config=config.config_file, topic=config.topic, wctopic=config.wildcard_topic
+    )
+    return monitoring_attributes(opts)
+
+
+def _status_pages(
+    config: McsConfig, collector: Collector, writer: Writer, where: str, monotonic: Any
+) -> WebPages:
+    pages = WebPages(
+        monotonic=monotonic, label="status page", title="pyum MCS", daemon="MCS",
+        log=log,
+    )  # fmt: skip
+
+    def data() -> dict[str, Any]:
+        return {
+            "receiving": where,
+            "connector": config.connector,
+            "destination": config.database or config.parquet_directory,
+            "received": dict(collector.counts),
+            "pending": collector.pending,
+            "written": dict(writer.written),
+            "queued_batches": writer.queued,
+            "dropped_by_writer": writer.dropped,
+            "failed": writer.failed,
+            "last_error": writer.last_error or collector.last_error,
+        }
+
+    def blocks(d: dict[str, Any]) -> list[Block]:
+        return [
+            Para(
+                f"Receiving {d['receiving']}; writing to the {d['connector']} connector "
+                f"({d['destination']})."
+            ),
+            Heading("Messages"),
+            Table(["counter", "value"], sorted(d["received"].items())),
+            Heading("Written"),
+            Table(["kind", "rows"], sorted(d["written"].items())),
+            Table(
+                ["pending", "queued batches", "dropped by the writer", "failed"],
+                [[d["pending"], d["queued_batches"], d["dropped_by_writer"], d["failed"]]],
+            ),
+            Para(f"Last error: {d['last_error'] or 'none'}"),
+        ]
+
+    pages.add_page("/", title="MCS", data=data, render=blocks, refresh_s=5)
+    return pages
+
+
+def _registry(collector: Collector, writer: Writer) -> Any:
+    def counter(name: str) -> Any:
+        return lambda: collector.counts[name]
+
+    def written(kind: str) -> Any:
+        return lambda: writer.written[kind]
+
+    return new_registry(
+        [
+            *(
+                MetricSpec(f"pyum_mcs_received_{k}", "counter", f"Statistics messages: {k}", counter(k))
+                for k in collector.counts
+            ),
+            *(
+                MetricSpec(f"pyum_mcs_written_{k}", "counter", f"Rows written: {k}", written(k))
+                for k in writer.written
+            ),
+            MetricSpec("pyum_mcs_pending", "gauge", "Records waiting for the writer", lambda: collector.pending),
+            MetricSpec("pyum_mcs_writer_queued_batches", "gauge", "Batches queued for the writer thread", lambda: writer.queued),
+            MetricSpec("pyum_mcs_writer_dropped", "counter", "Records dropped: the writer's queue was full", lambda: writer.dropped),
+            MetricSpec("pyum_mcs_write_failed", "counter", "Records the connector failed to write", lambda: writer.failed),
+        ]
+    )  # fmt: skip
+
+
+async def serve(
+    config: McsConfig,
+    connector: Connector,
+    *,
+    attributes: dict[str, Any] | None = None,
+    log_setup: LogSetup | None = None,
+    metrics: tuple[str, int] | None = None,
+    web_monitor: tuple[str, int] | None = None,
+    verbose: bool = False,
+    stopping: asyncio.Event | None = None,
+) -> int:
+    """Collect until SIGTERM/SIGINT (or ``stopping``); returns the exit status."""
+    from umcore.api import Context
+    from umcore.api import message as m
+
+    loop = asyncio.get_running_loop()
+    signals: StopSignals | None = None
+    if stopping is None:
+        signals = StopSignals(loop, on_reload=log_setup.reopen if log_setup else None)
+        signals.install()
+        stopping = signals.stopping
+    log.info("pyum MCS %s (Monitoring Collector Service) starting", pyum_version)
+    attrs = attributes if attributes is not None else receiver_attributes(config)
+    collector = Collector()
+    writer = Writer(connector)
+
+    def flush() -> None:
+        while batch := collector.take_batch(BATCH):
+            writer.submit(batch)
+
+    def on_message(msg: m.Message) -> None:
+        if msg.type != m.MSG_DATA:
+            if msg.type in (m.MSG_BOS, m.MSG_EOS):
+                log.info("[%s] %s", msg.source, msg.type_name)
+            return
+        bad = collector.counts["bad"]
+        rec = collector.receive(msg.data, msg.source, time.time())
+        if rec is not None:
+            if verbose:
+                log.info("%s message from %r (%s) at %s", rec.kind, rec.application_id,
+                         rec.sender, msg.source)  # fmt: skip
+            if collector.pending >= BATCH:
+                flush()
+        elif collector.counts["bad"] != bad and (
+            verbose or collector.counts["bad"] == bad + 1 == 1
+        ):
+            log.warning("bad statistics message %s (counted; the first is logged)",
+                        collector.last_error)  # fmt: skip
+
+    where = (
+        f"topics matching {config.wildcard_topic!r}"
+        if config.wildcard_topic
+        else f"topic {config.topic!r}"
+    )
+    metrics_server: MetricsServer | None = None
+    status: WebPages | None = None
+    pid: PidFile | None = None
+    ticker: asyncio.Task[None] | None = None
+    ctx = await Context.create(attrs["context"], name=MONITOR_CONTEXT_NAME)
+    receiver: Any = None
+    try:
+        if config.wildcard_topic:
+            receiver = await ctx.create_wildcard_receiver(
+                config.wildcard_topic, on_message, attributes=attrs["wildcard_receiver"]
+            )
+        else:
+            receiver = await ctx.create_receiver(
+                config.topic, on_message, attributes=attrs["receiver"]
+            )
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(FLUSH_INTERVAL)
+                flush()
+
+        ticker = asyncio.create_task(tick(), name="MCS flush")
+        if metrics is not None:
+            metrics_server = MetricsServer(_registry(collector, writer))
+            mhost, mport = await metrics_server.start(*metrics)
+            log.info("metrics on http://%s:%d/metrics", mhost, mport)
+        if web_monitor is not None:
+            status = _status_pages(config, collector, writer, where, loop.time)
+            try:
+                await status.start(*web_monitor)
+            except OSError as exc:
+                log.error("status page not started on %s:%d: %s", *web_monitor, exc)
+                status = None
+        dest = config.database or config.parquet_directory
+        log.info("collecting %s into the %s connector (%s)", where, config.connector, dest)
+        if config.pid_file:
+            pid = PidFile(config.pid_file)
+            pid.write()
+        await stopping.wait()
+        log.info("Shutdown requested")
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        if receiver is not None:
+            await receiver.close()
+        await ctx.close()
+        flush()
+        await asyncio.to_thread(writer.close)
+        if metrics_server is not None:
+            await metrics_server.close()
+        if status is not None:
+            await status.close()
+        if pid is not None:
+            pid.remove()
+        if signals is not None:
+            signals.uninstall()
+        c = collector.counts
+        log.info(
+            "stopped: received %d (ums %d, ump %d, dro %d, srs %d; control %d, other formats %d, "
+            "bad %d, dropped %d); written %d, dropped by the writer %d, failed %d",
+            c["received"], c["ums"], c["ump"], c["dro"], c["srs"], c["control"], c["raw"],
+            c["bad"], c["dropped"], sum(writer.written.values()), writer.dropped, writer.failed,
+        )  # fmt: skip
+    return 0

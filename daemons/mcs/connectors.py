@@ -1,0 +1,312 @@
+"""MCS connectors: where collected statistics go (SQLite as UM's MCS, Parquet as pyum adds).
+
+Theory of operation
+-------------------
+A connector takes batches of :class:`~umcore.monitor.collector.Record` on the writer thread
+(:class:`Writer`), never on the event loop: a slow disk delays the writer, never the receiver.
+
+- :class:`SqliteConnector` -- UM's storage contract (dro-monitoring-config.md B5): a database
+  that exists before MCS starts, with UM's four tables ``umsmonmsg``, ``umpmonmsg``,
+  ``dromonmsg`` and ``srsmonmsg``, one column ``message`` holding one message as protobuf's
+  canonical JSON per row.  ``MCS --init-db PATH`` creates it with UM's ``ummon_db.sql``
+  statements (:data:`UM_SCHEMA`).  One transaction per batch.
+- :class:`ParquetConnector` (pyum) -- the analytics format: files under
+  ``DIR/kind=K/date=YYYY-MM-DD/`` (Hive partitioning, which Spark and pyarrow read as columns),
+  each row the flat key columns, the message as a nested struct typed from the ``.proto``
+  descriptors, and the raw protobuf bytes.  A file is written as ``*.parquet.inprogress`` and
+  renamed when closed -- after :data:`ROLL_ROWS` rows or :data:`ROLL_SECONDS`, and at stop -- so
+  a reader never sees half a file.
+
+:class:`Writer` owns the thread and a bounded queue of batches (:data:`MAX_QUEUED_BATCHES`); a
+batch that does not fit is counted as dropped.  A batch the connector fails to write is logged
+(one line per failure kind, the reason) and counted; the next batch is tried afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from umcore.errors import ConfigError
+from umcore.monitor.collector import KEY_COLUMNS, Record, arrow_type, message_row
+from umcore.monitor.pb import dro_mon_pb2, srs_mon_pb2, ump_mon_pb2, ums_mon_pb2
+
+__all__ = [
+    "MAX_QUEUED_BATCHES",
+    "ROLL_ROWS",
+    "ROLL_SECONDS",
+    "TABLES",
+    "UM_SCHEMA",
+    "Connector",
+    "ParquetConnector",
+    "SqliteConnector",
+    "Writer",
+    "init_db",
+]
+
+log = logging.getLogger("MCS")
+
+# UM's tables, by kind.
+TABLES = {"ums": "umsmonmsg", "ump": "umpmonmsg", "dro": "dromonmsg", "srs": "srsmonmsg"}
+# UM's MCS/bin/ummon_db.sql, the statements the database is created with.
+UM_SCHEMA = (
+    "PRAGMA foreign_keys=OFF;\n"
+    "BEGIN TRANSACTION;\n"
+    + "".join(f"CREATE TABLE {t}(message json);\n" for t in TABLES.values())
+    + "COMMIT;\n"
+)
+# Batches waiting for the writer thread: with the daemon's batch size, tens of seconds of a busy
+# network's statistics; beyond that the disk is not keeping up and the newest batches go.
+MAX_QUEUED_BATCHES = 64
+# A Parquet file is closed (and becomes visible) after this many rows or seconds.
+ROLL_ROWS = 100_000
+ROLL_SECONDS = 60.0
+# Seconds SQLite waits for a lock another process holds (a report reading the database).
+SQLITE_BUSY_TIMEOUT = 10.0
+
+_CLASSES = {
+    "ums": ums_mon_pb2.UMSMonMsg,
+    "ump": ump_mon_pb2.UMPMonMsg,
+    "dro": dro_mon_pb2.DROMonMsg,
+    "srs": srs_mon_pb2.SRSMonMsg,
+}
+
+
+class Connector:
+    """What a connector does (on the writer thread)."""
+
+    name = "connector"
+
+    def write(self, batch: Sequence[Record]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish what is written (at stop)."""
+
+
+def init_db(path: str) -> None:
+    """``MCS --init-db``: create UM's database at ``path`` (the tables it lacks, when it
+    exists already).  OSError / sqlite3.Error when it cannot."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            for table in TABLES.values():
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table}(message json)")
+    finally:
+        conn.close()
+
+
+class SqliteConnector(Connector):
+    """UM's SQLite storage (module docstring)."""
+
+    name = "sqlite"
+
+    def __init__(self, path: str, *, source: str = "sqlite_database_path") -> None:
+        if not Path(path).is_file():
+            raise ConfigError(
+                f"the database {path} does not exist (UM's MCS needs it created first: "
+                f"MCS --init-db {path})",
+                source=source,
+            )
+        try:
+            self.conn = sqlite3.connect(
+                path, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None
+            )
+            have = {
+                r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"{path} is not a usable SQLite database: {exc}", source=source
+            ) from None
+        missing = [t for t in TABLES.values() if t not in have]
+        if missing:
+            self.conn.close()
+            raise ConfigError(
+                f"{path} lacks the table(s) {', '.join(missing)} (create them with MCS --init-db {path})",
+                source=source,
+            )
+        self.path = path
+
+    def write(self, batch: Sequence[Record]) -> None:
+        by_table: dict[str, list[tuple[str]]] = {}
+        for r in batch:
+            by_table.setdefault(TABLES[r.kind], []).append((r.json,))
+        cur = self.conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            for table, rows in by_table.items():
+                cur.executemany(f"INSERT INTO {table}(message) VALUES (?)", rows)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _OpenFile:
+    __slots__ = ("final", "opened", "path", "rows", "writer")
+
+    def __init__(self, writer: Any, path: Path, final: Path, opened: float) -> None:
+        self.writer = writer
+        self.path = path
+        self.final = final
+        self.rows = 0
+        self.opened = opened
+
+
+class ParquetConnector(Connector):
+    """Parquet files partitioned by kind and date (module docstring).  Needs pyarrow."""
+
+    name = "parquet"
+
+    def __init__(self, directory: str, *, source: str = "parquet_directory") -> None:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ConfigError(
+                "the parquet connector needs pyarrow (pip install 'pyum[parquet]')", source=source
+            ) from None
+        self.pa, self.pq = pa, pq
+        self.dir = Path(directory)
+        if not self.dir.is_dir() or not os.access(self.dir, os.W_OK):
+            raise ConfigError(f"{directory} is not a writable directory", source=source)
+        self.schemas = {kind: self._schema(cls) for kind, cls in _CLASSES.items()}
+        self.open: dict[tuple[str, str], _OpenFile] = {}
+        self.seq = 0
+        self.files_closed = 0
+
+    def _schema(self, cls: Any) -> Any:
+        pa = self.pa
+        return pa.schema(
+            [
+                pa.field("time", pa.timestamp("ms", tz="UTC")),
+                pa.field("application_id", pa.string()),
+                pa.field("sender", pa.string()),
+                pa.field("process_id", pa.uint64()),
+                pa.field("object_id", pa.uint64()),
+                pa.field("context_instance", pa.string()),
+                pa.field("domain_id", pa.uint32()),
+                pa.field("source", pa.string()),
+                pa.field("message", arrow_type(cls.DESCRIPTOR)),
+                pa.field("raw", pa.binary()),
+            ]
+        )
+
+    def write(self, batch: Sequence[Record]) -> None:
+        groups: dict[tuple[str, str], list[Record]] = {}
+        for r in batch:
+            groups.setdefault((r.kind, r.date), []).append(r)
+        now = time.monotonic()
+        for key, recs in groups.items():
+            kind, _ = key
+            cols: dict[str, list[Any]] = {c: [] for c in KEY_COLUMNS}
+            cols["message"] = []
+            cols["raw"] = []
+            for r in recs:
+                for c, v in zip(KEY_COLUMNS, r.keys(), strict=True):
+                    cols[c].append(v)
+                cols["message"].append(message_row(r.message))
+                cols["raw"].append(r.raw)
+            cols["time"] = [int(t * 1000) for t in cols["time"]]
+            table = self.pa.Table.from_pydict(cols, schema=self.schemas[kind])
+            f = self._file(key, now)
+            f.writer.write_table(table)
+            f.rows += len(recs)
+            if f.rows >= ROLL_ROWS:
+                self._close(key)
+        for key in [k for k, f in self.open.items() if now - f.opened >= ROLL_SECONDS]:
+            self._close(key)
+
+    def _file(self, key: tuple[str, str], now: float) -> _OpenFile:
+        f = self.open.get(key)
+        if f is None:
+            kind, date = key
+            part = self.dir / f"kind={kind}" / f"date={date}"
+            part.mkdir(parents=True, exist_ok=True)
+            self.seq += 1
+            name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{self.seq}.parquet"
+            path = part / (name + ".inprogress")
+            writer = self.pq.ParquetWriter(str(path), self.schemas[kind])
+            f = self.open[key] = _OpenFile(writer, path, part / name, now)
+        return f
+
+    def _close(self, key: tuple[str, str]) -> None:
+        f = self.open.pop(key)
+        f.writer.close()
+        os.replace(f.path, f.final)
+        self.files_closed += 1
+
+    def close(self) -> None:
+        for key in list(self.open):
+            self._close(key)
+
+
+class Writer:
+    """The writer thread: batches in a bounded queue, written by one connector (module
+    docstring).  Counters are read by the event loop (plain ints, written by one thread)."""
+
+    _STOP: Any = object()
+
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._queue: queue.Queue[Any] = queue.Queue(MAX_QUEUED_BATCHES)
+        self.written: dict[str, int] = dict.fromkeys(TABLES, 0)
+        self.batches = 0
+        self.dropped = 0
+        self.failed = 0
+        self.last_error = ""
+        self._thread = threading.Thread(target=self._run, name="mcs-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: list[Record]) -> bool:
+        """Queue ``batch`` for writing; False (counted in ``dropped``) when the queue is full."""
+        try:
+            self._queue.put_nowait(batch)
+        except queue.Full:
+            self.dropped += len(batch)
+            return False
+        return True
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is self._STOP:
+                break
+            try:
+                self.connector.write(batch)
+            except Exception as exc:  # a full disk, a locked database: the next batch retries
+                self.failed += len(batch)
+                reason = f"{type(exc).__name__}: {exc}"
+                if reason != self.last_error:
+                    log.error("%s connector: a batch of %d not written: %s",
+                              self.connector.name, len(batch), reason)  # fmt: skip
+                self.last_error = reason
+                continue
+            self.batches += 1
+            for r in batch:
+                self.written[r.kind] += 1
+        try:
+            self.connector.close()
+        except Exception as exc:
+            log.error("%s connector: closing failed: %s", self.connector.name, exc)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is queued, close the connector, end the thread (blocks: call it from a
+        thread, e.g. ``asyncio.to_thread``)."""
+        self._queue.put(self._STOP)
+        self._thread.join(timeout)
+
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()

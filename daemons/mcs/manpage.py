@@ -1,0 +1,49 @@
+"""The text ``MCS --help`` prints: UM's MCS man page, in our words."""
+
+MCS = """\
+MCS - Monitoring Collector Service: statistics from the monitoring topic into a database (pyum)
+
+Usage: MCS [options] configfile
+       MCS --init-db PATH
+
+Subscribes to UM's statistics topic (/29west/statistics unless the configuration says
+otherwise) and writes every statistics message -- UM library statistics (contexts, sources,
+receivers, event queues), Store, DRO and SRS daemon statistics -- to a connector:
+
+  sqlite   (the default, as UM's) one row per message in the tables umsmonmsg, umpmonmsg,
+           dromonmsg and srsmonmsg, the message as protobuf's canonical JSON.  The database
+           must exist: create it with MCS --init-db PATH (UM's ummon_db.sql).
+  parquet  (pyum) files under DIR/kind=K/date=YYYY-MM-DD/, the key columns flat, the message
+           as a nested structure and its protobuf bytes; needs pyarrow (pip install
+           'pyum[parquet]').  A file appears when it is closed: every 60 s or 100,000 rows.
+
+Control messages, other format modules' payloads and messages that do not parse are counted,
+not stored (the first bad one is logged; -V logs each).
+
+Options:
+  -h, --help            print this text, then exit
+  -p, --property-keys   print the connector property keys, then exit
+  -v, --validate        check configfile (and its properties file) and exit: 0 valid, 1 not
+  -V, --verbose         log every message collected
+  -x, --xsd             print the XSD configuration files are checked against, then exit
+  --init-db PATH        (pyum) create the SQLite database UM's MCS expects, then exit
+  --metrics=HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics (pyum)
+  --web-monitor=HOST:PORT
+                        (pyum) a status page: counts per kind, the writer's queue, errors
+
+configfile: root <um-mcs version="1.0"> with
+  <daemon><log type="console|file" frequency size max-history compression>FILE</log>
+          <pid-file>FILE</pid-file></daemon>
+  <connector><type>sqlite|parquet</type><properties-file>FILE</properties-file></connector>
+  <receiver-transport-opts><topic>T</topic> or <wildcard-topic>PCRE</wildcard-topic>
+          <config-file>UM flat configuration for the monitoring receiver</config-file>
+  </receiver-transport-opts>
+The properties file (Java properties): sqlite_database_path=PATH, or parquet_directory=DIR.
+Relative paths are relative to the file that names them.  UM's hdfs connector is not in pyum.
+
+Writing happens on a thread of its own, in transactions of up to 5,000 messages every quarter
+second; when the disk falls behind, batches beyond 64 queued are dropped and counted.
+
+Exit status: 0 after SIGINT/SIGTERM (what was received is written first), 1 for a bad
+configuration or connector (one line: file, line, element, what), 2 for a bad command line.
+"""
