@@ -27,6 +27,7 @@ from umcore.engine import message as m
 from umcore.persist import events as ev
 
 __all__ = [
+    "MONITOR_TOPIC",
     "TCP_LINES",
     "TOPIC",
     "WAIT",
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 TOPIC = "persisted"
+MONITOR_TOPIC = "pyum.persist.monitor"  # the Stores' <daemon-monitor topic>
 WAIT = 30.0  # cold Store subprocesses on a busy 2-core machine
 TCP_LINES = (
     "context transport_tcp_port_low 0\n"
@@ -88,11 +90,16 @@ TOPIC_XML = """        <topic pattern={pattern} type="direct">
         </topic>"""
 
 MONITOR_XML = """
-    <daemon-monitor topic="pyum.persist.monitor">
+    <daemon-monitor topic="{topic}">
       <lbm-config>{dir}/store.cfg</lbm-config>
       <remote-snapshot-request allow="1"/>
-      <remote-config-changes-request allow="1"/>
+      <remote-config-changes-request allow="1"/>{publish}
     </daemon-monitor>"""
+# UMP statistics events published every second (the ``store`` group's ticks carry them).
+PUBLISH_XML = """
+      <publishing-interval>
+        <group name="store" ivl="1"/>
+      </publishing-interval>"""
 
 
 def _options(opts: Mapping[str, str], indent: int) -> str:
@@ -162,13 +169,16 @@ class Topology:
         metrics: bool = False,
         control: bool = False,
         web: bool = False,
+        publish: bool = False,
         start: bool = True,
     ) -> Store:
         """A Store ``storeN`` on a free port.  ``topics``: pattern -> topic options (default:
         :data:`TOPIC` alone); ``repository-type`` is ``kind`` unless a topic's options say
         otherwise, and :data:`TOPIC_DEFAULTS` apply.  ``context_name`` defaults to the Store's
         name.  ``control``: a <daemon-monitor> taking daemon control requests.  ``web``: a
-        ``<web-monitor>`` on an ephemeral loopback port (its address in :attr:`Store.web`)."""
+        ``<web-monitor>`` on an ephemeral loopback port (its address in :attr:`Store.web`).
+        ``publish``: with ``control``, UMP events published every second on
+        :data:`MONITOR_TOPIC`."""
         name = f"store{len(self.stores)}"
         d = self.tmp / name
         for sub in ("cache", "state"):
@@ -198,7 +208,14 @@ class Topology:
                 port=st.port,
                 store_options=_options(sopts, 8),
                 topics="\n".join(topic_xml),
-                monitor=(MONITOR_XML.format(dir=d) if control else "") + (WEB_XML if web else ""),
+                monitor=(
+                    MONITOR_XML.format(
+                        dir=d, topic=MONITOR_TOPIC, publish=PUBLISH_XML if publish else ""
+                    )
+                    if control
+                    else ""
+                )
+                + (WEB_XML if web else ""),
             )
         )
         self.stores.append(st)

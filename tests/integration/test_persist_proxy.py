@@ -5,14 +5,22 @@ timeout 1.5 s, proxy-election-interval 1 s, state kept 10 min); a source with
 ``ume_proxy_source 1`` and a Session ID sends 0..9 and exits without deregistering.  After the
 activity timeout and the election wait, exactly one Store runs a proxy (its log line); a new
 receiver gets the proxy's SRI, registers with the Stores and recovers 0..9; the real source
-restarting with its Session ID deletes the proxy (PROXY_SRC_REREGISTERED).
+restarting with its Session ID deletes the proxy on every Store, PROXY_SOURCE_DELETED with
+reason PROXY_SRC_REREGISTERED in the Stores' UMP events.
+
+Election algorithm 2 (``proxy-source-repo-quorum-required 1``): with one of the three Stores
+killed a proxy still appears (2 of 3 take part) and a new receiver recovers through it; the
+Store running it killed too, the last one re-elects but finds no quorum ("no quorum", no
+proxy).  Re-election: with all three alive, the Store running the proxy is killed; after its
+announcements stop (umcore.store.proxy.silence_bound) another Store's proxy takes over and a
+new receiver still recovers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +28,7 @@ import pytest
 from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import (
+    MONITOR_TOPIC,
     TOPIC,
     WAIT,
     Received,
@@ -32,6 +41,8 @@ from tests.integration.persistkit import (
 )
 from umcore.api import Context
 from umcore.engine import message as m
+from umcore.monitor.framing import LBMMonError, decode_packet
+from umcore.monitor.pb import ump_mon_pb2
 from umcore.persist import events as ev
 
 pytestmark = pytest.mark.usefixtures("reset_configuration")
@@ -46,12 +57,44 @@ TIMERS = {
 }
 CREATED = re.compile(r"proxy source for topic '[^']+' \(source RegID (\d+)\) created")
 DELETED = re.compile(r"proxy source for topic '[^']+' \(source RegID (\d+)\) deleted: (\w+)")
+SRI_KEPT = re.compile(r"SRI naming 3 Store\(s\) kept for a proxy source")
+FOLLOWING = re.compile(r"proxy source for topic .* runs at Store [\d.]+:\d+: following it")
+NO_QUORUM = re.compile(r"proxy source for topic .* no quorum, no proxy")
+REELECT = re.compile(r"proxy source for topic .* silent for [\d.]+ s: electing again")
+QUORUM = {"allow-proxy-source": "1", "proxy-source-repo-quorum-required": "1"}
+_EV = ump_mon_pb2.UMPMonMsg.Events
 
 
 @pytest.fixture
 async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
     async with topology(tmp_path, lbmrd) as t:
         yield t
+
+
+class MonitorEvents:
+    """The Stores' UMP events (``UMPMonMsg.events`` on :data:`MONITOR_TOPIC`): (store name,
+    event type, deletion reason), in arrival order."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, int, int]] = []
+
+    def __call__(self, msg: m.Message) -> None:
+        if msg.type != m.MSG_DATA:
+            return
+        try:
+            ump = ump_mon_pb2.UMPMonMsg.FromString(bytes(decode_packet(msg.data).data))
+        except (LBMMonError, ValueError):
+            return
+        name = ump.attributes.application_id
+        for e in ump.events.events:
+            self.got.append((name, e.event_type, e.deletion_reason_code))
+
+    def count(self, store: Store, kind: int, reason: int | None = None) -> int:
+        return sum(
+            1
+            for name, k, r in self.got
+            if name == store.name and k == kind and (reason is None or r == reason)
+        )
 
 
 def running(st: Store) -> int:
@@ -62,51 +105,154 @@ def running(st: Store) -> int:
     return made - gone
 
 
-async def test_check27_proxy_source_elected_serves_recovery_and_yields(topo: Topology) -> None:
-    stores = [
-        await topo.add_store(
-            "memory", topics={TOPIC: TIMERS}, store_options={"allow-proxy-source": "1"}
-        )
-        for _ in range(3)
-    ]
-    attrs = source_attrs(stores, ume_proxy_source="1", ume_session_id="0x2701")
+async def sent_and_gone(stores: list[Store], attrs: dict[str, str]) -> None:
+    """A proxied source sends 0..9, sees them stable and exits without deregistering (a crash
+    as the Stores see it)."""
     async with await Context.create() as sctx:
         events = SourceEvents()
         src = await sctx.create_source(TOPIC, attributes=attrs, on_event=events)
         await asyncio.wait_for(src.wait_registered(), WAIT)
         await send_all(src, [b"m%d" % i for i in range(10)])
         await until(lambda: events.stable() >= set(range(10)), "0..9 stable", timeout=WAIT)
-        await src.close()  # a crash as the Stores see it: no deregistration
+        await sri_kept(stores)
+        await src.close()
 
-    await until(lambda: any(running(s) for s in stores), "a proxy elected", timeout=WAIT)
+
+async def sri_kept(stores: list[Store]) -> None:
+    """Every Store holds the source's SRI (what it needs to take part in the election)."""
+    await watch(
+        stores,
+        lambda: all(any(SRI_KEPT.search(line) for line in s.lines()) for s in stores),
+        "the SRI at every Store",
+    )
+
+
+async def recovers(what: str) -> None:
+    """A new receiver gets a proxy's SRI, registers and recovers 0..9."""
     async with await Context.create() as rctx:
         got = Received()
         rcv = await rctx.create_receiver(TOPIC, got)
-        await until(lambda: got.sqns() == list(range(10)), "0..9 recovered", timeout=WAIT)
+        await until(lambda: got.sqns() == list(range(10)), f"0..9 recovered {what}", timeout=WAIT)
         assert all(x.flags & m.MSG_FLAG_RETRANSMIT for x in got.data())
         assert [x.data for x in got.data()] == [b"m%d" % i for i in range(10)]
         assert got.of(ev.MSG_UME_REGISTRATION_COMPLETE_EX)
         await rcv.close()
-    # exactly one survives the election (a collision's loser has withdrawn by now: the proxies
-    # announce their token every half interval and the receiver needed longer than that)
-    await until(
-        lambda: (
-            [running(s) for s in stores].count(1) == 1 and all(running(s) in (0, 1) for s in stores)
-        ),
-        "exactly one proxy",
-        timeout=WAIT,
-    )
-    (owner,) = [s for s in stores if running(s) == 1]
 
+
+async def watch(stores: list[Store], pred: Callable[[], object], what: str) -> None:
+    """:func:`until` ``pred``; on a timeout the Stores' logs are printed (captured output)."""
+    try:
+        await until(pred, what, timeout=WAIT)
+    except AssertionError:
+        for s in stores:
+            print(f"===== {s.name} (last 60 lines)", *s.lines()[-60:], sep="\n")
+        raise
+
+
+def one_running(stores: list[Store]) -> bool:
+    counts = [running(s) for s in stores]
+    return counts.count(1) == 1 and all(c in (0, 1) for c in counts)
+
+
+async def test_check27_proxy_source_elected_serves_recovery_and_yields(topo: Topology) -> None:
+    stores = [
+        await topo.add_store(
+            "memory", topics={TOPIC: TIMERS}, store_options={"allow-proxy-source": "1"},
+            control=True, publish=True,
+        )
+        for _ in range(3)
+    ]  # fmt: skip
+    attrs = source_attrs(stores, ume_proxy_source="1", ume_session_id="0x2701")
+    async with await Context.create() as mctx:
+        mon = MonitorEvents()
+        await mctx.create_receiver(MONITOR_TOPIC, mon)
+        await sent_and_gone(stores, attrs)
+
+        await watch(stores, lambda: any(running(s) for s in stores), "a proxy elected")
+        await recovers("through the proxy")
+        # exactly one survives the election (a collision's loser has withdrawn by now: the
+        # proxies announce their token every half interval and the receiver needed longer)
+        await until(lambda: one_running(stores), "exactly one proxy", timeout=WAIT)
+        (owner,) = [s for s in stores if running(s) == 1]
+
+        async with await Context.create() as sctx:
+            events = SourceEvents()
+            src = await sctx.create_source(TOPIC, attributes=attrs, on_event=events)
+            await asyncio.wait_for(src.wait_registered(), WAIT)
+            assert owner.proc is not None
+            await owner.proc.wait_for_line(DELETED, WAIT)
+            assert any(
+                (mt := DELETED.search(line)) and mt.group(2) == "PROXY_SRC_REREGISTERED"
+                for line in owner.lines()
+            )
+            assert all(running(s) == 0 for s in stores)
+            # the UMP events: the owner's proxy went with reason PROXY_SRC_REREGISTERED, and
+            # every Store deleted each proxy it created (a collision's loser: DELETED)
+            await until(
+                lambda: mon.count(
+                    owner, _EV.PROXY_SOURCE_DELETED_EVENT, _EV.PROXY_SRC_REREGISTERED
+                ) == 1 and all(
+                    mon.count(s, _EV.PROXY_SOURCE_CREATED_EVENT)
+                    == mon.count(s, _EV.PROXY_SOURCE_DELETED_EVENT)
+                    for s in stores
+                ),
+                "PROXY_SOURCE_DELETED (PROXY_SRC_REREGISTERED) in the UMP events",
+                timeout=WAIT,
+            )  # fmt: skip
+            assert mon.count(owner, _EV.PROXY_SOURCE_CREATED_EVENT) == 1
+            await src.close()
+
+
+@pytest.mark.slow
+async def test_algorithm2_quorum_with_one_store_killed_then_none_with_two(
+    topo: Topology,
+) -> None:
+    stores = [
+        await topo.add_store("memory", topics={TOPIC: TIMERS}, store_options=QUORUM)
+        for _ in range(3)
+    ]
+    attrs = source_attrs(stores, ume_proxy_source="1", ume_session_id="0x2702")
     async with await Context.create() as sctx:
         events = SourceEvents()
         src = await sctx.create_source(TOPIC, attributes=attrs, on_event=events)
         await asyncio.wait_for(src.wait_registered(), WAIT)
-        assert owner.proc is not None
-        await owner.proc.wait_for_line(DELETED, WAIT)
-        assert any(
-            (mt := DELETED.search(line)) and mt.group(2) == "PROXY_SRC_REREGISTERED"
-            for line in owner.lines()
-        )
-        assert all(running(s) == 0 for s in stores)
+        await send_all(src, [b"m%d" % i for i in range(10)])
+        await until(lambda: events.stable() >= set(range(10)), "0..9 stable", timeout=WAIT)
+        await sri_kept(stores)
+        await stores[2].kill()  # one of three gone before the source dies
         await src.close()
+    alive = stores[:2]
+    await watch(alive, lambda: any(running(s) for s in alive), "a proxy with 2 of 3")
+    await recovers("through the proxy, one Store dead")
+    await until(lambda: one_running(alive), "exactly one proxy", timeout=WAIT)
+    (owner,) = [s for s in alive if running(s) == 1]
+    (last,) = [s for s in alive if s is not owner]
+    await owner.kill()  # two of three gone: the last one re-elects and finds no quorum
+    assert last.proc is not None
+    await last.proc.wait_for_line(REELECT, WAIT)
+    await last.proc.wait_for_line(NO_QUORUM, WAIT)
+    assert running(last) == 0
+
+
+@pytest.mark.slow
+async def test_reelection_when_the_proxy_store_dies(topo: Topology) -> None:
+    stores = [
+        await topo.add_store("memory", topics={TOPIC: TIMERS}, store_options=QUORUM)
+        for _ in range(3)
+    ]
+    attrs = source_attrs(stores, ume_proxy_source="1", ume_session_id="0x2703")
+    await sent_and_gone(stores, attrs)
+    await until(lambda: one_running(stores), "exactly one proxy", timeout=WAIT)
+    (first,) = [s for s in stores if running(s) == 1]
+    others = [s for s in stores if s is not first]
+    # the election settled: the two others follow it (else a Store still waiting would simply
+    # win the first election once it is killed)
+    await until(
+        lambda: all(any(FOLLOWING.search(line) for line in s.lines()) for s in others),
+        "the other Stores following the proxy",
+        timeout=WAIT,
+    )
+    await first.kill()
+    await until(lambda: one_running(others), "another Store's proxy", timeout=WAIT)
+    assert any(REELECT.search(line) for s in others for line in s.lines())
+    await recovers("through the re-elected proxy")

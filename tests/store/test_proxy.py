@@ -11,6 +11,7 @@ from umcore.store import compose
 from umcore.store.events import DeletionReason, ProxySourceCreated, ProxySourceDeleted
 from umcore.store.proxy import (
     ProxyElection,
+    ProxyNote,
     ProxyStart,
     ProxyState,
     ProxyStop,
@@ -118,6 +119,8 @@ def test_waiting_store_stands_down_when_peer_proxy_seen() -> None:
     inactive_source(e)
     e.peer_proxy("t", 5, ("127.0.0.1", 15002), 1.0)
     assert e.state(101) is ProxyState.FOLLOWING and e.elections_lost == 1
+    (note,) = e.take_actions()
+    assert isinstance(note, ProxyNote) and "runs at Store 127.0.0.1:15002: following" in note.text
     e.peer_proxy("t", 5, ("127.0.0.1", 15002), 2.0)  # its announcements keep coming
     e.handle_timer(2.0 + silence_bound(2.0) - 0.01)
     assert e.take_actions() == [] and e.state(101) is ProxyState.FOLLOWING
@@ -138,7 +141,8 @@ def test_collision_lower_token_withdraws_exactly_one_survives() -> None:
     b.peer_proxy("t", ta.token, a.address, 6.0)
     assert sorted([len(a.running()), len(b.running())]) == [0, 1]
     loser = a if ta.token < tb.token else b
-    assert loser.take_actions() == [ProxyStop(101, "t", DeletionReason.DELETED)]
+    stop, note = loser.take_actions()
+    assert stop == ProxyStop(101, "t", DeletionReason.DELETED) and isinstance(note, ProxyNote)
     assert loser.state(101) is ProxyState.FOLLOWING  # it watches the winner's announcements
     # its own SRI echoed back is ignored
     winner = b if loser is a else a

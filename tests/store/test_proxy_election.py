@@ -173,6 +173,7 @@ def test_follower_reelects_when_followed_proxy_goes_silent() -> None:
     b.take_sends()
     b.peer_proxy("t", 99, ADDRS[0], 10.5, SRI)  # Store 0 runs the proxy
     assert b.state(REGS[1]) is ProxyState.FOLLOWING
+    assert [type(x) for x in b.take_actions()] == [ProxyNote]  # "following it"
     bound = silence_bound(INTERVAL)
     assert bound == 2 * 0.5 * INTERVAL + 0.5 * INTERVAL
     for k in range(1, 5):  # announcements every half interval
@@ -424,3 +425,21 @@ def test_restored_source_takes_part_with_its_kept_sri(tmp_path: Path) -> None:
         77,
         88,
     ]
+
+
+def test_core_asks_a_proxied_source_for_its_sri_when_its_session_begins(tmp_path: Path) -> None:
+    topics = [topic_config("t", source_activity_timeout=2000, source_state_lifetime=600000)]
+    rig = make_rig(tmp_path, topics, allow_proxy_source=1)
+    src = Source(rig, "t", session_id=0x5E56, proxy=True, activity_timeout_ms=2000)
+    assert src.register() is not None
+    rig.core.receive_session(src.session, True, rig.now)  # joined after its SRIs went out
+    rig.pump()
+    (req,) = rig.take(src.reply_to, compose.SriRequest)
+    assert (req.transport_idx, req.topic_idx) == (src.transport_idx, src.topic_idx)
+    sri = compose.Sri(1, 0, 9, (compose.SriStore(STORE_ADDR, 0, src.reg_id),), topic_idx=0)
+    rig.core.receive_frame(src.session, sri.encode(), rig.now)
+    rig.pump()
+    assert any("SRI naming 1 Store(s) kept" in e.text for e in rig.events)
+    rig.core.receive_session(src.session, True, rig.now)  # it has one now: no request
+    rig.pump()
+    assert rig.take(src.reply_to, compose.SriRequest) == []

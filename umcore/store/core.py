@@ -1167,10 +1167,23 @@ class StoreCore:
         src = self._source_of(session)
         if src is not None and self.proxy.receive_sri(src.reg_id, comp):
             self._dirty(src, now)  # the state file keeps the Stores it names (restarts)
+            self._note(
+                _INFO,
+                f"source RegID {src.reg_id} topic {src.topic!r}: SRI naming {len(comp.stores)} "
+                "Store(s) kept for a proxy source",
+            )
 
     def receive_session(self, session: FrameSession, active: bool, now: float) -> None:
         """BOS (``active``) / EOS of a joined session."""
         self._sessions.pop(session, None)
+        if active and self.proxy.enabled:
+            src = self._source_of(session)
+            if src is not None and self.proxy.needs_sri(src.reg_id):
+                # its SRIs may have gone out before this Store joined: ask for one (the source
+                # answers on its transport); a proxy needs it, and algorithm 2 the Stores it names
+                self._send(
+                    src.reply_to, compose.SriRequest(src.transport_idx, src.topic_idx).encode()
+                )
         word = "begins" if active else "ends"
         self._note(
             _INFO, f"transport session {session.source_string} {word} (topic {session.topic!r})"

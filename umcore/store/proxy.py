@@ -174,7 +174,8 @@ class ProxyStop:
 
 @dataclass(frozen=True, slots=True)
 class ProxyNote:
-    """A log line about the election of source ``reg_id`` (no quorum, re-election)."""
+    """A log line about the election of source ``reg_id`` (another Store's proxy followed, no
+    quorum, re-election)."""
 
     reg_id: int
     topic: str
@@ -434,6 +435,11 @@ class ProxyElection:
         t = self._by_reg.get(reg_id)
         return b"" if t is None or t.sri is None else t.sri.encode()
 
+    def needs_sri(self, reg_id: int) -> bool:
+        """The source is tracked but no SRI of it was seen yet."""
+        t = self._by_reg.get(reg_id)
+        return t is not None and t.sri is None
+
     def tracked(self, reg_id: int) -> bool:
         return reg_id in self._by_reg
 
@@ -536,6 +542,13 @@ class ProxyElection:
     def _follow(self, t: _Tracked) -> None:
         t.move(ProxyState.FOLLOWING)
         t.deadline = t.peer_seen + silence_bound(t.interval_s)
+        self._actions.append(
+            ProxyNote(
+                t.reg_id, t.topic,
+                f"proxy source for topic {t.topic!r} (source RegID {t.reg_id}) runs at Store "
+                f"{_fmt(t.peer)}: following it",
+            )
+        )  # fmt: skip
 
     def _start_wait(self, t: _Tracked, now: float) -> None:
         if t.state is not ProxyState.WAITING:
