@@ -256,3 +256,37 @@ async def test_reelection_when_the_proxy_store_dies(topo: Topology) -> None:
     await until(lambda: one_running(others), "another Store's proxy", timeout=WAIT)
     assert any(REELECT.search(line) for s in others for line in s.lines())
     await recovers("through the re-elected proxy")
+
+
+def state_keeps_sri(st: Store) -> bool:
+    """The Store's state file of the source holds its proxy request and SRI (JSON body after
+    the 24-byte header, umcore.store.state)."""
+    files = list((st.dir / "state").glob("*-state"))
+    return (
+        len(files) == 1
+        and b'"proxy":true' in (body := files[0].read_bytes()[24:])
+        and (b'"proxy_sri":""' not in body)
+    )
+
+
+@pytest.mark.slow
+async def test_stores_restarted_from_disk_elect_a_proxy(topo: Topology) -> None:
+    stores = [
+        await topo.add_store("disk", topics={TOPIC: TIMERS}, store_options=QUORUM) for _ in range(3)
+    ]
+    attrs = source_attrs(stores, ume_proxy_source="1", ume_session_id="0x2704")
+    async with await Context.create() as sctx:
+        events = SourceEvents()
+        src = await sctx.create_source(TOPIC, attributes=attrs, on_event=events)
+        await asyncio.wait_for(src.wait_registered(), WAIT)
+        await send_all(src, [b"m%d" % i for i in range(10)])
+        await until(lambda: events.stable() >= set(range(10)), "0..9 stable", timeout=WAIT)
+        await sri_kept(stores)
+        await until(lambda: all(state_keeps_sri(s) for s in stores), "SRIs in state files")
+        for st in stores:  # every Store dies while the source still runs ...
+            await st.kill()
+        await src.close()  # ... and the source dies too
+    for st in stores:  # the Stores come back from their disk state, the source does not
+        await st.start()
+    await watch(stores, lambda: any(running(s) for s in stores), "a proxy from restored state")
+    await recovers("through a proxy of restored Stores")
