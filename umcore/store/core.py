@@ -80,10 +80,13 @@ the source's late-join service answers the receiver directly) or counted.
 
 **Proxy sources** (1.13): :attr:`StoreCore.proxy` (:class:`~umcore.store.proxy.ProxyElection`)
 is told of registrations, activity timeouts and deletions of sources that asked for a proxy,
-and of the SRIs seen as control frames on joined sessions (a source's own, kept; another
-Store's proxy's, with its election token).  SRI requests at the request port for a proxy are
-answered through :meth:`take_proxy_sris`; elections won and proxies deleted come out of
-:meth:`take_events` as ProxySourceCreated/ProxySourceDeleted.
+and of the SRIs seen as control frames on joined sessions (a source's own, kept -- and in
+the state file, so that a restarted Store takes part; when a proxied source's session begins
+before one was seen, the Store asks the source for one with an SRI_REQ; another Store's
+proxy's, with its election token).  Election algorithm 2's PSERs leave with
+:meth:`take_sends` and arrive through :meth:`receive_control`.  SRI requests at the request
+port for a proxy are answered through :meth:`take_proxy_sris`; elections won and proxies
+deleted come out of :meth:`take_events` as ProxySourceCreated/ProxySourceDeleted.
 """
 
 from __future__ import annotations
