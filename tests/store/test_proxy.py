@@ -37,6 +37,7 @@ def election(
 ) -> ProxyElection:
     return ProxyElection(
         enabled=enabled,
+        quorum_required=False,
         store_index=addr - 15001,
         address=("127.0.0.1", addr),
         rng=random.Random(seed),
@@ -67,7 +68,7 @@ def test_wait_is_the_drawn_fraction_of_the_interval_then_start() -> None:
 def test_default_draw_stays_within_half_and_one_and_a_half_intervals() -> None:
     for seed in range(50):
         e = ProxyElection(
-            enabled=True, store_index=0, address=("127.0.0.1", 1),
+            enabled=True, quorum_required=False, store_index=0, address=("127.0.0.1", 1),
             rng=random.Random(seed),
         )  # fmt: skip
         inactive_source(e)

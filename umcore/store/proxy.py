@@ -254,11 +254,12 @@ class ProxyElection:
         store_index: int,
         address: Address,
         rng: random.Random,
+        quorum_required: bool,
         uniform: Callable[[float, float], float] | None = None,
-        quorum_required: bool = False,
         ctxinst: bytes = bytes(8),
     ) -> None:
-        """``quorum_required``: election algorithm 2 (``proxy-source-repo-quorum-required``);
+        """``enabled``/``quorum_required``: the Store options ``allow-proxy-source`` and
+        ``proxy-source-repo-quorum-required`` (election algorithm 2), as the core read them;
         ``ctxinst``: this Store's context instance, sent in its PSERs."""
         self.enabled = enabled
         self.quorum_required = quorum_required
