@@ -76,7 +76,6 @@ class Verified:
         self.next += 1
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 async def test_100k_verified_messages(config: Configuration, certs: CertFiles, mode: str) -> None:
     n = 100_000

@@ -22,24 +22,27 @@ DH parameters for it on the accepting side, and we load RFC 7919's ``ffdhe2048``
 
 The adapters use two entry points: :meth:`Security.server_factory` wraps a listener's protocol
 factory, :meth:`Security.connect` replaces ``loop.create_connection``.  With neither TLS nor
-compression both are the plain calls (nothing added to the data path).  Otherwise the
-connection's first protocol is a :class:`_SecureProtocol`: it runs the TLS handshake
-(``loop.start_tls``, both sides), then the compression hello of :mod:`umcore.wire.lz4stream`,
-within ``tls_compression_negotiation_timeout``; only then does the real protocol see
-``connection_made`` -- with the TLS transport itself when there is no compression (the TLS
-transport's protocol is switched to it: no extra call per read), or with an
-:class:`_Lz4Transport` that compresses its writes (the writes of one loop iteration are joined
-into one block: a batch of small messages compresses as one).  A handshake or negotiation that
-fails or times out closes that connection, logs the peer and the reason and counts it
+compression both are the plain calls (nothing added to the data path).  Otherwise the socket's
+protocol is a :class:`_SecureProtocol` for the connection's whole life: TLS runs sans-IO on an
+:class:`ssl.SSLObject` over two memory BIOs (as asyncio's own SSL transport does; not
+``loop.start_tls``, which on uvloop stalls handshakes of connections accepted together, and not
+``create_server(ssl=...)``, which fails handshakes silently: we must log the peer and the
+reason), then the compression hello of :mod:`umcore.wire.lz4stream`, all within
+``tls_compression_negotiation_timeout``.  Only then does the real protocol see
+``connection_made``, with a :class:`_SecureTransport`: its writes become TLS records at once,
+or with LZ4 are joined per loop iteration and framed as one block (a batch of small messages
+compresses as one), then encrypted.  A handshake or negotiation that fails or times out closes
+that connection, logs the peer and the reason and counts it
 (:attr:`Security.handshake_failures`, :attr:`Security.negotiation_failures`); the context goes
 on.  A plain peer at a TLS port fails the handshake here; a TLS (or compressed) peer at a plain
-port sends what the plain side's decoder refuses, which costs the connection there (counted by
-that adapter) and the handshake here.
+port sends what the plain side's decoder refuses (request ports count it) or waits unconfirmed
+(TCP transport listeners), and fails its handshake on its own side.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import logging
 import os
@@ -199,6 +202,7 @@ class Security:
         "negotiation_failures",
         "pending",
         "server_context",
+        "stream_errors",
         "timeout",
     )
 
@@ -220,6 +224,8 @@ class Security:
         self.connections_secured = 0
         self.handshake_failures = 0
         self.negotiation_failures = 0
+        #: Secured connections lost later to bad TLS records or bad LZ4 blocks.
+        self.stream_errors = 0
         #: Connections still negotiating (closed with the context).
         self.pending: set[_SecureProtocol] = set()
 
@@ -312,10 +318,18 @@ class Security:
             return tr
         ready: asyncio.Future[asyncio.Transport] = loop.create_future()
         secure = _SecureProtocol(self, factory(), server_side=False, ready=ready)
-        await asyncio.wait_for(
-            loop.create_connection(lambda: secure, host, port, local_addr=local_addr), timeout
-        )
-        return await ready
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: secure, host, port, local_addr=local_addr),
+                timeout,
+            )
+            return await ready
+        except BaseException:
+            if not secure.up:
+                secure.abort()
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # retrieved: the caller gets the exception raised here
+            raise
 
     def close(self) -> None:
         """Abort the connections still negotiating (the context is closing)."""
@@ -324,7 +338,11 @@ class Security:
 
 
 class _SecureProtocol(asyncio.Protocol):
-    """A new connection's protocol until it is secured (see the module docstring)."""
+    """A secured connection's protocol on the socket, for its whole life (module docstring).
+
+    Up: bytes from the socket -> TLS (an :class:`ssl.SSLObject` on memory BIOs) -> the LZ4
+    decoder -> the real protocol.  Down: the real protocol writes to a :class:`_SecureTransport`
+    -> LZ4 blocks (the writes of one loop iteration together) -> TLS records -> the socket."""
 
     def __init__(
         self,
@@ -340,16 +358,22 @@ class _SecureProtocol(asyncio.Protocol):
         self.ready = ready
         self.loop = asyncio.get_running_loop()
         self.raw: asyncio.Transport | None = None
-        #: The transport under the compression (TLS, or the raw socket without TLS).
-        self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.up = False
         self.failed = False
-        self.early: list[bytes] = []
-        self.decoder: Lz4Decoder | None = None
-        self.wrapper: _Lz4Transport | None = None
+        self.closed = False
         self.timer: asyncio.TimerHandle | None = None
-        self.task: asyncio.Task[None] | None = None
+        ctx = security.server_context if server_side else security.client_context
+        self.tls: ssl.SSLObject | None = None
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        if ctx is not None:
+            self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_side=server_side)
+        self.handshaken = self.tls is None
+        self.decoder: Lz4Decoder | None = Lz4Decoder() if security.compression else None
+        self.transport = _SecureTransport(self)
+        #: Plain bytes that arrived before the hand-over (after the hello, in its read).
+        self.early: list[bytes] = []
 
     # -------------------------------------------------------------- negotiation
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -359,85 +383,70 @@ class _SecureProtocol(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.security.pending.add(self)
         self.timer = self.loop.call_later(self.security.timeout, self._timed_out)
-        ctx = self.security.server_context if self.server_side else self.security.client_context
-        if ctx is None:
-            self._secured(raw)
-            return
-        raw.pause_reading()  # nothing may be read before start_tls takes the socket over
-        self.task = self.loop.create_task(self._handshake(raw, ctx))
+        if self.tls is not None:
+            self._handshake()  # the client's ClientHello goes out here
+        else:
+            self._negotiate()
 
-    async def _handshake(self, raw: asyncio.Transport, ctx: ssl.SSLContext) -> None:
+    def _handshake(self) -> None:
+        tls = self.tls
+        assert tls is not None
         try:
-            tr = await self.loop.start_tls(
-                raw,
-                self,
-                ctx,
-                server_side=self.server_side,
-                ssl_handshake_timeout=self.security.timeout,
-            )
-        except asyncio.CancelledError:
-            raw.abort()
-            raise
-        except (OSError, TimeoutError, EOFError) as exc:
+            tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self._send_records()
+            return
+        except (ssl.SSLError, OSError) as exc:
+            self._send_records()  # the alert, if OpenSSL wrote one
             self._fail("TLS handshake", _reason(exc), handshake=True)
-            raw.abort()
             return
-        if tr is None or self.failed:
-            raw.abort()
-            return
-        self._secured(tr)
+        self._send_records()
+        self.handshaken = True
+        self._negotiate()
 
-    def _secured(self, tr: asyncio.Transport) -> None:
-        """TLS is up (or not used): compression hello next, or hand over."""
-        self.transport = tr
-        if self.security.compression:
-            self.decoder = Lz4Decoder()
-            tr.write(HELLO)
-            early, self.early = self.early, []
-            for data in early:
-                self.data_received(data)
+    def _negotiate(self) -> None:
+        """TLS is up (or not used): send the compression hello, or hand over."""
+        if self.decoder is not None:
+            self._write_plain(HELLO)
             return
-        self._hand_over(tr)
+        self._hand_over()
 
-    def _hand_over(self, tr: asyncio.Transport) -> None:
+    def _hand_over(self) -> None:
         self.up = True
         self.security.pending.discard(self)
         self.security.connections_secured += 1
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        inner = self.inner
-        if self.decoder is None:
-            tr.set_protocol(inner)  # TLS only: the TLS transport feeds the protocol directly
-            inner.connection_made(tr)
-        else:
-            self.wrapper = _Lz4Transport(tr, self)
-            inner.connection_made(self.wrapper)
-            tr = self.wrapper
+        self.inner.connection_made(self.transport)
         if self.ready is not None and not self.ready.done():
-            self.ready.set_result(tr)
+            self.ready.set_result(self.transport)
         early, self.early = self.early, []
         for data in early:
-            if tr.is_closing():
+            if self.closed:
                 break
-            inner.data_received(data)
+            self.inner.data_received(data)
 
     def _fail(self, what: str, reason: str, *, handshake: bool) -> None:
-        if self.failed or self.up:
+        if self.failed:
             return
         self.failed = True
         self.security.pending.discard(self)
-        if handshake:
-            self.security.handshake_failures += 1
+        if self.up:
+            self.security.stream_errors += 1
+            log.info("dropping %s: %s: %s", self.peer, what, reason)
         else:
-            self.security.negotiation_failures += 1
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        side = "from" if self.server_side else "to"
-        log.warning("%s %s %s failed: %s; connection closed", what, side, self.peer, reason)
-        if self.ready is not None and not self.ready.done():
-            self.ready.set_exception(ConnectionError(f"{what} with {self.peer} failed: {reason}"))
+            if handshake:
+                self.security.handshake_failures += 1
+            else:
+                self.security.negotiation_failures += 1
+            side = "from" if self.server_side else "to"
+            log.warning("%s %s %s failed: %s; connection closed", what, side, self.peer, reason)
+            if self.ready is not None and not self.ready.done():
+                self.ready.set_exception(
+                    ConnectionError(f"{what} with {self.peer} failed: {reason}")
+                )
+        self.abort()
 
     def _timed_out(self) -> None:
         self.timer = None
@@ -447,55 +456,103 @@ class _SecureProtocol(asyncio.Protocol):
         self._fail(
             self._stage(),
             f"not done within tls_compression_negotiation_timeout ({limit})",
-            handshake=self._in_handshake(),
+            handshake=not self.handshaken,
         )
-        self.abort()
-
-    def _in_handshake(self) -> bool:
-        return self.transport is None and self.security.tls
 
     def _stage(self) -> str:
-        return "TLS handshake" if self._in_handshake() else "LZ4 negotiation"
+        return "LZ4 negotiation" if self.handshaken else "TLS handshake"
 
     def abort(self) -> None:
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-        for tr in (self.transport, self.raw):
-            if tr is not None:
-                tr.abort()
+        self.closed = True
         self.security.pending.discard(self)
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_exception(ConnectionError(f"connection to {self.peer} closed"))
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.raw is not None:
+            self.raw.abort()
 
-    # -------------------------------------------------------------- asyncio callbacks
+    # -------------------------------------------------------------- the two layers
+    def _send_records(self) -> None:
+        """Whatever TLS has for the socket (records, alerts), written."""
+        if self.outgoing.pending and self.raw is not None:
+            self.raw.write(self.outgoing.read())
+
+    def _write_plain(self, data: bytes | bytearray | memoryview) -> None:
+        """Bytes below the LZ4 layer (hello, blocks) or of the protocol (no LZ4): encrypted
+        when TLS is on, then written."""
+        tls = self.tls
+        if tls is None:
+            if self.raw is not None:
+                self.raw.write(data)
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                n = tls.write(view)
+                view = view[n:]
+        except (ssl.SSLError, OSError) as exc:
+            self._fail("TLS", _reason(exc), handshake=False)
+            return
+        self._send_records()
+
     def data_received(self, data: bytes) -> None:
+        if self.failed or self.closed:
+            return
+        tls = self.tls
+        if tls is None:
+            self._plain_received(data)
+            return
+        self.incoming.write(data)
+        if not self.handshaken:
+            self._handshake()
+            if not self.handshaken or self.failed:
+                return
+        read = tls.read
+        try:
+            while not self.closed:
+                chunk = read(READ_SIZE)
+                if not chunk:
+                    break  # close_notify: the peer's TCP close follows
+                self._plain_received(chunk)
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLZeroReturnError:
+            pass
+        except (ssl.SSLError, OSError) as exc:
+            self._fail("TLS", _reason(exc), handshake=False)
+            return
+        self._send_records()
+
+    def _plain_received(self, data: bytes) -> None:
         decoder = self.decoder
         if decoder is None:
-            # TLS only, between the handshake's end and the hand-over: kept for the protocol.
-            self.early.append(bytes(data))
+            if self.up:
+                self.inner.data_received(data)
+            else:
+                self.early.append(data)
             return
         try:
             blocks = decoder.receive_data(data)
         except RemoteProtocolError as exc:
-            if self.up:
-                log.info("dropping %s: %s", self.peer, exc)
-                self.security.negotiation_failures += 1
-            else:
-                self._fail("LZ4 negotiation", str(exc), handshake=False)
-            if self.transport is not None:
-                self.transport.abort()
+            self._fail("LZ4 negotiation" if not self.up else "LZ4", str(exc), handshake=False)
             return
         if not self.up:
             if not decoder.hello_seen:
                 return
-            assert self.transport is not None
             self.early.extend(blocks)
-            self._hand_over(self.transport)
+            self._hand_over()
             return
         inner = self.inner
         for block in blocks:
+            if self.closed:
+                return
             inner.data_received(block)
 
+    # -------------------------------------------------------------- asyncio callbacks
     def eof_received(self) -> bool | None:
-        if self.up:
+        if self.up and not self.closed:
             return self.inner.eof_received()
         return None
 
@@ -508,47 +565,62 @@ class _SecureProtocol(asyncio.Protocol):
             self.inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.security.pending.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.transport.lost()
         if self.up:
-            if self.wrapper is not None:
-                self.wrapper.lost()
+            self.closed = True
             self.inner.connection_lost(exc)
             return
-        if not self.failed:
+        if not self.failed and not self.closed:
             reason = _reason(exc) if exc is not None else "connection closed by the peer"
-            self._fail(self._stage(), reason, handshake=self._in_handshake())
-        self.abort()
+            self._fail(self._stage(), reason, handshake=not self.handshaken)
+        self.closed = True
+
+
+# Most plain bytes taken from TLS per read call (TLS records are at most 16 KiB each).
+READ_SIZE = 262144
 
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError) and exc.reason:
-        return f"{exc.reason} ({exc.library or 'SSL'})"
+        verify = getattr(exc, "verify_message", None)
+        detail = f": {verify}" if verify else ""
+        return f"{exc.reason}{detail} ({exc.library or 'SSL'})"
     if isinstance(exc, TimeoutError):
         return "timed out"
     return str(exc) or type(exc).__name__
 
 
-class _Lz4Transport(asyncio.Transport):
-    """What a protocol writes to, compressed: the writes of one loop iteration become one
-    block run (flushed at the next ``call_soon``, or at once past :data:`MAX_PENDING`)."""
+class _SecureTransport(asyncio.Transport):
+    """What the protocol of a secured connection writes to (module docstring).  With LZ4 the
+    writes of one loop iteration are framed together at the next ``call_soon`` (or at once past
+    :attr:`MAX_PENDING`): a batch of small messages compresses as one block.  Without LZ4 each
+    write becomes TLS records at once."""
 
     # Bytes held before a flush is forced: one LZ4 block's worth.
     MAX_PENDING = 65536
 
-    def __init__(self, tr: asyncio.Transport, proto: _SecureProtocol) -> None:
+    def __init__(self, proto: _SecureProtocol) -> None:
         super().__init__()
-        self._tr = tr
         self._proto = proto
         self._loop = proto.loop
+        self._compress = proto.decoder is not None
         self._pending: list[bytes] = []
         self._pending_len = 0
         self._scheduled = False
         self._closed = False
-        #: Raw bytes written and framed bytes handed to the stream (the compression ratio).
+        #: Bytes the protocol wrote, and bytes they became below LZ4 (the compression ratio).
         self.bytes_in = 0
         self.bytes_out = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closed:
+            return
+        if not self._compress:
+            self._proto._write_plain(data)
             return
         self._pending.append(bytes(data))
         self._pending_len += len(data)
@@ -559,8 +631,7 @@ class _Lz4Transport(asyncio.Transport):
             self._loop.call_soon(self._flush)
 
     def writelines(self, list_of_data: Any) -> None:
-        for data in list_of_data:
-            self.write(data)
+        self.write(b"".join(list_of_data))
 
     def _flush(self) -> None:
         self._scheduled = False
@@ -569,49 +640,80 @@ class _Lz4Transport(asyncio.Transport):
         data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
         self._pending.clear()
         self._pending_len = 0
-        framed = encode_blocks(data)
+        framed = b"".join(encode_blocks(data))
         self.bytes_in += len(data)
-        self.bytes_out += sum(map(len, framed))
-        self._tr.writelines(framed)
+        self.bytes_out += len(framed)
+        self._proto._write_plain(framed)
+
+    def _raw(self) -> asyncio.Transport | None:
+        return self._proto.raw
 
     def get_write_buffer_size(self) -> int:
-        return self._pending_len + self._tr.get_write_buffer_size()
+        raw = self._raw()
+        return self._pending_len + (raw.get_write_buffer_size() if raw is not None else 0)
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self._tr.set_write_buffer_limits(high, low)
+        raw = self._raw()
+        if raw is not None:
+            raw.set_write_buffer_limits(high, low)
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
-        return self._tr.get_write_buffer_limits()
+        raw = self._raw()
+        return raw.get_write_buffer_limits() if raw is not None else (0, 0)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._tr.get_extra_info(name, default)
+        tls = self._proto.tls
+        if tls is not None:
+            if name == "ssl_object":
+                return tls
+            if name == "cipher":
+                return tls.cipher()
+            if name == "peercert":
+                return tls.getpeercert()
+        raw = self._raw()
+        return raw.get_extra_info(name, default) if raw is not None else default
 
     def pause_reading(self) -> None:
-        self._tr.pause_reading()
+        raw = self._raw()
+        if raw is not None and not self._closed:
+            raw.pause_reading()
 
     def resume_reading(self) -> None:
-        self._tr.resume_reading()
+        raw = self._raw()
+        if raw is not None and not self._closed:
+            raw.resume_reading()
 
     def is_reading(self) -> bool:
-        return self._tr.is_reading()
+        raw = self._raw()
+        return raw is not None and raw.is_reading()
 
     def can_write_eof(self) -> bool:
         return False
 
     def is_closing(self) -> bool:
-        return self._closed or self._tr.is_closing()
+        raw = self._raw()
+        return self._closed or raw is None or raw.is_closing()
 
     def close(self) -> None:
-        if not self._closed:
-            self._flush()
-            self._closed = True
-            self._tr.close()
+        """Graceful: what is pending goes out, then TLS's close_notify, then FIN."""
+        if self._closed:
+            return
+        self._flush()
+        self._closed = True
+        proto = self._proto
+        proto.closed = True
+        tls = proto.tls
+        if tls is not None and proto.handshaken and not proto.failed:
+            with contextlib.suppress(ssl.SSLError, OSError):
+                tls.unwrap()
+            proto._send_records()
+        raw = self._raw()
+        if raw is not None:
+            raw.close()
 
     def abort(self) -> None:
-        self._closed = True
-        self._pending.clear()
-        self._pending_len = 0
-        self._tr.abort()
+        self.lost()
+        self._proto.abort()
 
     def lost(self) -> None:
         self._closed = True

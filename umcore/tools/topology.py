@@ -53,6 +53,14 @@ UM's does, so the last losses are repaired before that); ``--config FILE``
 (repeatable) hands further flat configuration files to the four tools, after the written one, so
 any option (``source transport lbtrm``, ``context pyum_fault_drop_receive 0.05``...) can be
 switched by configuration alone.
+
+``--tls`` encrypts the two pairs, the persisted pair and the Store (every TCP connection between
+them: data, late join, registration, ACKs, recovery) with TLS 1.2 (seed 003 10.4): a self-signed
+certificate and key are made for the run (:mod:`umcore.tools.certs`, OpenSSL's command line)
+and a ``secure.cfg`` naming them (``use_tls 1``, ``tls_certificate``...) is handed to those
+programs and written into the Store's ``store.cfg``; ``--compression lz4`` adds
+``compression lz4`` (10.5) the same way.  lbmmon stays plain, as does the SRS's monitoring
+context it listens to (topic resolution and UDP are never encrypted).
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ from pathlib import Path
 from typing import Any
 
 from lxml import etree
+
+from umcore.tools.certs import make_certificates
 
 __all__ = ["main"]
 
@@ -291,6 +301,23 @@ _INTERFACES = (
 )
 
 
+def _secure_lines(tmp: Path, args: argparse.Namespace) -> str:
+    """The options of ``--tls`` / ``--compression`` (certificates made for this run), or ""."""
+    lines = ""
+    if args.tls:
+        files = make_certificates(tmp / "tls", "pyum-topology")
+        lines += "".join(f"context {k} {v}\n" for k, v in files.options().items())
+        print(
+            "[topo  ] tls      pairs, persisted pair and Store encrypted: TLS 1.2, "
+            f"DHE-RSA-AES256-GCM-SHA384, self-signed certificate made for this run "
+            f"({files.certificate})"
+        )
+    if args.compression != "none":
+        lines += f"context compression {args.compression}\n"
+        print(f"[topo  ] compress pairs, persisted pair and Store: {args.compression} on TCP")
+    return lines
+
+
 async def _pair(
     names: tuple[str, str], topic: str, cfg: Path, extra: list[str], args: argparse.Namespace
 ) -> tuple[Child, Child]:
@@ -413,7 +440,8 @@ async def _run(args: argparse.Namespace) -> int:
                 "context resolver_unicast_port_low 0\n"
                 "context resolver_unicast_port_high 0\n"
             )
-            store, store_port = await _start_store(Path(tmp), resolver)
+            secure = _secure_lines(Path(tmp), args)
+            store, store_port = await _start_store(Path(tmp), resolver + secure)
             children.append(store)
             print(
                 f"[topo  ] store    tcp 127.0.0.1:{store_port} (pid {store.proc.pid}); "
@@ -445,6 +473,10 @@ async def _run(args: argparse.Namespace) -> int:
                 "context default_interface 127.0.0.1\n" + _INTERFACES + transport
             )
             extra = [a for f in args.config for a in ("-c", str(Path(f).resolve()))]
+            if secure:
+                secure_cfg = Path(tmp) / "secure.cfg"
+                secure_cfg.write_text(secure)
+                extra = ["-c", str(secure_cfg), *extra]
             mon, _ = await _started(
                 "lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(cfg), ready=_LBMMON_READY
             )
@@ -524,6 +556,17 @@ def main(argv: list[str] | None = None) -> int:
         help="extra flat UM configuration file for the four tools (repeatable), e.g. one with "
         "'source transport lbtrm'; pyum_fault_drop_send/_receive (pyum-only, not UM options) "
         "inject loss",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="encrypt the pairs and the Store with TLS 1.2 (certificates made for the run)",
+    )
+    p.add_argument(
+        "--compression",
+        choices=("none", "lz4"),
+        default="none",
+        help="compress the pairs' and the Store's TCP connections (none)",
     )
     args = p.parse_args(argv)
     try:
