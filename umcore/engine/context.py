@@ -359,7 +359,12 @@ class Engine:
             max_buffer=int(o.get("transport_session_maximum_buffer")),
             nodelay=bool(o.get("transport_tcp_nodelay")),
         )
-        host = interface_ip(o.get("transport_tcp_interface")) or "0.0.0.0"
+        # Seed 003 / notes 1.1: transport_tcp_interface defaults to default_interface, else any.
+        host = (
+            interface_ip(o.get("transport_tcp_interface"))
+            or interface_ip(self.options.get("default_interface"))
+            or "0.0.0.0"
+        )
         port = int(o.get("transport_tcp_port"))
         if port:
             low = high = port
@@ -374,6 +379,8 @@ class Engine:
             wrap=self.security.server_factory,
         )
         s = SourceSession(self, "tcp", core, listener)
+        if host != "0.0.0.0":
+            s.ip = host  # the TIR names the address listened on
         self.sessions.append(s)
         self._next_session += 1
         return s

@@ -126,6 +126,9 @@ class SourceSession:
         #: Hands the core the deadline that fired when the loop ran it early (SourceTimer).
         self.timer: CoreTimer = timer if timer is not None else SourceTimer(loop, self._on_timer)
         self._info = info
+        #: The address a TCP session listens on when not "any": its TIRs name it instead of
+        #: the context's advertised address.
+        self.ip: str | None = None
         writer.on_connect = self._on_connect
         writer.on_disconnect = self._on_disconnect
         writer.on_unblock = self._on_unblock
@@ -137,6 +140,7 @@ class SourceSession:
         core: Any = self.core
         port = self.writer.port
         sid = core.session_id
+        ip = self.ip or ip
         return (
             lbmr.TCPInfo(ip, port, sid if core.use_session_id else None),
             f"TCP:{ip}:{port}:{sid:08x}",

@@ -29,6 +29,34 @@ is an LBMC control message with a TCP-SID header carrying the session id it lear
 drops the connection (:class:`~umcore.errors.TransportError`).  Data goes to a connection only
 after the confirmation (or at once when ``transport_tcp_use_session_id`` is 0).
 
+**The session's receiver connections** (:class:`SourceConnections`, ``session.peers``) are a
+sans-IO core of their own (its own ``next_timer``/``handle_timer``), fed by the listener adapter:
+``accept`` (a new connection), ``receive_data``, ``receive_paused``/``receive_resumed`` (the
+connection's write buffer went above ``transport_session_maximum_buffer`` / drained below a
+quarter of it), ``receive_lost``.  *Listener bounds:* a connection must confirm the session id
+within :data:`SESSION_ID_TIMEOUT` (its first frame must be a TCP-SID message of at most
+:data:`MAX_CONFIRMATION` bytes: anything else is garbage, closed at once); at most
+:data:`MAX_UNCONFIRMED` connections wait for their confirmation, a new one beyond that evicts the
+oldest.  Connections to close are taken with :meth:`SourceConnections.take_closing`; each
+closure is counted in :class:`ListenerStats`.  *Pacing* (``transport_tcp_multiple_receiver_behavior``,
+seed 003 6.1.1, notes transports 1.1): after every change the core recomputes which confirmed
+connections the next chunk of the session's output is written to (:attr:`SourceConnections.targets`),
+which lose it (:attr:`SourceConnections.lossy`) and whether the session is *blocked* (sends wait):
+
+- ``normal`` (the default, receiver-paced): every confirmed connection gets every chunk; the
+  session is blocked while any of them is above its buffer limit.  Any peer that confirms the
+  session id can therefore pace the source, as in UM.
+- ``source_paced``: never blocked; a connection above its limit loses the chunks written until
+  it drained (whole chunks: whole LBMC frames), which its receiver reports as unrecoverable loss
+  (a gap in the topic sequence numbers, or a TSNI beyond what it got).
+- ``bounded_latency`` [inferred: the notes give only the name, "deprecated 6.9" and the buffer
+  limit being per receiver for it]: paced by the fastest receiver -- blocked only while *every*
+  confirmed connection is above its limit (then, as ``normal``, nothing is lost); otherwise the
+  connections above their limit lose the chunks, as ``source_paced``.
+
+``transport_tcp_multiple_receiver_send_order`` ``random`` shuffles :attr:`targets` before each
+chunk (seeded generator: deterministic in tests); ``serial`` keeps the order of confirmation.
+
 **Receiver side.**  One :class:`TcpReceiverSession` per connection to a source session.  It
 produces the confirmation message, frames the stream, and hands each data message to the
 :class:`DeliveryController` (DC) of its topic index; indexes nobody subscribed to are counted and
@@ -43,8 +71,11 @@ valid LBMC raise :class:`~umcore.errors.TransportError`: that costs the peer its
 
 from __future__ import annotations
 
+import enum
+import random
 import struct
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from umcore.config.options import OptionReader
 from umcore.errors import TransportError
@@ -64,10 +95,16 @@ __all__ = [
     "HEADER_RESERVATION",
     "LOSS",
     "LOSS_BURST",
+    "MAX_CONFIRMATION",
     "MAX_LBMC_MESSAGE",
     "MAX_TSNI_RECORDS",
+    "MAX_UNCONFIRMED",
+    "SESSION_ID_TIMEOUT",
     "DeliveryController",
+    "ListenerStats",
+    "Pacing",
     "SourceConnection",
+    "SourceConnections",
     "SourceStats",
     "TcpReceiverSession",
     "TcpSourceSession",
@@ -82,6 +119,20 @@ MAX_PENDING = 2 * MAX_LBMC_MESSAGE
 # Partially reassembled fragmented messages per DC: TCP delivers in order, so one is in progress
 # at a time; a larger count means a broken peer.
 MAX_REASSEMBLY_BYTES = 64 * 1024 * 1024
+
+# A receiver writes its session-id confirmation as soon as it is connected (seed 003 6.1.1), so
+# a connection still silent after this many seconds is no UM receiver (or one we cannot serve
+# anyway): it is closed and counted.  Five seconds covers a loaded host and a few WAN round
+# trips; TLS connections are bounded before this by their handshake timeout (umcore.aio.tls).
+SESSION_ID_TIMEOUT = 5.0
+# Connections accepted and still waiting for their confirmation, at most.  A new connection
+# beyond this evicts the oldest waiting one (counted), so a flood of idle connections cannot hold
+# file descriptors and memory; a genuine receiver confirms within one round trip, so it is
+# evicted only by a flood of more than this many connections per round trip.
+MAX_UNCONFIRMED = 512
+# A confirmation is one CONTROL message with one TCP-SID header (12 bytes); a first frame
+# claiming more than this is garbage, closed at once rather than waited for.
+MAX_CONFIRMATION = 256
 
 _DATA_HEAD = struct.Struct("!BBHII")
 
@@ -116,8 +167,9 @@ def _decode(msg: bytes) -> lbmc.LBMCMessage:
 class TcpSourceSession(BatchingSource):
     """The sans-IO source end of one TCP transport session (see the module docstring)."""
 
-    # Slots as BatchingSource's (see there).
+    # Slots as BatchingSource's (see there); ``peers``: the receiver connections' core.
     __slots__ = (
+        "peers",
         "session_id",
         "use_session_id",
     )
@@ -132,6 +184,9 @@ class TcpSourceSession(BatchingSource):
         tsni_interval: float = 5.0,
         tsni_active_threshold: float = 60.0,
         use_session_id: bool = True,
+        pacing: Pacing | str = "normal",
+        random_order: bool = False,
+        rng: random.Random | None = None,
     ) -> None:
         if not 0 < session_id <= 0xFFFFFFFF:
             raise ValueError("a TCP session id is a non-zero 32-bit number")
@@ -144,6 +199,7 @@ class TcpSourceSession(BatchingSource):
         )
         self.session_id = session_id
         self.use_session_id = use_session_id
+        self.peers = SourceConnections(self, Pacing(pacing), random_order=random_order, rng=rng)
 
     @classmethod
     def from_options(
@@ -161,9 +217,12 @@ class TcpSourceSession(BatchingSource):
                 "transport_topic_sequence_number_info_active_threshold"
             ),
             use_session_id=bool(source.get("transport_tcp_use_session_id")),
+            pacing=str(source.get("transport_tcp_multiple_receiver_behavior")),
+            random_order=source.get("transport_tcp_multiple_receiver_send_order") == "random",
         )
 
     def connection(self) -> SourceConnection:
+        """A connection outside :attr:`peers` (its session-id check only)."""
         return SourceConnection(self)
 
     def send_one(self, tidx: int, payload: bytes | memoryview, now: float) -> bytes | None:
@@ -192,22 +251,64 @@ class TcpSourceSession(BatchingSource):
 
 
 class SourceConnection:
-    """A receiver's connection to a source session: checks the session-id confirmation."""
+    """A receiver's connection to a source session: checks the session-id confirmation; its
+    pacing state is :class:`SourceConnections`'."""
 
-    __slots__ = ("_pending", "confirmed", "session")
+    __slots__ = (
+        "_pending",
+        "closed",
+        "confirmed",
+        "deadline",
+        "dropped_bytes",
+        "dropped_chunks",
+        "handle",
+        "lossy",
+        "paused",
+        "refusal",
+        "session",
+        "stale",
+    )
 
-    def __init__(self, session: TcpSourceSession) -> None:
+    def __init__(self, session: TcpSourceSession, handle: Any = None) -> None:
         self.session = session
         self.confirmed = not session.use_session_id
         self._pending = bytearray()
+        #: The adapter's object for this connection (its transport): what :attr:`targets
+        #: <SourceConnections.targets>` lists.
+        self.handle = handle
+        #: When the confirmation must have come (``now`` base), or None.
+        self.deadline: float | None = None
+        #: Its write buffer is above the session's limit (told by the adapter).
+        self.paused = False
+        #: It loses the chunks written now (source_paced / bounded_latency).
+        self.lossy = False
+        #: Chunks (whole LBMC frames) and bytes not written to it because it was lossy.
+        self.dropped_chunks = 0
+        self.dropped_bytes = 0
+        #: Refused for a stale session id (else, when refused, for garbage).
+        self.stale = False
+        #: Why the source closed it: "timeout", "evicted", "garbage", "stale"; "" if it did not.
+        self.refusal = ""
+        self.closed = False
 
     def receive_data(self, data: bytes | memoryview) -> bool:
         """Bytes from the receiver.  Returns True when the connection just got confirmed.
 
-        Raises :class:`TransportError` for a stale session id or bytes that are not LBMC.
+        Raises :class:`TransportError` for a stale session id or bytes that are not LBMC; before
+        the confirmation, for a first message that is not one (or claims more than
+        :data:`MAX_CONFIRMATION` bytes).
         """
-        self._pending += data
-        if len(self._pending) > MAX_PENDING:
+        if self.closed:
+            return False
+        pending = self._pending
+        pending += data
+        if not self.confirmed:
+            n = len(pending)
+            if n > MAX_CONFIRMATION or (
+                n >= 4 and (pending[2] << 8 | pending[3]) > MAX_CONFIRMATION
+            ):
+                raise TransportError("no session-id confirmation in the receiver's first bytes")
+        elif len(pending) > MAX_PENDING:
             raise TransportError("receiver sent more than an LBMC message without framing")
         just = False
         try:
@@ -218,15 +319,265 @@ class SourceConnection:
         for msg in frames:
             hdr = _decode(msg).find(lbmc.TcpSid)
             if hdr is None:
+                if not self.confirmed:
+                    raise TransportError("the receiver's first message is not a session-id one")
                 continue  # other control traffic from receivers is not used by TCP sources
             sid = hdr.sid
             if self.session.use_session_id and sid != self.session.session_id:
+                self.stale = True
                 raise TransportError(
                     f"stale session id {sid:08x} (this session is {self.session.session_id:08x})"
                 )
             if not self.confirmed:
                 self.confirmed = just = True
         return just
+
+
+class Pacing(enum.Enum):
+    """``transport_tcp_multiple_receiver_behavior`` (module docstring)."""
+
+    NORMAL = "normal"
+    SOURCE_PACED = "source_paced"
+    BOUNDED_LATENCY = "bounded_latency"
+
+
+class ListenerStats:
+    """A TCP source session's connection counters."""
+
+    __slots__ = (
+        "accepted",
+        "confirmed",
+        "dropped_bytes",
+        "dropped_chunks",
+        "evicted",
+        "garbage",
+        "lossy_episodes",
+        "stale",
+        "timed_out",
+    )
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.confirmed = 0
+        #: Closed without confirming in time (:data:`SESSION_ID_TIMEOUT`).
+        self.timed_out = 0
+        #: Closed unconfirmed to make room (:data:`MAX_UNCONFIRMED`).
+        self.evicted = 0
+        #: Closed for bytes that are not (or not yet) a receiver's (bad LBMC, no confirmation).
+        self.garbage = 0
+        #: Closed for a stale session id.
+        self.stale = 0
+        #: Times a confirmed connection started losing data (source_paced, bounded_latency).
+        self.lossy_episodes = 0
+        #: Chunks and bytes not written to lossy connections (one per connection it missed).
+        self.dropped_chunks = 0
+        self.dropped_bytes = 0
+
+    @property
+    def refused(self) -> int:
+        """Connections closed by the source before or at their confirmation."""
+        return self.timed_out + self.evicted + self.garbage + self.stale
+
+
+class SourceConnections:
+    """The receiver connections of one TCP source session: session-id deadlines and pacing
+    (module docstring).  Its own sans-IO core: ``next_timer``/``handle_timer``."""
+
+    __slots__ = (
+        "_closing",
+        "_confirmed",
+        "_rng",
+        "_unconfirmed",
+        "blocked",
+        "lossy",
+        "pacing",
+        "random_order",
+        "session",
+        "single",
+        "stats",
+        "targets",
+    )
+
+    def __init__(
+        self,
+        session: TcpSourceSession,
+        pacing: Pacing = Pacing.NORMAL,
+        *,
+        random_order: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.session = session
+        self.pacing = pacing
+        self.random_order = random_order
+        self._rng = rng if rng is not None else random.Random()
+        self.stats = ListenerStats()
+        #: Waiting for their confirmation, oldest first (a dict as an ordered set).
+        self._unconfirmed: dict[SourceConnection, None] = {}
+        #: Confirmed, in order of confirmation.
+        self._confirmed: list[SourceConnection] = []
+        self._closing: list[SourceConnection] = []
+        #: The handles to write the next chunk to (a new list after each change: a caller may
+        #: iterate an old one while a write changes the state).
+        self.targets: list[Any] = []
+        #: The confirmed connections that lose the next chunk.
+        self.lossy: list[SourceConnection] = []
+        #: Sends must wait (receiver-paced): see the module docstring.
+        self.blocked = False
+        #: The one target when there is exactly one and nobody loses data, else None.
+        self.single: Any = None
+
+    @property
+    def receivers(self) -> int:
+        return len(self._confirmed)
+
+    def connections(self) -> list[SourceConnection]:
+        """The confirmed connections, in order of confirmation."""
+        return list(self._confirmed)
+
+    @property
+    def waiting(self) -> int:
+        """Connections waiting for their confirmation."""
+        return len(self._unconfirmed)
+
+    # -- inputs
+    def accept(self, now: float, handle: Any = None) -> SourceConnection:
+        """A new connection (``handle``: the adapter's object for it)."""
+        c = SourceConnection(self.session, handle)
+        self.stats.accepted += 1
+        if c.confirmed:  # transport_tcp_use_session_id 0: no confirmation to wait for
+            self._confirm(c)
+            return c
+        c.deadline = now + SESSION_ID_TIMEOUT
+        waiting = self._unconfirmed
+        waiting[c] = None
+        if len(waiting) > MAX_UNCONFIRMED:
+            old = next(iter(waiting))
+            self.stats.evicted += 1
+            old.refusal = "evicted"
+            self._close(old)
+        return c
+
+    def receive_data(self, c: SourceConnection, data: bytes | memoryview) -> bool:
+        """Bytes from connection ``c``: True when it just got confirmed.  Raises
+        :class:`TransportError` (counted; the adapter closes it) as
+        :meth:`SourceConnection.receive_data` does."""
+        try:
+            just = c.receive_data(data)
+        except TransportError:
+            if c.stale:
+                self.stats.stale += 1
+            else:
+                self.stats.garbage += 1
+            c.refusal = "stale" if c.stale else "garbage"
+            self._forget(c)
+            raise
+        if just:
+            self._unconfirmed.pop(c, None)
+            c.deadline = None
+            self._confirm(c)
+        return just
+
+    def receive_paused(self, c: SourceConnection) -> None:
+        """``c``'s write buffer went above the session's limit."""
+        c.paused = True
+        if c.confirmed and not c.closed:
+            self._update()
+
+    def receive_resumed(self, c: SourceConnection) -> None:
+        """``c``'s write buffer drained (below a quarter of the limit)."""
+        c.paused = False
+        if c.confirmed and not c.closed:
+            self._update()
+
+    def receive_lost(self, c: SourceConnection) -> None:
+        """``c`` is gone (closed by either side)."""
+        self._forget(c)
+
+    def count_dropped(self, n: int) -> None:
+        """A chunk of ``n`` bytes was written to :attr:`targets`: :attr:`lossy` missed it."""
+        st = self.stats
+        for c in self.lossy:
+            c.dropped_chunks += 1
+            c.dropped_bytes += n
+            st.dropped_chunks += 1
+            st.dropped_bytes += n
+
+    def shuffle(self) -> None:
+        """``random`` send order: a new order of :attr:`targets` for the next chunk."""
+        if len(self.targets) > 1:
+            targets = list(self.targets)
+            self._rng.shuffle(targets)
+            self.targets = targets
+
+    # -- timers and outputs
+    def next_timer(self) -> float | None:
+        for c in self._unconfirmed:
+            return c.deadline
+        return None
+
+    def handle_timer(self, now: float) -> None:
+        """Close the connections whose confirmation is overdue (:meth:`take_closing`)."""
+        waiting = self._unconfirmed
+        while waiting:
+            c = next(iter(waiting))
+            if c.deadline is not None and c.deadline > now:
+                break
+            self.stats.timed_out += 1
+            c.refusal = "timeout"
+            self._close(c)
+
+    def take_closing(self) -> list[SourceConnection]:
+        """The connections the adapter must close now (timed out, evicted)."""
+        out = self._closing
+        if out:
+            self._closing = []
+        return out
+
+    # -- state
+    def _confirm(self, c: SourceConnection) -> None:
+        self.stats.confirmed += 1
+        self._confirmed.append(c)
+        self._update()
+
+    def _close(self, c: SourceConnection) -> None:
+        self._forget(c)
+        self._closing.append(c)
+
+    def _forget(self, c: SourceConnection) -> None:
+        if c.closed:
+            return
+        c.closed = True
+        self._unconfirmed.pop(c, None)
+        if c.confirmed and c in self._confirmed:
+            self._confirmed.remove(c)
+            self._update()
+
+    def _update(self) -> None:
+        """Recompute :attr:`targets`, :attr:`lossy`, :attr:`blocked` (module docstring)."""
+        conf = self._confirmed
+        paused = [c for c in conf if c.paused]
+        p = self.pacing
+        lossy: list[SourceConnection] = []
+        if not paused:
+            targets = [c.handle for c in conf]
+            blocked = False
+        elif p is Pacing.NORMAL or (p is Pacing.BOUNDED_LATENCY and len(paused) == len(conf)):
+            # Receiver-paced: everyone gets everything, sends wait.
+            targets = [c.handle for c in conf]
+            blocked = True
+        else:  # source_paced, or bounded_latency with a receiver able to take more
+            targets = [c.handle for c in conf if not c.paused]
+            lossy = paused
+            blocked = False
+        for c in conf:
+            if c.lossy != (c in lossy):
+                c.lossy = not c.lossy
+                if c.lossy:
+                    self.stats.lossy_episodes += 1
+        self.targets = targets
+        self.lossy = lossy
+        self.blocked = blocked
+        self.single = targets[0] if len(targets) == 1 and not lossy else None
 
 
 # ---------------------------------------------------------------------- receiver side
