@@ -23,6 +23,7 @@ from umcore.daemon.cli import (
     positive_int,
 )
 from umcore.errors import ConfigError
+from umcore.lbmrd.core import MAX_CLIENTS
 
 PROG = "lbmrd"
 
@@ -41,6 +42,7 @@ def build_parser() -> DaemonArgumentParser:
     p.add_argument("-s", "--snd-buf", metavar="SIZE", type=positive_int)
     p.add_argument("-v", "--validate", action="store_true")
     p.add_argument("--pid-file", metavar="FILE")
+    p.add_argument("--max-clients", metavar="N", type=positive_int, default=MAX_CLIENTS)
     p.add_argument(
         "--web-monitor",
         metavar="HOST:PORT",
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
             metrics=args.metrics,
             pid_file=args.pid_file,
             web=args.web_monitor,
+            max_clients=args.max_clients,
         ),
         listen=(resolved.address, config.port),
         logger=log,

@@ -18,11 +18,16 @@ from umcore.daemon.lifecycle import StopSignals
 from umcore.daemon.logs import LogSetup, RateLimitedLog
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
-from umcore.lbmrd.core import LbmrdRelay, NatRule, NatTable
+from umcore.daemon.refusals import RefusalLog
+from umcore.lbmrd.core import MAX_CLIENTS, LbmrdRelay, NatRule, NatTable
 
-__all__ = ["metric_specs", "nat_table", "serve"]
+__all__ = ["REFUSED_TABLE_FULL", "metric_specs", "nat_table", "serve"]
 
 log = logging.getLogger("lbmrd")
+
+# The kind of the client-table refusal in the log (its own rate-limited line, see
+# umcore.daemon.refusals).
+REFUSED_TABLE_FULL = "client table full"
 
 
 def nat_table(config: LbmrdConfig) -> NatTable:
@@ -74,9 +79,11 @@ async def serve(
     pid_file: str | None = None,
     stopping: asyncio.Event | None = None,
     web: tuple[str, int] | None = None,
+    max_clients: int = MAX_CLIENTS,
 ) -> int:
     """Run lbmrd on ``address:config.port`` until SIGTERM/SIGINT (or ``stopping`` is set);
-    ``web``: serve its web pages (daemons.lbmrd.webmon) on that host and port."""
+    ``web``: serve its web pages (daemons.lbmrd.webmon) on that host and port;
+    ``max_clients``: the bound on the client table (``--max-clients``, pyum)."""
     loop = asyncio.get_running_loop()
     signals: StopSignals | None = None
     if stopping is None:
@@ -84,9 +91,20 @@ async def serve(
         signals.install()
         stopping = signals.stopping
     nat = nat_table(config)
-    relay = LbmrdRelay(now=loop.time(), ttl=config.ttl_s, activity=config.activity_s, nat=nat)
+    relay = LbmrdRelay(
+        now=loop.time(),
+        ttl=config.ttl_s,
+        activity=config.activity_s,
+        nat=nat,
+        max_clients=max_clients,
+    )
     counters = relay.counters
     limited = RateLimitedLog(log, loop.time)
+    refusals = RefusalLog(log, loop.time, call_at=loop.call_at)
+    refusal_reason = (
+        f"the table holds {max_clients} clients (--max-clients); its datagrams are dropped "
+        "and it gets no keepalives"
+    )
     endpoint: DatagramEndpoint | None = None
     timer: CoreTimer
 
@@ -128,9 +146,7 @@ async def serve(
             # handle_timer, which re-arms itself): no re-arm on the forwarding path.
             timer.arm(relay.next_timer())
         elif counters.clients_refused != refused:
-            limited.warning(
-                "refused", "client table full (%d): refused %s:%d", relay.max_clients, *addr
-            )
+            refusals.note(REFUSED_TABLE_FULL, f"{addr[0]}:{addr[1]}", refusal_reason)
 
     timer = CoreTimer(loop, on_timer)
     log.info(
@@ -173,12 +189,13 @@ async def serve(
         timer.arm(relay.next_timer())
         host, port = endpoint.local_address
         log.info(
-            "listening on %s:%d (ttl %g s, activity %g s, %d NAT transform(s))",
+            "listening on %s:%d (ttl %g s, activity %g s, %d NAT transform(s), at most %d clients)",
             host,
             port,
             config.ttl_s,
             config.activity_s,
             len(config.transforms),
+            relay.max_clients,
         )
         if pid_file is not None:
             pid = PidFile(pid_file)

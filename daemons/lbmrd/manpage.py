@@ -24,6 +24,7 @@ Options:
   -s, --snd-buf=SIZE    ask for a SIZE-byte socket send buffer (default 1048576)
   -v, --validate        check config-file, print the first problem found, then exit
   --pid-file=FILE       write the process id to FILE once listening; removed at exit (pyum)
+  --max-clients=N       keep at most N clients in the table (default 4096; pyum)
   --metrics=HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics (pyum; off by
                         default)
   --web-monitor=HOST:PORT
@@ -51,6 +52,13 @@ from one domain to clients in another are rewritten by the matching <rule>s (see
 lbmrd-nat.xml).  Everything lbmrd sends leaves from its listening address and port.
 
 Malformed or non-resolution datagrams are counted and dropped (logged, rate-limited).
+
+Client table (pyum): at most --max-clients clients (4096 by default: every datagram is copied to
+every client, and the bound keeps a flood of spoofed senders from growing memory).  While it is
+full, datagrams from a new client are dropped and the client gets no keepalive answers, so it
+sees this lbmrd as inactive (the LBMR protocol has no refusal message).  Each refusal kind has its
+own log line: the first refusal at once, naming the client, then one summary per 10 s with the
+count, the number of clients refused and a few of their addresses.
 SIGTERM or SIGINT stops lbmrd cleanly (a second SIGINT forces it); SIGHUP re-opens the log file.
 
 Exit status: 0 on success (and for -v on a valid file), 1 when the configuration is wrong

@@ -24,13 +24,15 @@ from umcore.config.srs import SRSConfig
 from umcore.daemon.lifecycle import StopSignals
 from umcore.daemon.logroll import RollingFileHandler
 from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
+from umcore.daemon.memory import release_free_memory
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
+from umcore.daemon.refusals import RefusalLog
 from umcore.daemon.statspub import StatsPublisher, StatsService
 from umcore.daemon.web import WebPages
 from umcore.monitor.pb import srs_mon_pb2
 from umcore.monitor.prometheus import StatsCollector
-from umcore.srs.server import PROTOCOL_VERSION, ServerConfig, SRSEvent, SRSServer
+from umcore.srs.server import PROTOCOL_VERSION, Refusal, ServerConfig, SRSEvent, SRSServer
 from umcore.srs.stats import fill_pb
 
 __all__ = [
@@ -42,6 +44,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("SRS")
+
+# Memory: how often the daemon checks whether bytes of incomplete frames were released, and how
+# many must have been released since the last check (from the peak) before it asks the allocator
+# to return freed memory to the system (umcore.daemon.memory; a heap walk, hence the threshold).
+MEMORY_CHECK_INTERVAL = 5.0
+RELEASE_AFTER_BYTES = 16 << 20
 
 
 def configure_logging(config: SRSConfig, *, level: int = logging.INFO) -> LogSetup:
@@ -86,7 +94,42 @@ def server_config(config: SRSConfig) -> ServerConfig:
         batch_frame_max_datagram_size=config.batch_frame_max_datagram_size,
         record_queue_service_interval_ms=config.record_queue_service_interval,
         request_stream_max_msg_count=config.request_stream_max_msg_count,
+        max_connections=config.limits.max_connections,
+        max_clients=config.limits.max_clients,
+        max_sources=config.limits.max_sources,
+        max_sources_per_client=config.limits.max_sources_per_client,
+        max_sources_per_host=config.limits.max_sources_per_host,
+        max_buffered_bytes=config.limits.max_buffered_bytes,
+        frame_timeout=config.limits.frame_timeout / 1000.0,
+        registration_timeout=config.limits.registration_timeout / 1000.0,
+        max_silence=config.limits.max_silence / 1000.0,
     )
+
+
+def log_refusals(refusal_log: RefusalLog) -> Callable[[list[Refusal]], None]:
+    """The endpoint's ``on_refusals``: each kind of refusal in its own rate-limited line."""
+
+    def on_refusals(refusals: list[Refusal]) -> None:
+        for r in refusals:
+            refusal_log.note(r.kind, r.who, r.detail, r.count)
+
+    return on_refusals
+
+
+def release_memory_if_freed(core: SRSServer) -> bool:
+    """After at least RELEASE_AFTER_BYTES of incomplete frames were released since the peak,
+    return freed memory to the system; True when it did."""
+    if core.buffered_peak - core.buffered_bytes < RELEASE_AFTER_BYTES:
+        return False
+    freed = core.buffered_peak - core.buffered_bytes
+    core.reset_buffered_peak()
+    if release_free_memory():
+        log.info(
+            "returned freed memory to the system (%d MiB of incomplete frames released)",
+            freed >> 20,
+        )
+        return True
+    return False
 
 
 def _refused_getter(core: SRSServer, name: str) -> Callable[[], float]:
@@ -223,8 +266,17 @@ async def serve(
         if stats is not None:
             stats.receive_events(events)
 
-    endpoint = SRSServerEndpoint(core, on_events=on_events)
+    refusal_log = RefusalLog(log, loop.time, call_at=loop.call_at)
+    endpoint = SRSServerEndpoint(core, on_events=on_events, on_refusals=log_refusals(refusal_log))
     host, port = await endpoint.start(address, config.port)
+    memory_check: asyncio.TimerHandle | None = None
+
+    def check_memory() -> None:
+        nonlocal memory_check
+        release_memory_if_freed(core)
+        memory_check = loop.call_later(MEMORY_CHECK_INTERVAL, check_memory)
+
+    memory_check = loop.call_later(MEMORY_CHECK_INTERVAL, check_memory)
     log.info("SRS Server IP address: %s port: %d", host, port)
     metrics_server: MetricsServer | None = None
     debug: WebPages | None = None
@@ -254,6 +306,8 @@ async def serve(
             pid.write()
         await stopping.wait()
     finally:
+        if memory_check is not None:
+            memory_check.cancel()
         await endpoint.close()
         if stats is not None:
             await stats.close()

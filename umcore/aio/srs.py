@@ -13,7 +13,8 @@ mark (``pause_writing``) the core keeps that client's records in its own bounded
 until ``resume_writing`` (:meth:`SRSServer.receive_writing_paused`).  What still reaches a paused
 transport (keepalive answers) is bounded too: a connection whose write buffer passes
 ``max_write_buffer`` is aborted and counted (``slow_dropped``) — its state becomes inactive like
-any disconnect.
+any disconnect.  What the core's bounds refused (:meth:`SRSServer.take_refusals`) goes to the
+``on_refusals`` callback after every input (the daemon logs it, rate-limited).
 
 :class:`SRSClientConnector` opens the connections the client core asks for
 (``take_connects``), each bounded by ``connect_timeout``; a failed or timed-out connect is
@@ -32,7 +33,7 @@ from typing import cast
 from umcore.aio.timer import CoreTimer
 from umcore.srs.client import Event as ClientEvent
 from umcore.srs.client import SRSClient
-from umcore.srs.server import SRSEvent, SRSServer
+from umcore.srs.server import Refusal, SRSEvent, SRSServer
 
 __all__ = ["SRSClientConnector", "SRSServerEndpoint"]
 
@@ -61,9 +62,11 @@ class SRSServerEndpoint:
         *,
         on_events: Callable[[list[SRSEvent]], None] | None = None,
         max_write_buffer: int = MAX_WRITE_BUFFER,
+        on_refusals: Callable[[list[Refusal]], None] | None = None,
     ) -> None:
         self.core = core
         self.on_events = on_events
+        self.on_refusals = on_refusals
         self.max_write_buffer = max_write_buffer
         self.server: asyncio.Server | None = None
         self.address: tuple[str, int] | None = None
@@ -130,6 +133,9 @@ class SRSServerEndpoint:
             events = core.take_events()
             if events:
                 self.on_events(events)
+        refusals = core.take_refusals()
+        if refusals and self.on_refusals is not None:
+            self.on_refusals(refusals)
         if self._timer is not None:
             self._timer.arm(core.next_timer())
 

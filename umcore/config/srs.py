@@ -18,6 +18,11 @@ values; :meth:`SRSConfig.monitor_attributes` turns them into attribute objects f
 monitoring context.  :func:`dump` renders an effective configuration as ``<um-srs>`` XML — what
 ``SRS -d`` prints; its output validates against the same XSD.
 
+``<srs><pyum-limits>`` is a pyum extension (UM's schema has no place for these bounds): the
+SRS's connection, client and source tables, per-client and per-host source quotas, bytes
+buffered for incomplete frames, and three timeouts (ms).  Absent elements take the core's
+named constants (:mod:`umcore.srs.common`); :data:`LIMITS` lists them.  ``-d`` prints them.
+
 Discrepancies we follow the XSD on: ``<log size>`` must be >= 1 (prose says 0 disables);
 ``ping-interval`` must be >= 100 (prose says 0 disables).  Log size is in MiB (2^20 bytes).
 """
@@ -35,7 +40,7 @@ from umcore.config.attributes import ATTRIBUTE_CLASSES, Attributes, Configuratio
 from umcore.config.flatfile import Setting, make_setting
 from umcore.config.xmlfile import line_of
 
-__all__ = ["SCHEMA", "SRSConfig", "dump", "load", "load_text", "xsd_text"]
+__all__ = ["LIMITS", "SCHEMA", "SRSConfig", "SRSLimits", "dump", "load", "load_text", "xsd_text"]
 
 SCHEMA = "srs.xsd"
 MONITOR_SCOPES = ("context", "source", "receiver")
@@ -63,6 +68,37 @@ class SRSLog:
 
 
 @dataclass
+class SRSLimits:
+    """``<srs><pyum-limits>`` (pyum extension).  The defaults repeat the core's named constants
+    (umcore.srs.common, where each is explained; config may not import the cores);
+    tests/srs/test_hardening.py checks that they agree."""
+
+    max_connections: int = 10_000
+    max_clients: int = 10_000
+    max_sources: int = 1_000_000
+    max_sources_per_client: int = 100_000
+    max_sources_per_host: int = 200_000
+    max_buffered_bytes: int = 64 << 20
+    frame_timeout: int = 10_000  # ms
+    registration_timeout: int = 10_000  # ms
+    max_silence: int = 120_000  # ms
+
+
+#: The child elements of ``<pyum-limits>``, in the order ``-d`` prints them.
+LIMITS = (
+    "max-connections",
+    "max-clients",
+    "max-sources",
+    "max-sources-per-client",
+    "max-sources-per-host",
+    "max-buffered-bytes",
+    "frame-timeout",
+    "registration-timeout",
+    "max-silence",
+)
+
+
+@dataclass
 class SRSConfig:
     """Every SRS setting, effective (defaults filled in)."""
 
@@ -87,6 +123,7 @@ class SRSConfig:
     batch_frame_max_record_count: int = 50
     batch_frame_max_datagram_size: int = 8192
     application_id: str | None = None
+    limits: SRSLimits = field(default_factory=SRSLimits)  # <pyum-limits> (pyum extension)
     debug_monitor_interface: str = "localhost"
     # observed; the docs say 27000, which would collide.  0 = an ephemeral port (pyum; the
     # SRS logs the bound address: "debug monitor on http://HOST:PORT/")
@@ -186,6 +223,10 @@ def _build(tree: etree._ElementTree, source: str) -> SRSConfig:
         attr = tag.replace("-", "_")
         setattr(cfg, attr, _int(actor, tag, source, getattr(cfg, attr)))
     cfg.application_id = _text(srs, "application-id", source, None)
+    limits = _child(srs, "pyum-limits")
+    for tag in LIMITS:
+        attr = tag.replace("-", "_")
+        setattr(cfg.limits, attr, _int(limits, tag, source, getattr(cfg.limits, attr)))
     debug = _child(root, "debug-monitor")
     cfg.debug_monitor_interface = (
         _text(debug, "interface", source, cfg.debug_monitor_interface) or "localhost"
@@ -275,6 +316,10 @@ def dump(cfg: SRSConfig | None = None) -> str:
     lines.append("    </clientactor>")
     if c.application_id:
         lines.append(el("application-id", c.application_id, 4))
+    lines.append("    <pyum-limits>")
+    for tag in LIMITS:
+        lines.append(el(tag, getattr(c.limits, tag.replace("-", "_")), 6))
+    lines.append("    </pyum-limits>")
     lines.append("  </srs>")
     lines.append("  <debug-monitor>")
     lines.append(el("interface", c.debug_monitor_interface, 4))

@@ -69,6 +69,7 @@ class Client:
         "err",
         "forward_interest",
         "held_back",
+        "host",
         "host_id",
         "inactive_since",
         "interest",
@@ -85,8 +86,11 @@ class Client:
         "stats",
     )
 
-    def __init__(self, req: RegistrationRequest, client_id: int) -> None:
+    def __init__(self, req: RegistrationRequest, client_id: int, host: str = "") -> None:
         self.key: SessionKey = (req.session_id, req.client_addr, req.client_port)
+        # The TCP peer's IP address (what the per-host quota counts by: a registration's
+        # client_addr is whatever the client wrote); set again at each registration.
+        self.host = host
         self.session_id = req.session_id
         self.addr = req.client_addr
         self.port = req.client_port
@@ -159,7 +163,8 @@ class Client:
         )
 
     def describe(self) -> str:
-        return f"client[{self.addr}:{self.port}] sessionID[0x{self.session_id:08x}]"
+        text = f"client[{self.addr}:{self.port}] sessionID[0x{self.session_id:08x}]"
+        return f"{text} from {self.host}" if self.host else text
 
 
 class Registry:
@@ -171,6 +176,8 @@ class Registry:
         "dir_domain",
         "flood",
         "forward",
+        "host_sources",
+        "inactive_epoch",
         "interest",
         "patterns",
         "sources",
@@ -185,6 +192,8 @@ class Registry:
         self.flood: set[Client] = set()
         self.forward: set[Client] = set()  # forward-interest clients (DROs)
         self.dir_domain: int | None = None  # the DIR domain id of the TRD's DROs
+        self.host_sources: dict[str, int] = {}  # host (peer IP) -> sources of its clients
+        self.inactive_epoch = 0  # counts clients going inactive (unset_modes)
 
     # -- clients
 
@@ -200,14 +209,35 @@ class Registry:
             self.forward.discard(client)
 
     def unset_modes(self, client: Client) -> None:
+        """The client lost its connection (it becomes inactive)."""
+        self.inactive_epoch += 1
         self.flood.discard(client)
         self.forward.discard(client)
 
-    def oldest_inactive(self) -> Client | None:
+    def move_host(self, client: Client, host: str) -> None:
+        """A client registered again from another address: its sources count for ``host``."""
+        if client.host == host:
+            return
+        n = len(client.sources)
+        if n:
+            self._count_host(client.host, -n)
+            self._count_host(host, n)
+        client.host = host
+
+    def _count_host(self, host: str, delta: int) -> None:
+        n = self.host_sources.get(host, 0) + delta
+        if n > 0:
+            self.host_sources[host] = n
+        else:
+            self.host_sources.pop(host, None)
+
+    def oldest_inactive(self, host: str | None = None) -> Client | None:
+        """The client inactive the longest (of ``host`` when given); None if none is."""
         oldest: Client | None = None
         for c in self.clients.values():
             if (
                 c.conn is None
+                and (host is None or c.host == host)
                 and c.inactive_since is not None
                 and (oldest is None or c.inactive_since < (oldest.inactive_since or 0.0))
             ):
@@ -221,10 +251,13 @@ class Registry:
         self.sources[key] = src
         self.by_topic.setdefault(key[1], {})[key] = src
         src.owner.sources[key] = src
+        host = src.owner.host
+        self.host_sources[host] = self.host_sources.get(host, 0) + 1
 
     def remove_source(self, src: Source) -> None:
         key = src.key
-        self.sources.pop(key, None)
+        if self.sources.pop(key, None) is not None:
+            self._count_host(src.owner.host, -1)
         src.owner.sources.pop(key, None)
         by_topic = self.by_topic.get(key[1])
         if by_topic is not None:

@@ -34,11 +34,11 @@ from umcore.srs.common import (
     MAX_NAMES_PER_CLIENT,
     MAX_PATTERNS_PER_CLIENT,
     MAX_ROUTES_PER_CLIENT,
-    MAX_SOURCES_PER_CLIENT,
+    RefusalTally,
     Refused,
     ServerConfig,
 )
-from umcore.srs.lifetimes import Lifetimes
+from umcore.srs.lifetimes import EXPIRY_KINDS, Lifetimes
 from umcore.srs.registry import Client, EventLog, Registry, Source
 from umcore.srs.session import QueueService
 from umcore.srs.stats import SRSErrorStats, SRSStats
@@ -62,7 +62,30 @@ from umcore.wire.srs_messages import (
     WildcardReceiverInfo,
 )
 
-__all__ = ["Relay"]
+__all__ = [
+    "REFUSED_INTEREST",
+    "REFUSED_NAMES",
+    "REFUSED_PATTERNS",
+    "REFUSED_ROUTES",
+    "REFUSED_SOURCE_CLIENT",
+    "REFUSED_SOURCE_HOST",
+    "REFUSED_SOURCE_TABLE",
+    "Relay",
+]
+
+# Kinds of refusal the relay reports (the daemon logs one rate-limited line per kind).  The SRS
+# protocol has no way to refuse one record: the client is not told; the log and the counters are
+# how the operator learns.
+REFUSED_SOURCE_TABLE = "source table full"
+REFUSED_SOURCE_CLIENT = "source quota per client"
+REFUSED_SOURCE_HOST = "source quota per host"
+REFUSED_INTEREST = "receiver topic quota per client"
+REFUSED_PATTERNS = "wildcard pattern quota per client"
+REFUSED_ROUTES = "DRO route quota per client"
+REFUSED_NAMES = "context name quota per client"
+# Remembered hosts known to have no inactive client (a negative cache, so a refused flood does
+# not scan the client table for each record); cleared beyond this many hosts.
+_MAX_NEGATIVE_HOSTS = 1024
 
 _SER_TAIL = struct.pack("!i", SER_COST)
 
@@ -77,6 +100,7 @@ class Relay:
     """The records' semantics and their fan-out; see the module docstring."""
 
     __slots__ = (
+        "_none_inactive",
         "config",
         "errors",
         "events",
@@ -85,6 +109,7 @@ class Relay:
         "refused",
         "registry",
         "stats",
+        "tally",
     )
 
     def __init__(
@@ -97,7 +122,11 @@ class Relay:
         stats: SRSStats,
         errors: SRSErrorStats,
         refused: Refused,
+        tally: RefusalTally | None = None,
     ) -> None:
+        self.tally = tally if tally is not None else RefusalTally(refused)
+        # host (None: any) -> Registry.inactive_epoch when it was found to have no inactive client
+        self._none_inactive: dict[str | None, int] = {}
         self.config = config
         self.registry = registry
         self.queues = queues
@@ -206,9 +235,7 @@ class Relay:
             changed = deleted.raw != raw
         else:
             changed = True
-        if len(self.registry.sources) >= self.config.max_sources or (
-            len(client.sources) >= MAX_SOURCES_PER_CLIENT
-        ):
+        if not self._room_for_source(client, topic, now):
             self.refused.sources += 1
             return
         st.client_sir_received_count += 1
@@ -221,6 +248,77 @@ class Relay:
             self.events.add("SIR", client, now, rec)
         if changed:
             self._relay_sir(src)
+
+    def _room_for_source(self, client: Client, topic: str, now: float) -> bool:
+        """Whether a new source of ``client`` fits its quota, its host's and the table; inactive
+        clients (of the host for its quota, of any host for the table) are expired early, the
+        longest-inactive first, to make room.  A refusal is counted and tallied for the log."""
+        cfg = self.config
+        registry = self.registry
+        held = len(client.sources)
+        if held >= cfg.max_sources_per_client:
+            self.refused.sources_client_quota += 1
+            self.tally.add(
+                REFUSED_SOURCE_CLIENT,
+                client.describe(),
+                f"SIR for topic {topic!r} refused: the client holds {held} sources "
+                f"(<pyum-limits><max-sources-per-client> {cfg.max_sources_per_client})",
+            )
+            return False
+        host = client.host
+        while registry.host_sources.get(host, 0) >= cfg.max_sources_per_host:
+            victim = self._inactive(host)
+            if victim is None:
+                self.refused.sources_host_quota += 1
+                self.tally.add(
+                    REFUSED_SOURCE_HOST,
+                    client.describe(),
+                    f"SIR for topic {topic!r} refused: host {host} holds "
+                    f"{registry.host_sources.get(host, 0)} sources "
+                    f"(<pyum-limits><max-sources-per-host> {cfg.max_sources_per_host})",
+                )
+                return False
+            self.evict(victim, now)
+        while len(registry.sources) >= cfg.max_sources:
+            victim = self._inactive(None)
+            if victim is None:
+                self.tally.add(
+                    REFUSED_SOURCE_TABLE,
+                    client.describe(),
+                    f"SIR for topic {topic!r} refused: the SRS holds {len(registry.sources)} "
+                    f"sources, all of connected clients "
+                    f"(<pyum-limits><max-sources> {cfg.max_sources})",
+                )
+                return False
+            self.evict(victim, now)
+        return True
+
+    def _inactive(self, host: str | None) -> Client | None:
+        """The longest-inactive client (of ``host``, or any), remembering a miss until another
+        client goes inactive."""
+        epoch = self.registry.inactive_epoch
+        if self._none_inactive.get(host) == epoch:
+            return None
+        victim = self.registry.oldest_inactive(host)
+        if victim is None:
+            if len(self._none_inactive) >= _MAX_NEGATIVE_HOSTS:
+                self._none_inactive.clear()
+            self._none_inactive[host] = epoch
+        return victim
+
+    def evict(self, client: Client, now: float) -> None:
+        """Expire an inactive client now, every kind of its records (announcing the ends as
+        its lifetimes would), and forget it: room for a new client or new sources."""
+        self.refused.clients_evicted += 1
+        for kind in EXPIRY_KINDS:
+            self.expire_unconfirmed(client, kind, now)
+        self.registry.clients.pop(client.key, None)
+
+    def _refuse(self, kind: str, client: Client, what: str, bound: int) -> None:
+        """Tally a refusal by a fixed per-client bound (a named constant of common)."""
+        self.tally.add(
+            kind, client.describe(), f"{what} refused: the client holds {bound} (a pyum bound)"
+        )
 
     def _relay_sir(self, src: Source) -> None:
         for c in self.registry.recipients(src.key[1], src.owner):
@@ -265,6 +363,9 @@ class Relay:
         if state is None:
             if len(client.interest) >= MAX_INTEREST_PER_CLIENT:
                 self.refused.interest += 1
+                self._refuse(
+                    REFUSED_INTEREST, client, f"RIR for topic {topic!r}", MAX_INTEREST_PER_CLIENT
+                )
                 return
             client.stats.client_rir_received_count += 1
             self.registry.add_interest(client, topic)
@@ -298,6 +399,9 @@ class Relay:
         if state is None:
             if len(client.patterns) >= MAX_PATTERNS_PER_CLIENT:
                 self.refused.patterns += 1
+                self._refuse(
+                    REFUSED_PATTERNS, client, f"WIR for {pattern!r}", MAX_PATTERNS_PER_CLIENT
+                )
                 return
             regex = self.registry.add_pattern(client, pattern)
             if regex is None:
@@ -356,6 +460,7 @@ class Relay:
         self.registry.dir_domain = rec.domain_id
         if entry is None and len(client.dr_records) >= MAX_ROUTES_PER_CLIENT:
             self.refused.routes += 1
+            self._refuse(REFUSED_ROUTES, client, "DIR", MAX_ROUTES_PER_CLIENT)
             return
         client.dr_records[rec.domain_id] = (rec, True)
         if entry is None:
@@ -375,6 +480,7 @@ class Relay:
             return
         if entry is None and len(client.routes) >= MAX_ROUTES_PER_CLIENT:
             self.refused.routes += 1
+            self._refuse(REFUSED_ROUTES, client, "RTIR", MAX_ROUTES_PER_CLIENT)
             return
         client.routes[raw] = (rec, True)
         if self.events.keep:
@@ -398,6 +504,7 @@ class Relay:
             self.errors.clients_invalid_cnir_name_mismatch_count += 1
         if entry is None and len(client.names) >= MAX_NAMES_PER_CLIENT:
             self.refused.names += 1
+            self._refuse(REFUSED_NAMES, client, "CNIR", MAX_NAMES_PER_CLIENT)
             return
         client.names[rec.name] = (rec, True)
         if self.events.keep:
@@ -414,6 +521,7 @@ class Relay:
             client.err.client_duplicate_cnqr_received_count += 1
         elif len(client.cname_query) >= MAX_NAMES_PER_CLIENT:
             self.refused.names += 1
+            self._refuse(REFUSED_NAMES, client, "CNQR", MAX_NAMES_PER_CLIENT)
             return
         client.cname_query.add(rec.name)
         if self.events.keep:

@@ -99,6 +99,7 @@ from __future__ import annotations
 
 from umcore.errors import RemoteProtocolError
 from umcore.srs.common import (
+    MAX_BUFFERED_BYTES,
     MAX_CLIENTS,
     MAX_CONNECTIONS,
     MAX_EVENTS,
@@ -107,18 +108,32 @@ from umcore.srs.common import (
     MAX_QUEUED_RECORDS_PER_CLIENT,
     MAX_SOURCES,
     MAX_SOURCES_PER_CLIENT,
+    MAX_SOURCES_PER_HOST,
     PROTOCOL_VERSION,
     SWEEP_INTERVAL,
     UNBOUNDED_CREDIT,
+    Refusal,
+    RefusalTally,
     Refused,
     ServerConfig,
 )
-from umcore.srs.lifetimes import EXPIRY_KINDS, Expiry, Lifetimes
+from umcore.srs.lifetimes import Expiry, Lifetimes
 from umcore.srs.registry import Client, EventLog, Registry, SRSEvent
-from umcore.srs.relay import Relay
+from umcore.srs.relay import (
+    REFUSED_INTEREST,
+    REFUSED_NAMES,
+    REFUSED_PATTERNS,
+    REFUSED_ROUTES,
+    REFUSED_SOURCE_CLIENT,
+    REFUSED_SOURCE_HOST,
+    REFUSED_SOURCE_TABLE,
+    Relay,
+)
 from umcore.srs.session import ClientSession, QueueService
 from umcore.srs.stats import SRSErrorStats, SRSStats
 from umcore.wire.srs import (
+    ERROR_CONNECTION_ERROR,
+    ERROR_REJECTED_SETUP,
     MAX_STREAM_ID,
     Error,
     Keepalive,
@@ -139,6 +154,8 @@ from umcore.wire.srs_messages import (
 )
 
 __all__ = [
+    "MALFORMED",
+    "MAX_BUFFERED_BYTES",
     "MAX_CLIENTS",
     "MAX_CONNECTIONS",
     "MAX_EVENTS",
@@ -147,9 +164,23 @@ __all__ = [
     "MAX_QUEUED_RECORDS_PER_CLIENT",
     "MAX_SOURCES",
     "MAX_SOURCES_PER_CLIENT",
+    "MAX_SOURCES_PER_HOST",
     "PROTOCOL_VERSION",
+    "REFUSED_BUFFER",
+    "REFUSED_CLIENT",
+    "REFUSED_CONNECTION",
+    "REFUSED_INTEREST",
+    "REFUSED_NAMES",
+    "REFUSED_PATTERNS",
+    "REFUSED_ROUTES",
+    "REFUSED_SOURCE_CLIENT",
+    "REFUSED_SOURCE_HOST",
+    "REFUSED_SOURCE_TABLE",
+    "TIMED_OUT_FRAME",
+    "TIMED_OUT_REGISTRATION",
     "UNBOUNDED_CREDIT",
     "Client",
+    "Refusal",
     "Refused",
     "SRSEvent",
     "SRSServer",
@@ -160,7 +191,17 @@ __all__ = [
 # our log): keeps the frame small whatever the exception's message.
 MAX_ERROR_TEXT = 200
 # RSocket error code sent before closing a connection for bad input (our choice, [I]).
-ERROR_CODE_BAD_INPUT = 0x101
+ERROR_CODE_BAD_INPUT = ERROR_CONNECTION_ERROR
+
+# Kinds of refusal of the connection level (take_refusals; the relay's REFUSED_* are the
+# records').  A client refused at the connection level is told with an RSocket ERROR frame
+# (REJECTED_SETUP for a full table, CONNECTION_ERROR otherwise) before the close.
+REFUSED_CONNECTION = "connection table full"
+REFUSED_CLIENT = "client table full"
+REFUSED_BUFFER = "buffered bytes bound"
+TIMED_OUT_FRAME = "frame timeout"
+TIMED_OUT_REGISTRATION = "registration timeout"
+MALFORMED = "malformed input"
 
 
 class SRSServer:
@@ -176,6 +217,7 @@ class SRSServer:
         self.registry = Registry()
         self.queues = QueueService(self.config, self.refused)
         self.lifetimes = Lifetimes(self.config)
+        self.tally = RefusalTally(self.refused)
         self.relay = Relay(
             self.config,
             self.registry,
@@ -185,9 +227,18 @@ class SRSServer:
             self.stats,
             self.errors,
             self.refused,
+            self.tally,
         )
         self.sessions: dict[int, ClientSession[Client]] = {}
         self._next_sweep = now + SWEEP_INTERVAL
+        # Sessions holding an incomplete frame, oldest frame first (re-inserted when a new frame
+        # begins), and the bytes they hold together (max_buffered_bytes bounds it).
+        self._partial: dict[int, ClientSession[Client]] = {}
+        #: Bytes held for incomplete frames, all connections together.
+        self.buffered_bytes = 0
+        #: The highest buffered_bytes since reset_buffered_peak() (the daemon returns freed
+        #: memory to the system after a high peak).
+        self.buffered_peak = 0
 
     @property
     def keep_events(self) -> bool:
@@ -203,11 +254,17 @@ class SRSServer:
 
     def receive_connected(self, conn_id: int, peer: tuple[str, int], now: float) -> None:
         """The adapter accepted a connection and named it ``conn_id``."""
-        if len(self.sessions) >= self.config.max_connections:
+        cfg = self.config
+        if len(self.sessions) >= cfg.max_connections:
             self.refused.connections += 1
+            text = f"SRS connection table full ({cfg.max_connections} connections)"
+            self.tally.add(REFUSED_CONNECTION, f"{peer[0]}:{peer[1]}", text)
+            self.queues.send(conn_id, encode(Error(0, ERROR_REJECTED_SETUP, text)))
             self.queues.close(conn_id)
             return
-        self.sessions[conn_id] = ClientSession(conn_id, peer, now)
+        session: ClientSession[Client] = ClientSession(conn_id, peer, now)
+        session.max_lifetime = min(session.max_lifetime, cfg.max_silence)
+        self.sessions[conn_id] = session
 
     def receive_data(self, conn_id: int, data: bytes | bytearray | memoryview, now: float) -> None:
         """Bytes from connection ``conn_id``."""
@@ -215,17 +272,73 @@ class SRSServer:
         if session is None:
             return
         session.last_rx = now
+        sessions = self.sessions
         try:
-            for frame in session.decoder.feed(data):
+            frames = session.decoder.feed(data)
+            self._account(session, bool(frames), now)
+            for frame in frames:
+                if conn_id not in sessions:
+                    break  # refused or shed by an earlier frame: the rest is moot
                 self._frame(session, frame, now)
         except RemoteProtocolError as exc:  # SRSError and refused transitions
             self.refused.connections_malformed += 1
             if session.client is not None:
                 session.client.err.client_invalid_srs_message_received_count += 1
             text = str(exc)[:MAX_ERROR_TEXT]
+            self.tally.add(MALFORMED, self._who(session), f"not valid SRS protocol: {text}")
             self.queues.send(conn_id, encode(Error(0, ERROR_CODE_BAD_INPUT, text)))
             self._drop(session, now, f"bad input: {exc}")
         self._after_input(now)
+
+    def _account(self, session: ClientSession[Client], completed: bool, now: float) -> None:
+        """Count the bytes ``session``'s decoder holds for an incomplete frame, and keep the
+        sessions holding one in the order their frames began; past ``max_buffered_bytes``,
+        close the oldest (:meth:`_shed`)."""
+        after = session.decoder.buffered
+        before = session.buffered
+        if after == before and not completed:
+            return  # the same incomplete frame, no byte added (or nothing buffered)
+        self.buffered_bytes += after - before
+        session.buffered = after
+        partial = self._partial
+        cid = session.conn_id
+        if not after:
+            partial.pop(cid, None)
+        elif completed or not before:  # a new frame began in this input
+            partial.pop(cid, None)
+            partial[cid] = session
+            session.partial_since = now
+        if self.buffered_bytes > self.buffered_peak:
+            self.buffered_peak = self.buffered_bytes
+        if self.buffered_bytes > self.config.max_buffered_bytes:
+            self._shed(now)
+
+    def _shed(self, now: float) -> None:
+        """Close the connections whose incomplete frames are the oldest until the bytes held
+        are within ``max_buffered_bytes`` again."""
+        bound = self.config.max_buffered_bytes
+        while self.buffered_bytes > bound and self._partial:
+            victim = next(iter(self._partial.values()))
+            age = now - victim.partial_since
+            text = (
+                f"closed: {self.buffered_bytes} bytes of incomplete frames held, over "
+                f"<pyum-limits><max-buffered-bytes> {bound}; this connection's frame "
+                f"({victim.buffered} bytes so far) was the oldest, begun {age:.1f} s ago"
+            )
+            self.refused.buffer_evicted += 1
+            self.tally.add(REFUSED_BUFFER, self._who(victim), text)
+            self.queues.send(victim.conn_id, encode(Error(0, ERROR_CONNECTION_ERROR, text)))
+            self._drop(victim, now, "incomplete frame shed: buffered bytes bound")
+
+    def reset_buffered_peak(self) -> None:
+        """Start a new peak of buffered bytes from the current amount."""
+        self.buffered_peak = self.buffered_bytes
+
+    def _who(self, session: ClientSession[Client]) -> str:
+        """A connection's identity for the log: its client when registered, else its peer."""
+        if session.client is not None:
+            return session.client.describe()
+        return f"{session.peer[0]}:{session.peer[1]}"
 
     def receive_disconnected(self, conn_id: int, now: float) -> None:
         """Connection ``conn_id`` is gone."""
@@ -254,14 +367,43 @@ class SRSServer:
                 self.relay.send_ser(due.source)
         if now >= self._next_sweep:
             self._next_sweep = now + SWEEP_INTERVAL
-            for session in list(self.sessions.values()):
-                if now - session.last_rx > session.max_lifetime:
-                    self.refused.connections_timed_out += 1
-                    self._drop(session, now, "no keepalive within the max lifetime")
+            self._sweep(now)
         service = self.queues.service_at
         if service is not None and now >= service:
             self.queues.service(now)
         self._after_input(now)
+
+    def _sweep(self, now: float) -> None:
+        """The liveness sweep: unregistered past ``registration_timeout``, silent past the max
+        lifetime (the SETUP's, at most ``max_silence``), a frame begun ``frame_timeout`` ago."""
+        cfg = self.config
+        for session in list(self.sessions.values()):
+            if session.client is None and now - session.opened > cfg.registration_timeout:
+                self.refused.registrations_timed_out += 1
+                self.tally.add(
+                    TIMED_OUT_REGISTRATION,
+                    self._who(session),
+                    f"closed: not registered {now - session.opened:.1f} s after connecting "
+                    f"(<pyum-limits><registration-timeout> {cfg.registration_timeout * 1000:.0f} ms)",
+                )
+                self._drop(session, now, "not registered in time")
+            elif now - session.last_rx > session.max_lifetime:
+                self.refused.connections_timed_out += 1
+                self._drop(session, now, "no keepalive within the max lifetime")
+        partial = self._partial
+        while partial:
+            session = next(iter(partial.values()))
+            age = now - session.partial_since
+            if age <= cfg.frame_timeout:
+                break
+            self.refused.frames_timed_out += 1
+            text = (
+                f"closed: a frame incomplete {age:.1f} s after its first byte ({session.buffered} "
+                f"bytes so far; <pyum-limits><frame-timeout> {cfg.frame_timeout * 1000:.0f} ms)"
+            )
+            self.tally.add(TIMED_OUT_FRAME, self._who(session), text)
+            self.queues.send(session.conn_id, encode(Error(0, ERROR_CONNECTION_ERROR, text)))
+            self._drop(session, now, "frame incomplete in time")
 
     def next_timer(self) -> float | None:
         deadline = self.lifetimes.next_deadline()
@@ -289,6 +431,11 @@ class SRSServer:
 
     def take_events(self) -> list[SRSEvent]:
         return self.events.take()
+
+    def take_refusals(self) -> list[Refusal]:
+        """What the bounds refused since the last call, one :class:`Refusal` per kind and peer
+        with a count (for the daemon's rate-limited log lines)."""
+        return self.tally.take()
 
     # ----------------------------------------------------------------------------- queries
 
@@ -362,7 +509,7 @@ class SRSServer:
                 self.queues.send(session.conn_id, encode(Keepalive(False, 0)))
             return
         if isinstance(frame, Setup):
-            session.receive_setup(frame.max_lifetime_ms)
+            session.receive_setup(frame.max_lifetime_ms, self.config.max_silence)
             return
         if isinstance(frame, Error):
             raise RemoteProtocolError(f"peer sent ERROR 0x{frame.code:x}: {frame.text[:80]}")
@@ -406,16 +553,26 @@ class SRSServer:
         registry = self.registry
         key = (req.session_id, req.client_addr, req.client_port)
         client = registry.clients.get(key)
+        host = session.peer[0]
         if client is None:
             if len(registry.clients) >= self.config.max_clients and not self._evict_one(now):
                 self.refused.clients += 1
-                raise RemoteProtocolError("client table full")
-            client = Client(req, self.stats.clients_next_client_id)
+                text = (
+                    f"SRS client table full ({self.config.max_clients} clients, all connected; "
+                    f"<pyum-limits><max-clients>)"
+                )
+                who = f"client[{req.client_addr}:{req.client_port}] sessionID[0x{req.session_id:08x}] from {host}"
+                self.tally.add(REFUSED_CLIENT, who, text)
+                self.queues.send(session.conn_id, encode(Error(0, ERROR_REJECTED_SETUP, text)))
+                self._drop(session, now, "client table full")
+                return
+            client = Client(req, self.stats.clients_next_client_id, host)
             registry.clients[key] = client
         else:
             if client.conn is not None:  # the same context on a new connection: drop the old
                 self._drop(client.conn, now, "replaced by a new connection of the same context")
             client.reregister(req, self.stats.clients_next_client_id)
+            registry.move_host(client, host)
         session.client = client
         self.stats.clients_next_client_id += 1
         client.conn = session
@@ -442,6 +599,10 @@ class SRSServer:
         """Forget a connection; its client's records become inactive."""
         if self.sessions.pop(session.conn_id, None) is None:
             return
+        if session.buffered:
+            self.buffered_bytes -= session.buffered
+            session.buffered = 0
+        self._partial.pop(session.conn_id, None)
         if close:
             self.queues.close(session.conn_id)
         session.close()
@@ -472,10 +633,7 @@ class SRSServer:
         oldest = self.registry.oldest_inactive()
         if oldest is None:
             return False
-        self.refused.clients_evicted += 1
-        for kind in EXPIRY_KINDS:
-            self.relay.expire_unconfirmed(oldest, kind, now)
-        self.registry.clients.pop(oldest.key, None)
+        self.relay.evict(oldest, now)
         return True
 
     def _after_input(self, now: float) -> None:

@@ -127,12 +127,15 @@ class ClientSession(Generic[OwnerT]):
     """One client connection: protocol state, stream credit and the bounded record queue."""
 
     __slots__ = (
+        "buffered",
         "client",
         "conn_id",
         "credit",
         "decoder",
         "last_rx",
         "max_lifetime",
+        "opened",
+        "partial_since",
         "peer",
         "queue",
         "state",
@@ -148,6 +151,9 @@ class ClientSession(Generic[OwnerT]):
         self.state = SessionState.OPEN
         self.client: OwnerT | None = None  # set by the registration
         self.last_rx = now
+        self.opened = now  # when the connection was accepted (registration timeout)
+        self.buffered = 0  # bytes of an incomplete frame, as last counted by the server
+        self.partial_since = now  # when the incomplete frame (if buffered) began
         self.max_lifetime = DEFAULT_MAX_LIFETIME
         self.stream_id = 0  # the stream the SRS pushes batches on; 0 = not open yet
         self.credit = 0  # PAYLOADs the client lets us send; UNBOUNDED_CREDIT = no limit
@@ -177,10 +183,13 @@ class ClientSession(Generic[OwnerT]):
     def paused(self) -> bool:
         return self.state is SessionState.PAUSED
 
-    def receive_setup(self, max_lifetime_ms: int) -> None:
+    def receive_setup(self, max_lifetime_ms: int, cap: float | None = None) -> None:
+        """SETUP: the client's max lifetime, at most ``cap`` seconds (None: as asked)."""
         self._transition(SessionInput.SETUP)
         if max_lifetime_ms > 0:
             self.max_lifetime = max_lifetime_ms / 1000.0
+        if cap is not None and self.max_lifetime > cap:
+            self.max_lifetime = cap
 
     def receive_registration(self) -> None:
         """A registration request (the server then sets ``client``)."""
