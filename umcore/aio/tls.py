@@ -29,9 +29,9 @@ protocol is a :class:`_SecureProtocol` for the connection's whole life: TLS runs
 ``create_server(ssl=...)``, which fails handshakes silently: we must log the peer and the
 reason), then the compression hello of :mod:`umcore.wire.lz4stream`, all within
 ``tls_compression_negotiation_timeout``.  Only then does the real protocol see
-``connection_made``, with a :class:`_SecureTransport`: its writes become TLS records at once,
-or with LZ4 are joined per loop iteration and framed as one block (a batch of small messages
-compresses as one), then encrypted.  A handshake or negotiation that fails or times out closes
+``connection_made``, with a :class:`_SecureTransport`: its writes are joined per loop iteration
+(at most 64 KiB), framed as one LZ4 block (a batch of small messages compresses as one) and
+encrypted in full TLS records.  A handshake or negotiation that fails or times out closes
 that connection, logs the peer and the reason and counts it
 (:attr:`Security.handshake_failures`, :attr:`Security.negotiation_failures`); the context goes
 on.  A plain peer at a TLS port fails the handshake here; a TLS (or compressed) peer at a plain
@@ -195,6 +195,8 @@ class Security:
     """A context's TLS and compression setting and its connection counters."""
 
     __slots__ = (
+        "bytes_compressed",
+        "bytes_uncompressed",
         "client_context",
         "compression",
         "connections_secured",
@@ -226,6 +228,10 @@ class Security:
         self.negotiation_failures = 0
         #: Secured connections lost later to bad TLS records or bad LZ4 blocks.
         self.stream_errors = 0
+        #: Bytes written by protocols on compressed connections, and what LZ4 made of them
+        #: (framing included): the context's compression ratio.
+        self.bytes_uncompressed = 0
+        self.bytes_compressed = 0
         #: Connections still negotiating (closed with the context).
         self.pending: set[_SecureProtocol] = set()
 
@@ -509,21 +515,24 @@ class _SecureProtocol(asyncio.Protocol):
             self._handshake()
             if not self.handshaken or self.failed:
                 return
+        # OpenSSL hands out one record (<= 16 KiB) per read: the records of one socket read
+        # go up together, as one chunk (the protocol's fast paths want big reads).
         read = tls.read
+        chunks: list[bytes] = []
         try:
-            while not self.closed:
+            while True:
                 chunk = read(READ_SIZE)
                 if not chunk:
                     break  # close_notify: the peer's TCP close follows
-                self._plain_received(chunk)
-        except ssl.SSLWantReadError:
-            pass
-        except ssl.SSLZeroReturnError:
+                chunks.append(chunk)
+        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
             pass
         except (ssl.SSLError, OSError) as exc:
             self._fail("TLS", _reason(exc), handshake=False)
             return
         self._send_records()
+        if chunks:
+            self._plain_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def _plain_received(self, data: bytes) -> None:
         decoder = self.decoder
@@ -580,8 +589,8 @@ class _SecureProtocol(asyncio.Protocol):
         self.closed = True
 
 
-# Most plain bytes taken from TLS per read call (TLS records are at most 16 KiB each).
-READ_SIZE = 262144
+# Most plain bytes taken from TLS per read call: one TLS record holds at most 16 KiB.
+READ_SIZE = 16384
 
 
 def _reason(exc: BaseException) -> str:
@@ -595,12 +604,12 @@ def _reason(exc: BaseException) -> str:
 
 
 class _SecureTransport(asyncio.Transport):
-    """What the protocol of a secured connection writes to (module docstring).  With LZ4 the
-    writes of one loop iteration are framed together at the next ``call_soon`` (or at once past
-    :attr:`MAX_PENDING`): a batch of small messages compresses as one block.  Without LZ4 each
-    write becomes TLS records at once."""
+    """What the protocol of a secured connection writes to (module docstring).  The writes of
+    one loop iteration are taken together at the next ``call_soon`` (or at once past
+    :attr:`MAX_PENDING`): a batch of small messages compresses as one LZ4 block, and TLS makes
+    full 16 KiB records of them (one OpenSSL call each, not one per write)."""
 
-    # Bytes held before a flush is forced: one LZ4 block's worth.
+    # Bytes held before a flush is forced: one LZ4 block's worth, four full TLS records.
     MAX_PENDING = 65536
 
     def __init__(self, proto: _SecureProtocol) -> None:
@@ -612,15 +621,9 @@ class _SecureTransport(asyncio.Transport):
         self._pending_len = 0
         self._scheduled = False
         self._closed = False
-        #: Bytes the protocol wrote, and bytes they became below LZ4 (the compression ratio).
-        self.bytes_in = 0
-        self.bytes_out = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closed:
-            return
-        if not self._compress:
-            self._proto._write_plain(data)
             return
         self._pending.append(bytes(data))
         self._pending_len += len(data)
@@ -640,9 +643,13 @@ class _SecureTransport(asyncio.Transport):
         data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
         self._pending.clear()
         self._pending_len = 0
+        if not self._compress:
+            self._proto._write_plain(data)
+            return
         framed = b"".join(encode_blocks(data))
-        self.bytes_in += len(data)
-        self.bytes_out += len(framed)
+        security = self._proto.security
+        security.bytes_uncompressed += len(data)
+        security.bytes_compressed += len(framed)
         self._proto._write_plain(framed)
 
     def _raw(self) -> asyncio.Transport | None:
