@@ -30,13 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
-from lxml import etree
 
 from umcore.config.attributes import Attributes, global_configuration
 from umcore.config.flatfile import parse_line, read_config_file
 from umcore.config.options import REGISTRY
 from umcore.config.store import StoreFile, StoreInstance
-from umcore.config.xmlfile import line_of
+from umcore.config.xmlfile import MAX_CONFIG_BYTES, line_of, parse_text
 from umcore.daemon import interfaces
 from umcore.errors import ConfigError
 
@@ -94,8 +93,10 @@ def _lines(source: str) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
     stores: dict[str, int] = {}
     options: dict[tuple[str, str], int] = {}
     try:
-        tree = etree.parse(source)  # already parsed and validated by the loader
-    except (OSError, etree.XMLSyntaxError):
+        # Already parsed and validated by the loader; parsed again the same guarded way.
+        with open(source, "rb") as fh:
+            tree = parse_text(fh.read(MAX_CONFIG_BYTES + 1), source)
+    except (OSError, ConfigError):
         return stores, options
     for el in tree.iter("store"):
         name = el.get("name", "")

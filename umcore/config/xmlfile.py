@@ -5,7 +5,16 @@ Theory of operation
 UM's daemons are configured by XML files checked against a DTD (lbmrd, umestored, tnwgd) or an
 XSD (SRS).  We parse with lxml, keeping line numbers, refuse anything that could reach outside the
 file (no network, no external entities, no XInclude — UM's daemons do not process XInclude), and
-validate against the schema text shipped in ``umcore/config/schemas``.  Every failure becomes one
+validate against the schema text shipped in ``umcore/config/schemas``.
+
+**Hostile documents.**  Before lxml sees the bytes, :func:`refuse_doctype` looks for a
+``<!DOCTYPE``: entity declarations (internal or external, general or parameter), an external DTD
+(``SYSTEM``/``PUBLIC``) and any internal DTD subset are refused with one located line, so nothing
+is read through an entity, nothing is fetched and nothing is expanded (billion laughs costs a
+scan of the bytes).  A bare ``<!DOCTYPE root>`` is harmless and accepted.  The parser is also
+built not to resolve entities, load DTDs or touch the network, and the parsed tree is checked
+again (:func:`_refuse_parsed`: a DTD or an entity left in it) for encodings the byte scan does
+not read; libxml2's own amplification bound stops an expansion in that last case.  Every failure becomes one
 :class:`~umcore.errors.ConfigError` naming the file, the line, the element and what is wrong, so a
 daemon can print one line and exit 1 before binding anything.  After validation, loaders read
 values with :func:`text_of` / :func:`int_of`, which also produce located errors.
@@ -14,6 +23,7 @@ values with :func:`text_of` / :func:`int_of`, which also produce located errors.
 from __future__ import annotations
 
 import io
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -21,7 +31,16 @@ from lxml import etree
 
 from umcore.errors import ConfigError
 
-__all__ = ["int_of", "line_of", "load", "parse_text", "schema_text", "text_of", "validate"]
+__all__ = [
+    "int_of",
+    "line_of",
+    "load",
+    "parse_text",
+    "refuse_doctype",
+    "schema_text",
+    "text_of",
+    "validate",
+]
 
 # Larger than any real daemon configuration by orders of magnitude; a bound so a mistaken path
 # (a log file, a device) is refused instead of read into memory.
@@ -43,16 +62,114 @@ def _parser() -> etree.XMLParser:
     )
 
 
+# What the one-line refusals say (tests check the wording).
+REFUSE_ENTITY = (
+    "entity declarations are not allowed in a configuration file (nothing was read or expanded)"
+)
+REFUSE_EXTERNAL_DTD = "an external DTD is not allowed (nothing was fetched; the daemon validates against the schema it ships)"
+REFUSE_INTERNAL_SUBSET = (
+    "an internal DTD subset is not allowed (the daemon validates against the schema it ships)"
+)
+REFUSE_ENTITY_REFERENCE = "entity references are not allowed in a configuration file"
+
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+)
+_DOCTYPE = re.compile(
+    r"<!DOCTYPE\s+[^\s\[>]+\s*(?P<external>(?:SYSTEM|PUBLIC)\b)?[^\[>]*(?P<subset>\[)?"
+)
+
+# The root element's start tag: the prolog (where a DOCTYPE may stand) ends there.
+_ROOT_TAG = re.compile(r"<[A-Za-z_:]")
+
+
+def _as_text(data: bytes) -> str:
+    """The bytes as text for :func:`refuse_doctype`: by BOM, by the UTF-16/32 patterns of a
+    leading ``<``, else Latin-1 (every ASCII-compatible encoding keeps ``<!DOCTYPE`` readable)."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(codec, "replace")
+    for head, codec in (
+        (b"\x00\x00\x00<", "utf-32-be"),
+        (b"<\x00\x00\x00", "utf-32-le"),
+        (b"\x00<", "utf-16-be"),
+        (b"<\x00", "utf-16-le"),
+    ):
+        if data.startswith(head):
+            return data.decode(codec, "replace")
+    return data.decode("latin-1")
+
+
+def refuse_doctype(data: bytes, source: str) -> None:
+    """Refuse, before any parsing, a DOCTYPE with entity declarations, an external DTD or an
+    internal subset: one ConfigError located at the declaration (the first ``<!ENTITY`` for
+    entities).  Costs one scan of the bytes, whatever the entities would expand to."""
+    text = _as_text(data)
+    root = _ROOT_TAG.search(text)
+    # A DOCTYPE is only one before the root element (after it, it is text lxml refuses).
+    prolog = text[: root.start()] if root is not None else text
+    doctype = prolog.find("<!DOCTYPE")
+    if doctype < 0:
+        return
+    match = _DOCTYPE.search(prolog, doctype)
+    if match is None or match.group("subset"):
+        # An internal subset (or a DOCTYPE our pattern does not read: lxml names its syntax
+        # error, unless it declares entities).
+        entity = prolog.find("<!ENTITY", doctype)
+        if entity >= 0:
+            raise ConfigError(
+                REFUSE_ENTITY,
+                source=source,
+                line=prolog.count("\n", 0, entity) + 1,
+                what="<!DOCTYPE>",
+            )
+    if match is None:
+        return
+    line = prolog.count("\n", 0, match.start()) + 1
+    if match.group("external"):
+        raise ConfigError(REFUSE_EXTERNAL_DTD, source=source, line=line, what="<!DOCTYPE>")
+    if match.group("subset"):
+        raise ConfigError(REFUSE_INTERNAL_SUBSET, source=source, line=line, what="<!DOCTYPE>")
+
+
+def _refuse_parsed(tree: etree._ElementTree, source: str) -> None:
+    """The second check, on the parsed tree (an encoding the byte scan could not read)."""
+    info = tree.docinfo
+    if info.internalDTD is not None:
+        entities = list(info.internalDTD.entities())  # type: ignore[attr-defined]
+        raise ConfigError(
+            REFUSE_ENTITY if entities else REFUSE_INTERNAL_SUBSET, source=source, what="<!DOCTYPE>"
+        )
+    if info.system_url or info.public_id:
+        raise ConfigError(REFUSE_EXTERNAL_DTD, source=source, what="<!DOCTYPE>")
+    for node in tree.iter(etree.Entity):
+        parent = node.getparent()
+        raise ConfigError(
+            REFUSE_ENTITY_REFERENCE,
+            source=source,
+            line=line_of(node) or (line_of(parent) if parent is not None else None),
+            what=f"<{parent.tag}>" if parent is not None else None,
+        )
+
+
 def parse_text(data: bytes, source: str) -> etree._ElementTree:
-    """Parse XML bytes; syntax errors become a ConfigError located at ``source``."""
+    """Parse XML bytes; a DOCTYPE with entities, an external DTD or an internal subset and
+    syntax errors become a ConfigError located at ``source``."""
+    refuse_doctype(data, source)
     try:
-        return etree.ElementTree(etree.fromstring(data, _parser()))
+        tree = etree.ElementTree(etree.fromstring(data, _parser()))
     except etree.XMLSyntaxError as exc:
         line = exc.lineno if exc.lineno else None
         msg = exc.msg or str(exc)
         # lxml appends ", line N, column M" to its messages; we print the line ourselves.
         msg = msg.split(", line ")[0]
         raise ConfigError(f"malformed XML: {msg}", source=source, line=line) from None
+    _refuse_parsed(tree, source)
+    return tree
 
 
 def _validator(schema: str) -> etree.DTD | etree.XMLSchema:
@@ -101,13 +218,32 @@ def validate(tree: etree._ElementTree, schema: str, source: str) -> None:
     first = errors[0] if errors else None
     if first is None:  # pragma: no cover - lxml always logs why validation failed
         raise ConfigError(f"does not conform to {schema}", source=source)
-    element = _element_at(tree, first.line)
+    at_fault = _element_of(tree, first.path)
+    if at_fault is not None:
+        element: str | None = str(at_fault.tag)
+        line = line_of(at_fault) or first.line or None
+    else:
+        element, line = _element_at(tree, first.line), first.line or None
     raise ConfigError(
         first.message,
         source=source,
-        line=first.line or None,
+        line=line,
         what=f"<{element}>" if element else None,
     )
+
+
+def _element_of(tree: etree._ElementTree, path: str | None) -> etree._Element | None:
+    """The element a validation error names by its XPath (``/lbmrd/daemon/bogus``): the one at
+    fault even when several elements share a line."""
+    if not path:
+        return None
+    try:
+        found = tree.xpath(path)
+    except etree.XPathError:
+        return None
+    if isinstance(found, list) and found and isinstance(found[0], etree._Element):
+        return found[0]
+    return None
 
 
 def _element_at(tree: etree._ElementTree, line: int) -> str | None:

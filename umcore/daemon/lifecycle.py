@@ -178,7 +178,10 @@ class StopSignals:
         if hasattr(signal, "SIGHUP") and sig == signal.SIGHUP:
             log.info("SIGHUP: re-opening the log file")
             if self.on_reload is not None:
-                self.on_reload()
+                try:
+                    self.on_reload()
+                except Exception as exc:  # a reload that fails must not stop the daemon
+                    log.error("SIGHUP: reload failed, running on: %s", exc)
             return
         if self.stopping.is_set():
             if sig == signal.SIGINT:

@@ -28,6 +28,8 @@ from pathlib import Path
 __all__ = ["RollingFileHandler", "rolled_files"]
 
 MIB = 1 << 20
+# A roll whose new file cannot be opened is retried after this long, not on every line.
+ROLL_RETRY_S = 60.0
 
 
 def rolled_files(path: str | Path) -> list[Path]:
@@ -62,6 +64,11 @@ class RollingFileHandler(logging.FileHandler):
         self.sequence = 0
         self._opened = clock()
         self._boundary = self._next_boundary(self._opened)
+        # After a roll that could not open the new file, no new attempt before this time (the
+        # size check would otherwise retry, and fail, on every line).
+        self._retry_at: _dt.datetime | None = None
+        #: Rolls that failed (the old file kept).
+        self.roll_failures = 0
 
     def _next_boundary(self, when: _dt.datetime) -> _dt.datetime | None:
         if self.frequency == "daily":
@@ -79,30 +86,43 @@ class RollingFileHandler(logging.FileHandler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             now = self.clock()
-            if self._size() >= self.max_bytes or (
+            due = self._size() >= self.max_bytes or (
                 self._boundary is not None and now >= self._boundary
-            ):
+            )
+            if due and (self._retry_at is None or now >= self._retry_at):
                 self.roll(now)
         except Exception:  # never let logging kill the daemon
             self.handleError(record)
         super().emit(record)
 
     def roll(self, now: _dt.datetime | None = None) -> Path:
-        """Roll now; returns the rolled file's path."""
+        """Roll now; returns the rolled file's path.  When the new file cannot be opened (its
+        directory removed...), the file already open is kept and written on, the failure is
+        counted and the next attempt waits :data:`ROLL_RETRY_S`."""
         now = now or self.clock()
-        if self.stream:
-            self.stream.close()
-            self.stream = None
         self.sequence += 1
         base = Path(self.baseFilename)
         day = self._opened.strftime("%Y-%m-%d")
         target = base.with_name(f"{base.name}_{os.getpid()}.{day}.{self.sequence}")
-        if base.exists():
-            os.replace(base, target)
+        if os.name == "nt" and self.stream:  # Windows cannot rename an open file
+            self.stream.close()
+            self.stream = None
+        try:
+            if base.exists():
+                os.replace(base, target)  # the open stream follows the file (POSIX)
+            stream = open(self.baseFilename, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError:
+            self.roll_failures += 1
+            self._retry_at = now + _dt.timedelta(seconds=ROLL_RETRY_S)
+            return target
+        self._retry_at = None
+        old = self.setStream(stream)
+        if old is not None:
+            old.close()
+        if target.exists():
             target = self._compress(target)
         self._opened = now
         self._boundary = self._next_boundary(now)
-        self.stream = open(self.baseFilename, "a", encoding="utf-8")  # noqa: SIM115
         self._prune()
         return target
 

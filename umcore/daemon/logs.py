@@ -26,6 +26,8 @@ __all__ = ["LOG_FORMAT", "LogSetup", "RateLimitedLog", "configure"]
 LOG_FORMAT = "%(asctime)s.%(msecs)03d [%(levelname)s]: %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
+_log = logging.getLogger("umcore.daemon")
+
 
 class LogSetup:
     """The handler :func:`configure` installed; ``reopen()`` re-opens a log file."""
@@ -34,24 +36,39 @@ class LogSetup:
         self.handler = handler
         self.path = path
 
-    def reopen(self) -> None:
-        """Close and re-open the log file (after logrotate moved it); no-op on the console."""
+    def reopen(self) -> bool:
+        """Re-open the log file (after logrotate moved it); no-op on the console.
+
+        The new file is opened before the old one is let go: when it cannot be opened (its
+        directory removed, a full disk, permissions) the daemon keeps logging to the file it
+        has, logs one error line saying so there, and runs on.  True if re-opened (or console)."""
         handler = self.handler
-        if isinstance(handler, logging.FileHandler):
-            handler.acquire()
-            try:
-                handler.close()
-                # What FileHandler opens, through its documented attributes (its own opener is
-                # private): the same file, mode, encoding and error handling.
-                stream = open(  # noqa: SIM115 - the handler owns the stream and closes it
-                    handler.baseFilename,
-                    handler.mode,
-                    encoding=handler.encoding,
-                    errors=handler.errors,
-                )
-                handler.setStream(cast(io.TextIOWrapper, stream))  # text mode: one
-            finally:
-                handler.release()
+        if not isinstance(handler, logging.FileHandler):
+            return True
+        try:
+            # What FileHandler opens, through its documented attributes (its own opener is
+            # private): the same file, mode, encoding and error handling.
+            stream = open(  # noqa: SIM115 - the handler owns the stream and closes it
+                handler.baseFilename,
+                handler.mode,
+                encoding=handler.encoding,
+                errors=handler.errors,
+            )
+        except OSError as exc:
+            msg = (
+                f"cannot re-open the log file {handler.baseFilename}: {exc.strerror or exc};"
+                " still logging to the file already open"
+            )
+            record = _log.makeRecord(_log.name, logging.ERROR, __file__, 0, msg, (), None)
+            _log.handle(record)
+            # The file may be out of anyone's sight (its directory removed): stderr too.
+            sys.stderr.write(handler.format(record) + "\n")
+            sys.stderr.flush()
+            return False
+        old = handler.setStream(cast(io.TextIOWrapper, stream))  # text mode: one
+        if old is not None:
+            old.close()
+        return True
 
     def close(self) -> None:
         logging.getLogger().removeHandler(self.handler)
