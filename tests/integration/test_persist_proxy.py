@@ -58,7 +58,7 @@ TIMERS = {
 CREATED = re.compile(r"proxy source for topic '[^']+' \(source RegID (\d+)\) created")
 DELETED = re.compile(r"proxy source for topic '[^']+' \(source RegID (\d+)\) deleted: (\w+)")
 SRI_KEPT = re.compile(r"SRI naming 3 Store\(s\) kept for a proxy source")
-FOLLOWING = re.compile(r"proxy source for topic .* runs at Store [\d.]+:\d+: following it")
+FOLLOWING = re.compile(r"proxy source for topic .* runs at Store ([\d.]+:\d+): following it")
 NO_QUORUM = re.compile(r"proxy source for topic .* no quorum, no proxy")
 REELECT = re.compile(r"proxy source for topic .* silent for [\d.]+ s: electing again")
 QUORUM = {"allow-proxy-source": "1", "proxy-source-repo-quorum-required": "1"}
@@ -127,12 +127,12 @@ async def sri_kept(stores: list[Store]) -> None:
     )
 
 
-async def recovers(what: str) -> None:
+async def recovers(stores: list[Store], what: str) -> None:
     """A new receiver gets a proxy's SRI, registers and recovers 0..9."""
     async with await Context.create() as rctx:
         got = Received()
         rcv = await rctx.create_receiver(TOPIC, got)
-        await until(lambda: got.sqns() == list(range(10)), f"0..9 recovered {what}", timeout=WAIT)
+        await watch(stores, lambda: got.sqns() == list(range(10)), f"0..9 recovered {what}")
         assert all(x.flags & m.MSG_FLAG_RETRANSMIT for x in got.data())
         assert [x.data for x in got.data()] == [b"m%d" % i for i in range(10)]
         assert got.of(ev.MSG_UME_REGISTRATION_COMPLETE_EX)
@@ -147,6 +147,20 @@ async def watch(stores: list[Store], pred: Callable[[], object], what: str) -> N
         for s in stores:
             print(f"===== {s.name} (last 60 lines)", *s.lines()[-60:], sep="\n")
         raise
+
+
+def settled(stores: list[Store]) -> Store | None:
+    """The Store running the one proxy when every other one's last "following" line names
+    it, else None."""
+    if not one_running(stores):
+        return None
+    (owner,) = [s for s in stores if running(s) == 1]
+    for s in stores:
+        if s is not owner:
+            follows = [m for line in s.lines() if (m := FOLLOWING.search(line))]
+            if not follows or follows[-1].group(1) != f"127.0.0.1:{owner.port}":
+                return None
+    return owner
 
 
 def one_running(stores: list[Store]) -> bool:
@@ -169,11 +183,12 @@ async def test_check27_proxy_source_elected_serves_recovery_and_yields(topo: Top
         await sent_and_gone(stores, attrs)
 
         await watch(stores, lambda: any(running(s) for s in stores), "a proxy elected")
-        await recovers("through the proxy")
+        await recovers(stores, "through the proxy")
         # exactly one survives the election (a collision's loser has withdrawn by now: the
         # proxies announce their token every half interval and the receiver needed longer)
-        await until(lambda: one_running(stores), "exactly one proxy", timeout=WAIT)
-        (owner,) = [s for s in stores if running(s) == 1]
+        await watch(stores, lambda: settled(stores) is not None, "exactly one proxy")
+        owner = settled(stores)
+        assert owner is not None
 
         async with await Context.create() as sctx:
             events = SourceEvents()
@@ -223,9 +238,10 @@ async def test_algorithm2_quorum_with_one_store_killed_then_none_with_two(
         await src.close()
     alive = stores[:2]
     await watch(alive, lambda: any(running(s) for s in alive), "a proxy with 2 of 3")
-    await recovers("through the proxy, one Store dead")
-    await until(lambda: one_running(alive), "exactly one proxy", timeout=WAIT)
-    (owner,) = [s for s in alive if running(s) == 1]
+    await recovers(alive, "through the proxy, one Store dead")
+    await watch(alive, lambda: settled(alive) is not None, "exactly one proxy")
+    owner = settled(alive)
+    assert owner is not None
     (last,) = [s for s in alive if s is not owner]
     await owner.kill()  # two of three gone: the last one re-elects and finds no quorum
     assert last.proc is not None
@@ -242,20 +258,17 @@ async def test_reelection_when_the_proxy_store_dies(topo: Topology) -> None:
     ]
     attrs = source_attrs(stores, ume_proxy_source="1", ume_session_id="0x2703")
     await sent_and_gone(stores, attrs)
-    await until(lambda: one_running(stores), "exactly one proxy", timeout=WAIT)
-    (first,) = [s for s in stores if running(s) == 1]
+    # the election settled: one Store runs the proxy and the two others follow it (else a
+    # Store still waiting, or a collision's loser not yet withdrawn, would simply win the first
+    # election once that Store is killed)
+    await watch(stores, lambda: settled(stores) is not None, "one proxy, followed by the others")
+    first = settled(stores)
+    assert first is not None
     others = [s for s in stores if s is not first]
-    # the election settled: the two others follow it (else a Store still waiting would simply
-    # win the first election once it is killed)
-    await until(
-        lambda: all(any(FOLLOWING.search(line) for line in s.lines()) for s in others),
-        "the other Stores following the proxy",
-        timeout=WAIT,
-    )
     await first.kill()
-    await until(lambda: one_running(others), "another Store's proxy", timeout=WAIT)
+    await watch(others, lambda: one_running(others), "another Store's proxy")
     assert any(REELECT.search(line) for s in others for line in s.lines())
-    await recovers("through the re-elected proxy")
+    await recovers(others, "through the re-elected proxy")
 
 
 def state_keeps_sri(st: Store) -> bool:
@@ -289,4 +302,4 @@ async def test_stores_restarted_from_disk_elect_a_proxy(topo: Topology) -> None:
     for st in stores:  # the Stores come back from their disk state, the source does not
         await st.start()
     await watch(stores, lambda: any(running(s) for s in stores), "a proxy from restored state")
-    await recovers("through a proxy of restored Stores")
+    await recovers(stores, "through a proxy of restored Stores")

@@ -443,3 +443,19 @@ def test_core_asks_a_proxied_source_for_its_sri_when_its_session_begins(tmp_path
     rig.core.receive_session(src.session, True, rig.now)  # it has one now: no request
     rig.pump()
     assert rig.take(src.reply_to, compose.SriRequest) == []
+
+
+def test_follower_follows_the_proxy_that_survives_collisions() -> None:
+    c = tracking(2)
+    c.inactive(REGS[2], INTERVAL, 0.0)
+    c.take_sends()
+    c.peer_proxy("t", 5, ADDRS[0], 0.5, SRI)  # a first proxy: followed
+    c.peer_proxy("t", 9, ADDRS[1], 0.6, SRI)  # a second, higher token: it will survive
+    c.peer_proxy("t", 5, ADDRS[0], 0.7, SRI)  # the first before it withdraws: no change
+    notes = [a.text for a in c.take_actions() if isinstance(a, ProxyNote)]
+    assert [n.split("runs at Store ")[1] for n in notes] == [
+        "127.0.0.1:15001: following it",
+        "127.0.0.1:15002: following it",
+    ]
+    c.peer_proxy("t", 9, ADDRS[1], 1.2, SRI)
+    assert c.next_timer() == 1.2 + silence_bound(INTERVAL)

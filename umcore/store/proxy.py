@@ -202,6 +202,7 @@ class _Tracked:
     topic_idx: int | None = None
     # the last other Store's proxy seen for this source: its address and when
     peer: Address | None = None
+    peer_token: int = 0
     peer_seen: float = 0.0
     # algorithm 2: Store address -> when its last PSER for this source came
     participants: dict[Address, float] = field(default_factory=dict)
@@ -366,7 +367,13 @@ class ProxyElection:
         if peer == self.address:
             return
         for t in self._peer_targets(topic, sri):
-            t.peer, t.peer_seen = peer, now
+            # the proxy followed: the one that survives collisions (highest token, then
+            # address); any proxy's announcement shows that one runs
+            switched = False
+            if t.peer is None or t.peer == peer or (token, peer) > (t.peer_token, t.peer):
+                switched = t.peer is not None and t.peer != peer
+                t.peer, t.peer_token = peer, token
+            t.peer_seen = now
             t.participants.pop(peer, None)  # a Store running a proxy is not electing
             if t.sri is None and sri is not None:
                 t.sri = replace(sri, topic_idx=None)  # learnt: what to serve if it goes
@@ -380,6 +387,8 @@ class ProxyElection:
                     self._follow(t)
             elif t.state is ProxyState.FOLLOWING:
                 t.deadline = now + silence_bound(t.interval_s)
+                if switched:
+                    self._note_following(t)
             elif t.gone:  # IDLE: its SRI was unknown here until now
                 self._follow(t)
 
@@ -543,6 +552,9 @@ class ProxyElection:
     def _follow(self, t: _Tracked) -> None:
         t.move(ProxyState.FOLLOWING)
         t.deadline = t.peer_seen + silence_bound(t.interval_s)
+        self._note_following(t)
+
+    def _note_following(self, t: _Tracked) -> None:
         self._actions.append(
             ProxyNote(
                 t.reg_id, t.topic,
