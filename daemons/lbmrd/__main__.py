@@ -1,9 +1,11 @@
 """``lbmrd [options] [config-file]``: the command line of seed 003 15.1, then :func:`app.serve`.
 
 Start-up order: parse the command line (usage errors: exit 2); ``-d`` prints the DTD; load and
-check the configuration file, apply the command line over it (CLI wins), resolve the interface
-and open the log file — any failure is one line ``lbmrd: <file>:<line>: <element>: <what>`` and
-exit 1, before anything binds; ``-v`` stops there with 0.  Then run until SIGTERM/SIGINT.
+check the configuration file, apply the command line over it (CLI wins), resolve the interface,
+check the ``--pid-file`` directory and open the log file — any failure is one line
+``lbmrd: <file>:<line>: <element>: <what>`` and exit 1 (2 when the value at fault is the command
+line's own: ``-p`` out of range, ``-i`` not an interface here, ``-v`` without a file), before
+anything binds; ``-v`` stops there with 0.  Then run until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from daemons.lbmrd.app import serve
 from daemons.lbmrd.manpage import LBMRD
 from umcore.config import lbmrd as lbmrd_config
-from umcore.daemon import interfaces, lifecycle, logs
+from umcore.daemon import interfaces, lifecycle, logs, pidfile
 from umcore.daemon.cli import (
     DaemonArgumentParser,
     add_metrics_argument,
@@ -63,7 +65,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0)
     if args.port is not None and args.port > 65535:
         lifecycle.config_error_exit(
-            PROG, ConfigError("out of range", source="command line", what="-p", allowed="0..65535")
+            PROG,
+            ConfigError(
+                "out of range", source=lifecycle.COMMAND_LINE, what="-p", allowed="0..65535"
+            ),
         )
     try:
         if args.validate:
@@ -85,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
             source="command line" if from_cli else str(config.source),
             what="-i" if args.interface is not None else "<interface>",
         )
+        if args.pid_file is not None:
+            pidfile.check_writable(args.pid_file, source=args.pid_file, what="--pid-file")
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
     log_setup = lifecycle.open_log_or_exit(

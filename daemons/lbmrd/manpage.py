@@ -61,8 +61,10 @@ own log line: the first refusal at once, naming the client, then one summary per
 count, the number of clients refused and a few of their addresses.
 SIGTERM or SIGINT stops lbmrd cleanly (a second SIGINT forces it); SIGHUP re-opens the log file.
 
-Exit status: 0 on success (and for -v on a valid file), 1 when the configuration is wrong
-(one line: file:line: element: problem), 2 for a wrong command line.
+Exit status: 0 on success (and for -v on a valid file); 1 when a file is wrong or lbmrd cannot
+start: the configuration (one line: file:line: element: problem), a -L log or --pid-file that
+cannot be written, the port in use; 2 for a wrong command line: an unknown option, a missing or
+out-of-range value (-p 70000, -v without a config-file, -i naming no interface of this host).
 """
 
 LBMRDS = """\

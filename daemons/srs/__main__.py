@@ -2,8 +2,9 @@
 
 Start-up order: parse the command line (usage errors: exit 2); ``-x`` prints the XSD; load and
 validate the configuration file against it (``-v`` stops there: 0 valid, 1 not; ``-d`` prints
-the effective configuration); open the log — any failure is one line
-``SRS: <file>:<line>: <element>: <what>`` and exit 1, before anything binds.  Then run until
+the effective configuration); check the ``<pid-file>`` directory; open the log — any failure
+is one line ``SRS: <file>:<line>: <element>: <what>`` and exit 1 (2 for the command line's own
+errors: ``-v`` without a file), before anything binds.  Then run until
 SIGINT/SIGTERM, exit 0.
 """
 
@@ -16,7 +17,7 @@ import sys
 from daemons.srs.app import configure_logging, serve
 from daemons.srs.manpage import SRS
 from umcore.config import srs as srs_config
-from umcore.daemon import lifecycle
+from umcore.daemon import lifecycle, pidfile
 from umcore.daemon.cli import DaemonArgumentParser, add_metrics_argument
 from umcore.errors import ConfigError
 
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
                 source=str(config.source),
                 what="<srs><interface>",
             ) from None
+        if config.pid_file:
+            pidfile.check_writable(config.pid_file, source=str(config.source), what="<pid-file>")
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
     level = logging.DEBUG if args.Debug else logging.INFO

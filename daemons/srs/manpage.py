@@ -48,7 +48,9 @@ What pyum does with the internal elements:
 Signals: SIGINT or SIGTERM stop the SRS cleanly (exit status 0); a second SIGINT forces an
 immediate exit.  SIGHUP re-opens the log file.
 
-Exit status: 0 success, 1 a configuration or start-up error, 2 a usage error.
+Exit status: 0 success; 1 a configuration or start-up error (one line: file:line: element:
+problem; a <log> or <pid-file> that cannot be written, the port in use); 2 a usage error (an
+unknown option, a missing or out-of-range value, -v without a configfile).
 """
 
 SRSDS = """\

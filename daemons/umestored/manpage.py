@@ -71,8 +71,10 @@ and the state files are finished ("Shutdown requested" ... "Shutdown complete"),
 SIGHUP re-opens the log file.  Give a service manager enough stop time for the writes to
 finish (the systemd unit allows 120 s).
 
-Exit status: 0 success (and for -v on a valid file), 1 a configuration or start-up error,
-2 a usage error.
+Exit status: 0 success (and for -v on a valid file); 1 a configuration or start-up error (one
+line: file:line: element: problem; a <log> or <pidfile> that cannot be written, a port in use);
+2 a usage error (an unknown option, no CONFIG.xml, a missing or out-of-range value such as -a
+naming a CPU this machine does not have).
 """
 
 UMESTOREDS = """\

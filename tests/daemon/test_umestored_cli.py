@@ -162,7 +162,7 @@ def test_help_prints_the_man_page(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_config_file_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main([], capsys)
-    assert code == 1
+    assert code == 2  # a usage error (the man page's convention)
     assert err == (
         "umestored: command line: a configuration file is required "
         "(umestored [options] CONFIG.xml)\n"
@@ -186,11 +186,11 @@ def test_affinity_takes_cpu_numbers_of_this_machine() -> None:
     assert info.value.allowed is not None and str(cpus[0]) in info.value.allowed
 
 
-def test_bad_affinity_exits_1_before_anything_starts(
+def test_bad_affinity_exits_2_before_anything_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run_main(["-a", "4096", str(CONFIG)], capsys)
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""  # a value out of range on the command line: usage error
     assert err.startswith("umestored: command line: -a: CPU 4096 is not available")
 
 

@@ -188,16 +188,22 @@ def resolve(
 
 
 def context_interface(
-    value: object, *, what: str = "interface", addresses: list[tuple[str, str]] | None = None
+    value: object,
+    *,
+    what: str = "interface",
+    source: str = "context options",
+    line: int | None = None,
+    addresses: list[tuple[str, str]] | None = None,
 ) -> str | None:
     """A context's interface option (a :class:`~umcore.config.values.Interface`, its text, or
     None) as the local address to bind, or None for "not named" (``0.0.0.0``, empty): the
     context then picks by route.  Device names, CIDR networks and host names are looked up
     among this host's interfaces as :func:`resolve` does; one that matches none is a
-    :class:`~umcore.errors.ConfigError`.  ``addresses`` is passed to :func:`resolve` (tests)."""
+    :class:`~umcore.errors.ConfigError` located at ``source``/``line`` (where the option was
+    set: a flat file's line...).  ``addresses`` is passed to :func:`resolve` (tests)."""
     if value is None:
         return None
     text = str(value).strip()
     if text in ("", "0.0.0.0", "0.0.0.0/0"):
         return None
-    return resolve(text, source="context options", what=what, addresses=addresses).address
+    return resolve(text, source=source, line=line, what=what, addresses=addresses).address

@@ -26,6 +26,7 @@ import io
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from lxml import etree
 
@@ -138,12 +139,13 @@ def refuse_doctype(data: bytes, source: str) -> None:
 
 def _refuse_parsed(tree: etree._ElementTree, source: str) -> None:
     """The second check, on the parsed tree (an encoding the byte scan could not read)."""
-    info = tree.docinfo
-    if info.internalDTD is not None:
-        entities = list(info.internalDTD.entities())  # type: ignore[attr-defined]
-        raise ConfigError(
-            REFUSE_ENTITY if entities else REFUSE_INTERNAL_SUBSET, source=source, what="<!DOCTYPE>"
-        )
+    info: Any = tree.docinfo  # lxml-stubs lack DocInfo.system_url and DTD.entities()
+    dtd: Any = info.internalDTD
+    if dtd is not None:  # a bare <!DOCTYPE root> gives an empty one: accepted
+        if list(dtd.entities()):
+            raise ConfigError(REFUSE_ENTITY, source=source, what="<!DOCTYPE>")
+        if list(dtd.elements()):
+            raise ConfigError(REFUSE_INTERNAL_SUBSET, source=source, what="<!DOCTYPE>")
     if info.system_url or info.public_id:
         raise ConfigError(REFUSE_EXTERNAL_DTD, source=source, what="<!DOCTYPE>")
     for node in tree.iter(etree.Entity):

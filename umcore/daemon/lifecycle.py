@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 1. **Validate, then bind.**  Everything that can be checked without binding is checked first; a
    :class:`~umcore.errors.ConfigError` becomes exactly one line on stderr,
-   ``<prog>: <file>:<line>: <element>: <what>``, and exit status 1 (:func:`config_error_exit`).
+   ``<prog>: <file>:<line>: <element>: <what>``, and exit status 1 (:func:`config_error_exit`;
+   2 when the fault is in the command line itself, as argparse exits for its usage errors).
    No traceback: the operator needs the place and the reason, nothing else.  The steps every
    daemon's ``__main__`` shares are here: ``-v`` (:func:`validate_and_exit`: ``<file>: valid``
    and 0, or the one line and 1), opening the log (:func:`open_log_or_exit`: a file that cannot
@@ -33,8 +34,10 @@ from typing import Any, NoReturn, TypeVar
 from umcore.errors import ConfigError
 
 __all__ = [
+    "COMMAND_LINE",
     "EXIT_CONFIG",
     "EXIT_FORCED",
+    "EXIT_USAGE",
     "StopSignals",
     "config_error_exit",
     "new_event_loop",
@@ -45,7 +48,14 @@ __all__ = [
     "validate_and_exit",
 ]
 
+# Exit statuses, one convention for every daemon (their man pages say the same): 1 when a file
+# is wrong (the configuration, a log or pid file that cannot be written) or the daemon cannot
+# start (a port in use); 2 when the command line is (an unknown option, a missing operand, a
+# value out of range: argparse's own status for its usage errors).
 EXIT_CONFIG = 1
+EXIT_USAGE = 2
+# ConfigError.source of an error in the command line itself (exit EXIT_USAGE).
+COMMAND_LINE = "command line"
 # 128 + SIGINT, the shell's convention for "killed by Ctrl-C".
 EXIT_FORCED = 130
 
@@ -53,10 +63,12 @@ log = logging.getLogger("umcore.daemon")
 
 
 def config_error_exit(prog: str, exc: ConfigError | str) -> NoReturn:
-    """Print ``<prog>: <exc>`` on stderr and exit with status 1."""
+    """Print ``<prog>: <exc>`` on stderr and exit: status 2 (:data:`EXIT_USAGE`) when the error
+    is in the command line itself (``source`` :data:`COMMAND_LINE`), else 1."""
     sys.stderr.write(f"{prog}: {exc}\n")
     sys.stderr.flush()
-    raise SystemExit(EXIT_CONFIG)
+    usage = isinstance(exc, ConfigError) and exc.source == COMMAND_LINE
+    raise SystemExit(EXIT_USAGE if usage else EXIT_CONFIG)
 
 
 def validate_and_exit(path: str | None, load: Callable[[str], object], file_word: str) -> NoReturn:
@@ -64,7 +76,7 @@ def validate_and_exit(path: str | None, load: Callable[[str], object], file_word
     ``<path>: valid`` and exit 0.  Without a path, ConfigError "-v needs a <file_word> to
     check"; the caller turns ConfigError into :func:`config_error_exit`."""
     if path is None:
-        raise ConfigError(f"-v needs a {file_word} to check", source="command line")
+        raise ConfigError(f"-v needs a {file_word} to check", source=COMMAND_LINE)
     load(path)
     print(f"{path}: valid")
     raise SystemExit(0)

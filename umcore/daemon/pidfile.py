@@ -5,7 +5,9 @@ Theory of operation
 Scripts wait for a daemon's pid file to appear to know it is up (the SRS's ``<pid-file>``, our
 notes 1.6.6), so :class:`PidFile` writes it only once the daemon is listening, atomically (a
 temporary file renamed into place: a reader never sees a half-written number), and removes it
-on exit if it still holds our pid.
+on exit if it still holds our pid.  Because it is written late, :func:`check_writable` is called
+before anything binds: a pid file that could not be written is one start-up error line (exit 1)
+instead of a failure after "listening".
 """
 
 from __future__ import annotations
@@ -14,7 +16,27 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["PidFile"]
+from umcore.errors import ConfigError
+
+__all__ = ["PidFile", "check_writable"]
+
+
+def check_writable(path: str | Path, *, source: str | None, what: str) -> None:
+    """ConfigError (``source``, ``what``) unless a pid file can be written at ``path`` (written
+    as a temporary file in its directory, renamed into place): its directory must exist and be
+    writable, and ``path`` must not be a directory."""
+    p = Path(path)
+    folder = p.parent
+    if p.is_dir():
+        reason = f"{str(p)!r} is a directory"
+    elif not folder.is_dir():
+        reason = f"its directory {str(folder)!r} does not exist"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        reason = f"its directory {str(folder)!r} is not writable"
+    else:
+        return
+    named = "" if source == str(path) else f" {str(p)!r}"
+    raise ConfigError(f"cannot write the pid file{named}: {reason}", source=source, what=what)
 
 
 class PidFile:

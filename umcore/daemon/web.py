@@ -64,11 +64,15 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from umcore import __version__ as pyum_version
+from umcore.daemon.logs import RateLimitedLog
 
 __all__ = [
+    "CLIENT_ERROR_LOG_BURST",
+    "CLIENT_ERROR_LOG_PERIOD",
     "JSON_PREFIX",
     "MAX_SAMPLES",
     "MIN_SAMPLE_INTERVAL",
+    "REQUEST_HEAD_TIMEOUT",
     "Action",
     "Block",
     "Header",
@@ -97,18 +101,73 @@ JSON_PREFIX = "/json"
 MAX_SAMPLES = 4096
 
 PageData = dict[str, Any]
+log = logging.getLogger("umcore.daemon.web")
 # How a page served from a child process gets its data: (method, path) -> the daemon's
 # WebPages.answer, across the pipe.
 RemoteFetch = Callable[[str, str], Awaitable[dict[str, Any]]]
 
 
+# A connection that has not sent a complete request head this long after it connected (or after
+# its last response) is closed: aiohttp's keep-alive timer, which closes a connection whose
+# handler waits for a request, also bounds one sending nothing or dribbling its head.  Local
+# scrapers and browsers send a head in milliseconds; Prometheus reconnects between scrapes.
+REQUEST_HEAD_TIMEOUT = 5.0
+# Client errors (an oversized or malformed request head) are logged as one line per kind, at
+# most this many per CLIENT_ERROR_LOG_PERIOD seconds, then a count; never a traceback.
+CLIENT_ERROR_LOG_BURST = 5
+CLIENT_ERROR_LOG_PERIOD = 10.0
+
+
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger: a request aiohttp refused for the client's fault (its
+    ``HttpProcessingError``: a line or header too long, a bad method ...) is one rate-limited
+    line; anything else (a bug of ours) keeps its traceback."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, {})
+        self.limited = RateLimitedLog(
+            logger,
+            time.monotonic,
+            period=CLIENT_ERROR_LOG_PERIOD,
+            burst=CLIENT_ERROR_LOG_BURST,
+        )
+        #: Requests refused for the client's fault since start.
+        self.client_errors = 0
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            self.client_errors += 1
+            peer = args[0] if args else "?"
+            kind = type(exc).__name__
+            text = exc.message if isinstance(exc.message, str) else str(exc)
+            self.limited.warning(
+                kind,
+                "HTTP: refused a request from %s (%s): %s",
+                peer,
+                kind,
+                text.splitlines()[0][:200] if text else kind,
+            )
+            return
+        super().log(level, msg, *args, **kwargs)
+
+
 async def serve_app(app: Any, host: str, port: int) -> tuple[Any, tuple[str, int]]:
     """Serve an aiohttp application inside the running loop on host:port (0 = ephemeral):
     its runner (stop it with ``cleanup()``) and the bound address.  OSError when the address
-    cannot be bound (nothing is left running then)."""
+    cannot be bound (nothing is left running then).  Connections are bounded in time
+    (:data:`REQUEST_HEAD_TIMEOUT`) and client errors logged as one rate-limited line each."""
     from aiohttp import web  # only when a daemon serves HTTP: it costs start-up time
 
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        keepalive_timeout=REQUEST_HEAD_TIMEOUT,
+        logger=_ServerLog(log),
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:

@@ -55,7 +55,6 @@ from umcore.engine.names import EngineNames, NameResolution, OnResolved
 from umcore.engine.options import (
     Options,
     daemon_bindings,
-    interface_ip,
     random_session_id,
 )
 from umcore.engine.raw import OnFrame, OnFrames, OnSession, RawReceiver, RawSource
@@ -143,12 +142,12 @@ class Engine:
         o = self.options
         cfg = ResolverConfig.from_options(o)
         self.resolver, self.srs, udp = srsresolve.make_resolver(self, cfg, self.loop.time())
-        default_if = interface_ip(o.get("default_interface"))
+        default_if = o.interface("default_interface")
         if not udp:  # SRS only (or no TR at all): no resolver socket
             srs = self.srs.servers[0][0] if self.srs is not None else "127.0.0.1"
             self.advertised_ip = default_if or route_address(srs)
         elif cfg.unicast_daemons:
-            iface = interface_ip(o.get("resolver_unicast_interface")) or default_if
+            iface = o.interface("resolver_unicast_interface") or default_if
             low = int(o.get("resolver_unicast_port_low"))
             high = int(o.get("resolver_unicast_port_high"))
             bindings = daemon_bindings(o.get("resolver_unicast_daemon"))
@@ -168,7 +167,7 @@ class Engine:
             )
             await self._bind_daemon_endpoints(bindings, iface, low, high, rcvbuf)
         else:
-            iface = interface_ip(o.get("resolver_multicast_interface")) or default_if
+            iface = o.interface("resolver_multicast_interface") or default_if
             self.advertised_ip = iface or route_address(cfg.multicast_address)
             sock = open_multicast_socket(
                 cfg.multicast_address,
@@ -361,8 +360,8 @@ class Engine:
         )
         # Seed 003 / notes 1.1: transport_tcp_interface defaults to default_interface, else any.
         host = (
-            interface_ip(o.get("transport_tcp_interface"))
-            or interface_ip(self.options.get("default_interface"))
+            o.interface("transport_tcp_interface")
+            or self.options.interface("default_interface")
             or "0.0.0.0"
         )
         port = int(o.get("transport_tcp_port"))

@@ -43,7 +43,7 @@ from umcore.aio.tls import Security
 from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import message as m
 from umcore.engine.message import DeliveredMessage, Message
-from umcore.engine.options import Options, interface_ip
+from umcore.engine.options import Options
 from umcore.engine.persist import (
     ContextPersistence,
     SourcePersistence,
@@ -216,7 +216,7 @@ class ContextFeatures:
     # ------------------------------------------------------------------ lifetime
     async def start(self) -> None:
         o = self.ctx.options
-        default_if = interface_ip(o.get("default_interface"))
+        default_if = o.interface("default_interface")
         port: RequestPort | None = None
         if bool(o.get("request_tcp_bind_request_port")):
             port = RequestPort(
@@ -225,10 +225,10 @@ class ContextFeatures:
                 deletion_timeout=o.seconds("response_tcp_deletion_timeout"),
                 max_buffer=int(o.get("response_session_maximum_buffer")),
                 nodelay=bool(o.get("response_tcp_nodelay")),
-                response_interface=interface_ip(o.get("response_tcp_interface")),
+                response_interface=o.interface("response_tcp_interface"),
                 security=self.ctx.security,
             )
-            iface = interface_ip(o.get("request_tcp_interface")) or default_if
+            iface = o.interface("request_tcp_interface") or default_if
             fixed = int(o.get("request_tcp_port"))
             low = fixed or int(o.get("request_tcp_port_low"))
             high = fixed or int(o.get("request_tcp_port_high"))
@@ -245,11 +245,7 @@ class ContextFeatures:
                 port = None
         if port is not None:
             self.port = port
-            self.ip = (
-                interface_ip(o.get("request_tcp_interface"))
-                or default_if
-                or (self.ctx.advertised_ip)
-            )
+            self.ip = o.interface("request_tcp_interface") or default_if or (self.ctx.advertised_ip)
             self.service = LateJoinService(self.ip, port.port)
         group = str(o.get("mim_outgoing_address"))
         self._mim_dest = (group, int(o.get("mim_outgoing_destination_port")))

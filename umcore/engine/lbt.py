@@ -45,7 +45,7 @@ from umcore.aio.lbt import (
     bind_in_range,
 )
 from umcore.aio.multicast import set_multicast_sender
-from umcore.engine.options import Options, interface_ip, random_session_id
+from umcore.engine.options import Options, random_session_id
 from umcore.engine.receive import JoinedSession
 from umcore.engine.source import SourceHost, SourceSession
 from umcore.errors import UMError
@@ -136,7 +136,7 @@ async def source_session(engine: LbtHost, kind: str, o: Options) -> SourceSessio
                 int(c.get("transport_lbtru_port_high")),
             )
         )
-        bind_host = interface_ip(o.get("transport_lbtru_interface")) or "0.0.0.0"
+        bind_host = o.interface("transport_lbtru_interface") or "0.0.0.0"
         ep = await bind_in_range(
             bind_host,
             low,
@@ -246,7 +246,7 @@ async def join(engine: LbtHost, js: JoinedSession, info: SourceInfo) -> None:
             )
         else:
             assert isinstance(core, LbtruReceiver)
-            host = interface_ip(o.get("transport_lbtru_interface")) or "0.0.0.0"
+            host = o.interface("transport_lbtru_interface") or "0.0.0.0"
             conn = await LbtReceiverSession.join_ru(
                 lctx,
                 t,

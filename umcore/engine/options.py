@@ -71,6 +71,25 @@ class Options:
             raise ConfigError(f"{name} is not a time option (unit {unit!r})", source="API")
         return float(self.attrs.get_typed(name) or 0) * factor
 
+    def interface(self, name: str) -> str | None:
+        """The local address the ``*_interface`` option ``name`` names, or None (``0.0.0.0``):
+        see :func:`interface_ip`.  A spec matching no local address is a ConfigError naming
+        the option and where it was set (a flat file and its line, an environment variable,
+        the API; ``<scope> options`` for a default or an XML setting)."""
+        source, line = _where(self.attrs.origin(name), f"{self.scope} options")
+        return context_interface(self.get(name), what=name, source=source, line=line)
+
+
+def _where(origin: str | None, fallback: str) -> tuple[str, int | None]:
+    """An attribute origin (``file:line``, ``environment variable X``, ``API``) split into
+    the ConfigError's source and line."""
+    if not origin:
+        return fallback, None
+    head, sep, tail = origin.rpartition(":")
+    if sep and head and tail.isdigit():
+        return head, int(tail)
+    return origin, None
+
 
 def interface_ip(value: Any, what: str = "interface") -> str | None:
     """An interface option's local address, or None when it names none (``0.0.0.0``): the
