@@ -10,9 +10,9 @@ that map for one DRO (:class:`Router`):
 
 * its own portals: an endpoint links this DRO to its domain (``<domain-id>``), a peer portal to
   the DRO at the other end once that DRO's id is known;
-* what other DROs advertise (:class:`RouteInfo`: node id, name, version, hop count and their
-  adjacent domains and DROs with costs -- the content UM's monitoring shows on its "Topology
-  Info" page); a DRO not heard for ``route-info timeout`` (4000 ms) is out of service, and a
+* what other DROs advertise (:class:`~umcore.dro.inferred.RouteInfo` [inferred]: node id, name,
+  version, hop count and their adjacent domains and DROs with costs -- the content UM's
+  monitoring shows on its "Topology Info" page); a DRO not heard for ``route-info timeout`` (4000 ms) is out of service, and a
   record that has travelled more than ``max-hop-count`` (100) DROs is discarded.  How route
   information travels between DROs is not public: see :mod:`umcore.dro.inferred`;
 * the remote domain route records (LBMR ext 0x06) heard in an endpoint's TRD, which say which
@@ -40,12 +40,12 @@ domain route record there).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from enum import Enum
 
 from umcore.config.dro import RouteInfo as RouteInfoConfig
 from umcore.config.dro import RouteRecalculation
 from umcore.dro.events import RecalcDone, RecalcHeldUp
+from umcore.dro.inferred import RELAY_SUPPRESSION, Adjacency, NodeKey, RouteInfo
 from umcore.events import CoreEvent
 
 __all__ = [
@@ -61,9 +61,6 @@ __all__ = [
     "dro_node",
 ]
 
-# A node: (kind, id).  Kinds sort TRDs first, then DROs, then DROs known only by the address of
-# the portal whose domain route we heard (ip << 16 | port).
-NodeKey = tuple[int, int]
 _DOMAIN, _DRO, _ROUTE_ONLY = 0, 1, 2
 
 # The cost of each hop learned only from a domain route record (LBMR ext 0x06 carries no cost):
@@ -77,28 +74,6 @@ def domain_node(domain_id: int) -> NodeKey:
 
 def dro_node(node_id: int) -> NodeKey:
     return (_DRO, node_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Adjacency:
-    """One link of a DRO: to a domain (an endpoint portal) or to a DRO (a peer portal)."""
-
-    node: NodeKey
-    cost: int
-
-
-@dataclass(frozen=True, slots=True)
-class RouteInfo:
-    """What one DRO tells the others about itself (its node id, its links and their costs).
-
-    ``version`` changes whenever its links change; ``hop_count`` is how many DROs the record
-    has crossed."""
-
-    node_id: int
-    name: str
-    version: int
-    hop_count: int
-    adjacencies: tuple[Adjacency, ...]
 
 
 class RecalcState(Enum):
@@ -200,7 +175,7 @@ class Router:
         """Pass ``node_id``'s route information on?  At most once per half propagation
         interval per DRO, so a copy coming round a loop is not relayed again [inferred]."""
         last = self.relayed_at.get(node_id)
-        if last is not None and now - last < self.propagation_interval / 2:
+        if last is not None and now - last < self.propagation_interval * RELAY_SUPPRESSION:
             return False
         self.relayed_at[node_id] = now
         return True

@@ -1,0 +1,145 @@
+"""Interest ageing: use queries for local interest, the remote-interest check, rate limits."""
+
+from __future__ import annotations
+
+from tests.dro.kit import config
+from umcore.config.dro import RemotePattern, RemoteTopic, UseQuery
+from umcore.dro import DroCore, InterestKey, LocalState
+from umcore.dro.interest import MAX_PENDING_QUERIES, PortalInterest
+from umcore.dro.ratelimit import TrafficLimiter
+from umcore.wire import lbmr
+
+
+def table(**kw: object) -> PortalInterest:
+    args: dict[str, object] = {
+        "topic_use_query": UseQuery(),
+        "pattern_use_query": UseQuery(),
+        "remote_topic": RemoteTopic(),
+        "remote_pattern": RemotePattern(),
+    }
+    args.update(kw)
+    return PortalInterest("E1", 1, **args)  # type: ignore[arg-type]
+
+
+def run(t: PortalInterest, until: float, sent: list[tuple[float, InterestKey]]) -> list[object]:
+    """Advance the table's timers to ``until``, 'sending' every queued use query at once."""
+    changes: list[object] = []
+    while True:
+        nxt = t.next_timer()
+        if nxt is None or nxt > until:
+            return changes
+        changes += t.handle_timer(nxt)
+        for q in t.pending.values():
+            while q:
+                key = q.popleft()
+                sent.append((nxt, key))
+                t.query_sent(key, nxt)
+
+
+def test_local_interest_ages_out_after_max_unanswered_use_queries() -> None:
+    t = table()
+    key = InterestKey("AAA")
+    [added] = t.refresh_local(key, 0.0)
+    assert added.added and added.domain == 1
+    sent: list[tuple[float, InterestKey]] = []
+    assert run(t, 299.9, sent) == [] and sent == []  # periodic-interval 300 s: quiet
+    assert t.local_state(key) is LocalState.ACTIVE
+    run(t, 300.0, sent)
+    assert sent == [(300.0, key)] and t.local_state(key) is LocalState.QUERYING
+    changes = run(t, 311.99, sent)
+    assert [s for s, _ in sent] == [300.0, 303.0, 306.0, 309.0]  # 3 s timeout each
+    assert changes == []
+    changes = run(t, 315.0, sent)
+    assert [s for s, _ in sent] == [300.0, 303.0, 306.0, 309.0, 312.0]  # max = 5 queries
+    [gone] = changes  # type: ignore[misc]
+    assert not gone.added and gone.key == key  # type: ignore[attr-defined]
+    assert t.local_state(key) is None and (key, 1) not in t.pairs()
+
+
+def test_an_answer_or_a_tqr_keeps_the_interest() -> None:
+    t = table()
+    key = InterestKey("^A.*", 1)
+    t.refresh_local(key, 0.0)
+    sent: list[tuple[float, InterestKey]] = []
+    run(t, 304.0, sent)
+    assert len(sent) == 2
+    assert t.refresh_local(key, 304.5) == []  # use query response: back to ACTIVE
+    assert t.local_state(key) is LocalState.ACTIVE
+    assert run(t, 604.4, sent) == [] and len(sent) == 2
+    # autonomous TQRs suppress use queries altogether
+    for s in range(605, 2000, 100):
+        t.refresh_local(key, float(s))
+        run(t, float(s), sent)
+    assert len(sent) == 2
+
+
+def test_remote_interest_ages_by_check_interval_max_per_check_and_cancel() -> None:
+    t = table(remote_topic=RemoteTopic(check_interval=90000, max_topics=2, timeout=300000))
+    keys = [InterestKey(f"T{i}") for i in range(5)]
+    for k in keys:
+        assert t.refresh_remote(k, 7, 0.0)[0].added
+    assert t.refresh_remote(keys[0], 7, 100.0) == []  # refreshed
+    assert t.refresh_remote(keys[4], 8, 0.0)[0].domain == 8  # another domain: another pair
+    [cancel] = t.refresh_remote(keys[3], 7, 1.0, cancel=True)
+    assert not cancel.added and t.refresh_remote(keys[3], 7, 1.0, cancel=True) == []
+    removed: list[object] = []
+    for check in (90.0, 180.0, 270.0):
+        removed += t.handle_timer(check)
+    assert removed == []  # nothing older than 300 s yet
+    # stale at 360 (not refreshed since 60): T1, T2, T4/7, T4/8; T0 (refreshed at 100) is not
+    first = t.handle_timer(360.0)
+    assert len(first) == 2  # at most max-topics per check
+    assert (keys[0], 7) in t.pairs()
+    second = t.handle_timer(450.0)  # now T0 is stale too: three candidates, two go
+    assert len(second) == 2
+    third = t.handle_timer(540.0)
+    assert len(third) == 1 and t.pairs() == set()
+
+
+def test_use_queries_wait_for_the_rate_limit() -> None:
+    cfg = config(
+        [("E1", 1, 1), ("E2", 2, 1)],
+        portal_extra={
+            "E1": (
+                '<topic-resolution><topic-use-query timeout="3000" max="5" '
+                'periodic-interval="10000"><rate-limit bps="0" objects-per-second="10"/>'
+                "</topic-use-query></topic-resolution>"
+            )
+        },
+    )
+    core = DroCore(cfg, 1)
+    core.receive_portal_up("E1", 0.0, address=("10.0.0.1", 1))
+    core.receive_portal_up("E2", 0.0, address=("10.0.0.2", 1))
+    for i in range(30):
+        core.receive_tqr("E1", f"T{i}", 0.0)
+    sent: list[tuple[float, int]] = []
+    now = 0.0
+    while now < 12.5:
+        now = round(now + 0.05, 6)
+        nxt = core.next_timer()
+        if nxt is not None and nxt <= now:
+            core.handle_timer(now)
+        for portal, pkt in core.take_lbmr():
+            if portal == "E1" and isinstance(pkt.body, lbmr.TopicManagement):
+                lbmr.decode(lbmr.encode(pkt))  # what is built encodes and decodes
+                sent += [(now, 1) for t in pkt.body.tmrs if not t.flags & lbmr.TMR_FLAG_RESPONSE]
+    # due at 10 s: 10 at once (one second's burst), then 10 per second
+    at = [t for t, _ in sent]
+    assert len([t for t in at if t <= 10.0]) == 10
+    assert len(at) == 30 and at[-1] >= 11.9
+    assert core.local_interest_state("E1", InterestKey("T29")) is LocalState.QUERYING
+
+
+def test_limiter_bytes_and_objects() -> None:
+    lim = TrafficLimiter(8000, 0, 0.0)  # 1000 bytes a second
+    assert lim.try_take(0.0, 600) and not lim.try_take(0.0, 600)
+    assert lim.refused == 1
+    assert lim.ready_at(0.0, 600) == 0.2
+    assert lim.try_take(0.2, 600)
+    huge = TrafficLimiter(8000, 2, 0.0)
+    assert huge.try_take(0.0, 5000)  # bigger than the bucket: goes when the bucket is full
+    assert not huge.try_take(0.5, 10)
+
+
+def test_pending_use_queries_are_bounded() -> None:
+    assert MAX_PENDING_QUERIES >= 1000

@@ -1,0 +1,79 @@
+"""[INFERRED] What the DRO core assumes where UM's documentation is silent.
+
+Theory of operation
+-------------------
+Everything in this module, and every choice listed below, is pyum's own: the DRO-to-DRO peer
+protocol and the content of route information are not public (issue 20), so nothing here claims
+interoperability with Informatica's DRO.  The rest of :mod:`umcore.dro` follows the notes
+(shared/spec/dro-monitoring-config.md part A) and the documented LBMR records.
+
+Defined here:
+
+* :class:`Adjacency` and :class:`RouteInfo` -- the route information DROs exchange.  Its content
+  (node id, name, version, adjacent domains and DROs with their costs) is what UM's monitoring
+  shows on its "Topology Info" page and in ``DROMonMsg.Stats.OtherGateway``; its encoding and
+  transport are not documented.  The core hands it out per portal (``take_route_info``) and
+  takes it back (``receive_route_info``); the peer-link adapter (issue 20) chooses the bytes.
+  Over an endpoint, the core relies instead on the documented remote domain route record
+  (LBMR ext 0x06), which is enough for chains of endpoint-only DROs through transit TRDs.
+* :data:`RELAY_SUPPRESSION` -- route information is relayed to every other portal with its hop
+  count increased, at most once per half propagation interval per originating DRO, so a copy
+  that comes round a loop dies out (``max-hop-count`` bounds it anyway).
+
+Listed (the constants live where they are used, each marked [inferred]):
+
+* the cost a proxy source advertises (COST option): the incoming COST plus the ingress and the
+  egress portal costs -- "path cost = sum of portal costs along the path" -- and one more hop;
+* the DOMAIN_ID option of a proxy source's TIR names the *originating* source's domain (a local
+  source's TIR names its own, which is the same thing), so a DRO can tell where a source came
+  from and never send it back;
+* :data:`umcore.dro.proxy.FINAL_ADVERTISEMENTS` / ``FINAL_ADVERTISEMENT_INTERVAL``: the "burst"
+  of final advertisements is 3, 100 ms apart;
+* :data:`umcore.dro.core.INITIAL_REQUEST_FLAGS`: the start-up topic resolution requests set
+  QUERY, WILDCARD_QUERY and GW_REMOTE_INTEREST;
+* TNWG interest records: new pairs are sent with no flag, the periodic resend of all of them
+  with REFRESH, withdrawn ones with CANCEL; use queries are TOPIC_USE TMRs without RESPONSE
+  (patterns with the WILDCARD flag of their type) and answers carry RESPONSE (notes A5 say so
+  "by interpretation");
+* ACLs: a transport condition that is "silently ignored" (outbound, or not applicable to the
+  source's transport) makes its ACE match nothing (:mod:`umcore.dro.acl`);
+* equal-cost ties: candidates are ordered by (cost, DRO hops, next node's id), TRDs before
+  DROs, smaller ids first -- "by node id" in the notes, the exact order unknown;
+* a frame below the duplicate window is dropped (``dropped_old``), not forwarded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RELAY_SUPPRESSION", "Adjacency", "NodeKey", "RouteInfo"]
+
+# A node of the topology map: (kind, id); kinds 0 = TRD (domain id), 1 = DRO (node id), 2 = a
+# DRO known only by the ip and port of its portal in a domain route record (ip << 16 | port).
+NodeKey = tuple[int, int]
+
+# Route information of one DRO is relayed at most once per this fraction of the
+# propagation interval (see the module docstring).
+RELAY_SUPPRESSION = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Adjacency:
+    """One link of a DRO: to a domain (an endpoint portal) or to a DRO (a peer portal)."""
+
+    node: NodeKey
+    cost: int
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """What one DRO tells the others about itself (its node id, its links and their costs).
+
+    ``version`` changes whenever its links change; ``hop_count`` is how many DROs the record
+    has crossed."""
+
+    node_id: int
+    name: str
+    version: int
+    hop_count: int
+    adjacencies: tuple[Adjacency, ...]
