@@ -17,7 +17,7 @@ from daemons.mcs.app import configure_logging, make_connector, receiver_attribut
 from daemons.mcs.connectors import init_db
 from daemons.mcs.manpage import MCS
 from umcore.config import mcs as mcs_config
-from umcore.daemon import lifecycle
+from umcore.daemon import lifecycle, pidfile
 from umcore.daemon.cli import DaemonArgumentParser, add_metrics_argument, host_port
 from umcore.errors import ConfigError
 
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         config = _load(args.config)
         attributes = receiver_attributes(config)
         connector = make_connector(config)
+        if config.pid_file:
+            pidfile.check_writable(config.pid_file, source=str(args.config), what="<pid-file>")
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
     log_setup = lifecycle.open_log_or_exit(

@@ -335,3 +335,34 @@ def test_oversized_headers_are_one_rate_limited_line_and_the_server_serves_on(
         assert record.getMessage().startswith(
             "HTTP: refused a request from 127.0.0.1 (LineTooLong): Got more than 8190 bytes"
         )
+
+
+def test_a_bad_pid_file_is_reported_before_anything_listens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from daemons.lbmrd.__main__ import main as lbmrd_main
+    from daemons.srs.__main__ import main as srs_main
+
+    bad = tmp_path / "gone" / "d.pid"
+    with pytest.raises(SystemExit) as info:
+        lbmrd_main(["-i", "127.0.0.1", "-p", "0", "--pid-file", str(bad)])
+    out, err = capsys.readouterr()
+    assert info.value.code == 1 and out == ""
+    assert err == (
+        f"lbmrd: {bad}: --pid-file: cannot write the pid file: its directory "
+        f"{str(bad.parent)!r} does not exist\n"
+    )
+    cfg = tmp_path / "srs.xml"
+    cfg.write_text(
+        '<um-srs version="1.0">\n<daemon><pid-file>'
+        f"{bad}</pid-file></daemon>\n<srs><interface>127.0.0.1</interface><port>0</port></srs>"
+        "</um-srs>\n"
+    )
+    with pytest.raises(SystemExit) as info:
+        srs_main([str(cfg)])
+    out, err = capsys.readouterr()
+    assert info.value.code == 1 and out == ""
+    assert err == (
+        f"SRS: {cfg}: <pid-file>: cannot write the pid file {str(bad)!r}: its directory "
+        f"{str(bad.parent)!r} does not exist\n"
+    )
