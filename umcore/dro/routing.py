@@ -21,7 +21,8 @@ that map for one DRO (:class:`Router`):
   is what lets endpoint-only DROs chained through transit TRDs find each other.
 
 A DRO-to-DRO link counts only when both DROs list it; its cost is the sum of both peer portals'
-costs.  Changes do not take effect at once: the recalculation waits ``route-recalculation
+costs.  Changes do not take effect at once (except one of our own links coming up while
+nothing else is pending): the recalculation waits ``route-recalculation
 backoff-interval`` (5000 ms) after the last change (:data:`RECALC_TRANSITIONS`), and warns
 (:class:`~umcore.dro.events.RecalcHeldUp`) once per ``warning-interval`` (10000 ms) while changes
 keep coming.  The first calculation, at construction, is immediate.
@@ -145,14 +146,20 @@ class Router:
 
     def set_portal(self, portal: str, link: Adjacency | None, now: float) -> None:
         """Our portal ``portal`` is up with ``link`` (or down: ``None``)."""
-        if self.own.get(portal) == link:
+        before = self.own.get(portal)
+        if before == link:
             return
         if link is None:
             del self.own[portal]
         else:
             self.own[portal] = link
         self.version += 1
-        self._change(now)
+        if before is None and self.state is RecalcState.STABLE:
+            # one of our own links came up: it cannot make a route worse, and a DRO starting
+            # must route between its own portals without waiting for the backoff
+            self._recalculate()
+        else:
+            self._change(now)
 
     def receive_route_info(self, info: RouteInfo, now: float) -> bool:
         """Another DRO's route information; False if discarded (ours, or too many hops)."""
