@@ -33,7 +33,8 @@ The ranks of ``umcore``, lowest first (a package imports only from its own rank 
 7. ``daemon``: the runtime the daemons share: CLI, logs, pid file, lifecycle, metrics, web pages,
    statistics publisher, service fronts [aio, errors].  Above ``monitor`` and ``api`` because
    its statistics publisher sends ``monitor``'s records over a context.
-8. ``tools``: the console programs [api, monitor, config, errors].
+8. ``tools``: the console programs [api, monitor, config, errors].  ``spark``, the Spark
+   pipeline and the ``umestore`` data source, shares the rank [monitor, store, wire, errors].
 
 Sockets are allowed only in ``aio``, ``daemon`` and the daemon shells under ``daemons/``.
 ``tools`` use the API and open no socket of their own (none does today), so they are held to it.
@@ -85,6 +86,7 @@ RANKS: dict[str, int] = {
     "api": 6,
     "daemon": 7,
     "tools": 8,
+    "spark": 8,  # the Spark pipeline (issue 21): reads monitor, store and wire like a tool
 }
 # The ranked names that are modules of umcore's top level, not packages.
 MODULES = ("errors", "events")

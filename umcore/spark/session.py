@@ -1,0 +1,72 @@
+"""The Spark session of a pyum job: any master URL, this package on the executors.
+
+Theory of operation
+-------------------
+:func:`start_session` builds (or joins) the process's ``SparkSession`` for ``master`` --
+``local[*]`` by default, or any URL Spark takes (``spark://``, ``yarn``, ``k8s://``).  The worker
+Python is the interpreter running the job (``PYSPARK_PYTHON`` = ``sys.executable``), so a
+cluster's executors must have the same path (a shared install or image).  ``umcore`` is zipped
+once per session and shipped with ``addPyFile``, so executors need no pyum install of their own
+(they need protobuf only for the jobs' driver side; the data source needs the standard library
+and pyarrow).  Times are UTC (``spark.sql.session.timeZone``); the Python Data Source filter
+pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are registered.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_MASTER", "package_zip", "start_session"]
+
+DEFAULT_MASTER = "local[*]"
+# Shuffle partitions: Spark's 200 is for clusters; a job's aggregates are small.
+SHUFFLE_PARTITIONS = 8
+
+
+def package_zip(directory: str) -> str:
+    """A zip of the ``umcore`` package (sources only) in ``directory``; its path."""
+    root = Path(__file__).resolve().parents[1]  # .../umcore
+    path = os.path.join(directory, "umcore.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(root.rglob("*")):
+            if "__pycache__" in f.parts or not f.is_file():
+                continue
+            if f.suffix in (".py", ".typed") or f.parent.name == "schemas":
+                z.write(f, f.relative_to(root.parent).as_posix())
+    return path
+
+
+def start_session(
+    master: str = DEFAULT_MASTER, *, app: str = "pyum-spark", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """The session for ``master`` (module docstring); ``conf`` adds Spark settings."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    tmp = tempfile.mkdtemp(prefix="pyum-spark-")
+    spark.sparkContext.addPyFile(package_zip(tmp))
+    from umcore.spark.umestore import UMEStoreAcksDataSource, UMEStoreDataSource
+
+    spark.dataSource.register(UMEStoreDataSource)
+    spark.dataSource.register(UMEStoreAcksDataSource)
+    return spark
