@@ -207,3 +207,21 @@ def test_service_refuses_a_bad_config_file_before_recording(pywin32: _FakePywin3
             unset_env_var_file=False,
         )
     assert pywin32.calls == [] and pywin32.options == {}
+
+
+def test_run_other_os_error_is_not_called_a_bind_failure(
+    shutdowns: list[bool], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 22 item 7: an OSError that is not a bind failure is reported as what it is."""
+
+    async def body() -> int:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(SystemExit) as info:
+        lifecycle.run_and_exit(
+            "lbmrd", body(), listen=("127.0.0.1", 15380), logger=logging.getLogger("lbmrd")
+        )
+    assert info.value.code == 1
+    assert capsys.readouterr().err == (
+        "lbmrd: stopped by an error: [Errno 28] No space left on device\n"
+    )

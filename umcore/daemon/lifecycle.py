@@ -10,7 +10,8 @@ Theory of operation
    daemon's ``__main__`` shares are here: ``-v`` (:func:`validate_and_exit`: ``<file>: valid``
    and 0, or the one line and 1), opening the log (:func:`open_log_or_exit`: a file that cannot
    be opened is that one line too) and running the body (:func:`run_and_exit`: a socket that
-   cannot bind is one line on stderr, one in the log, and exit 1).
+   cannot bind is one line on stderr, one in the log, and exit 1; any other OSError out of the
+   body is reported as what it is, never as "cannot listen").
 2. **The loop.**  :func:`run` runs the daemon's coroutine on uvloop when it is installed (it
    drains sockets and runs timers faster), else on asyncio's default loop.
 3. **Signals.**  :class:`StopSignals` turns SIGTERM and SIGINT into a graceful stop (the daemon's
@@ -24,9 +25,11 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
@@ -60,6 +63,10 @@ COMMAND_LINE = "command line"
 EXIT_FORCED = 130
 
 log = logging.getLogger("umcore.daemon")
+
+# What binding a socket fails with (in use, not a local address, a privileged port): only these
+# are reported as "cannot listen"; any other OSError is reported as what it is.
+_BIND_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES, errno.EPERM})
 
 
 def config_error_exit(prog: str, exc: ConfigError | str) -> NoReturn:
@@ -115,8 +122,12 @@ def run_and_exit(
         status = run(main, use_uvloop=use_uvloop)
     except OSError as exc:
         host, port = listen
-        logger.error("cannot listen on %s:%d: %s", host, port, exc)
-        sys.stderr.write(f"{prog}: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
+        if exc.errno in _BIND_ERRNOS or isinstance(exc, socket.gaierror):
+            logger.error("cannot listen on %s:%d: %s", host, port, exc)
+            sys.stderr.write(f"{prog}: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
+        else:  # not a bind failure: say what it was (the log keeps the traceback)
+            logger.exception("stopped by an error: %s", exc)
+            sys.stderr.write(f"{prog}: stopped by an error: {exc}\n")
         status = 1
     logging.shutdown()
     raise SystemExit(status)
