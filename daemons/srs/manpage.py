@@ -44,6 +44,12 @@ What pyum does with the internal elements:
                         accepted and reported (INTERNAL_CONFIG_OPTS), but without effect:
                         shards partition UM's maps between threads; the pyum SRS is a single
                         asyncio thread and keeps one map of each kind.
+  <pyum-limits>         a pyum extension (not in UM's schema): max-connections, max-clients,
+                        max-sources, max-sources-per-client, max-sources-per-host,
+                        max-buffered-bytes (bytes of incomplete frames, all connections),
+                        frame-timeout, registration-timeout and max-silence (ms; caps the
+                        max lifetime a client's SETUP asks).  SRS -d prints the defaults.
+                        Refusals are logged one rate-limited line per kind ("refused ...").
 
 Signals: SIGINT or SIGTERM stop the SRS cleanly (exit status 0); a second SIGINT forces an
 immediate exit.  SIGHUP re-opens the log file.
