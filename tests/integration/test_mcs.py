@@ -276,7 +276,7 @@ def test_command_line_prints_and_creates() -> None:
     assert h.returncode == 0 and "Monitoring Collector Service" in h.stdout
     assert mcs("--no-such-flag").returncode == 2
     none = mcs()
-    assert none.returncode == 1 and "a configfile is needed" in none.stderr
+    assert none.returncode == 2 and "a configfile is needed" in none.stderr  # a command-line fault
 
 
 def test_the_shipped_configuration_validates() -> None:

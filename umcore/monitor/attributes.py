@@ -71,6 +71,20 @@ MESSAGE_CLASSES: dict[int, type[Message]] = {
 }
 
 _INT_WIDTHS = (1, 2, 4, 8)
+# Attribute entries holding an integer -> the MonAttributes slot (plain ints: a dict lookup per
+# entry instead of IntEnum comparisons).
+_INT_ATTRS: dict[int, str] = {
+    int(AttrType.TIMESTAMP): "timestamp",
+    int(AttrType.FORMAT_MODULEID): "module_id",
+    int(AttrType.OBJECTID): "object_id",
+    int(AttrType.PROCESSID): "process_id",
+    int(AttrType.SOURCE): "source_flag",
+    int(AttrType.DOMAINID): "domain_id",
+}
+_ATTR_NAMES = {int(t): t.name for t in AttrType}
+_SENDER_IPV4 = int(AttrType.SENDER_IPV4)
+_APPSOURCEID = int(AttrType.APPSOURCEID)
+_CTXINST = int(AttrType.CTXINST)
 
 
 class MonAttributes:
@@ -149,31 +163,26 @@ class MonAttributes:
         """
         attrs = cls(module_id=0)
         for attr_type, value in entries:
-            if attr_type == AttrType.SENDER_IPV4:
+            name = _INT_ATTRS.get(attr_type)
+            if name is not None:
+                if len(value) not in _INT_WIDTHS:
+                    raise LBMMonError(
+                        f"{_ATTR_NAMES[attr_type]} of {len(value)} bytes", record="ATTR"
+                    )
+                setattr(attrs, name, int.from_bytes(value, "big"))
+            elif attr_type == _SENDER_IPV4:
                 if len(value) != 4:
                     raise LBMMonError(f"SENDER_IPV4 of {len(value)} bytes", record="ATTR")
-                attrs.sender_ipv4 = str(ipaddress.IPv4Address(value))
-            elif attr_type == AttrType.TIMESTAMP:
-                attrs.timestamp = _uint(value, "TIMESTAMP")
-            elif attr_type == AttrType.APPSOURCEID:
+                attrs.sender_ipv4 = f"{value[0]}.{value[1]}.{value[2]}.{value[3]}"
+            elif attr_type == _APPSOURCEID:
                 try:
                     attrs.application_id = value.rstrip(b"\0").decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise LBMMonError("APPSOURCEID is not UTF-8", record="ATTR") from exc
-            elif attr_type == AttrType.FORMAT_MODULEID:
-                attrs.module_id = _uint(value, "FORMAT_MODULEID")
-            elif attr_type == AttrType.OBJECTID:
-                attrs.object_id = _uint(value, "OBJECTID")
-            elif attr_type == AttrType.PROCESSID:
-                attrs.process_id = _uint(value, "PROCESSID")
-            elif attr_type == AttrType.SOURCE:
-                attrs.source_flag = _uint(value, "SOURCE")
-            elif attr_type == AttrType.CTXINST:
+            elif attr_type == _CTXINST:
                 if len(value) != CONTEXT_INSTANCE_SIZE:
                     raise LBMMonError(f"CTXINST of {len(value)} bytes", record="ATTR")
                 attrs.context_instance = value
-            elif attr_type == AttrType.DOMAINID:
-                attrs.domain_id = _uint(value, "DOMAINID")
         return attrs
 
     # -- UMMonAttributes ------------------------------------------------------------------------
@@ -204,12 +213,6 @@ class MonAttributes:
             source_flag=source_flag,
             module_id=MODULE_ID_PB,
         )
-
-
-def _uint(value: bytes, name: str) -> int:
-    if len(value) not in _INT_WIDTHS:
-        raise LBMMonError(f"{name} of {len(value)} bytes", record="ATTR")
-    return int.from_bytes(value, "big")
 
 
 class StatsMessage:

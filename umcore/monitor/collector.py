@@ -14,10 +14,10 @@ no I/O (the daemon, ``daemons/mcs``, receives and writes):
   payloads of other format modules (CSV), the SRS's deprecated bare JSON and anything that does
   not parse are counted (:attr:`Collector.counts`) and not stored.
 - A stored message becomes a :class:`Record`: its kind, the message as protobuf's canonical
-  JSON (:func:`canonical_json`: lowerCamelCase names, 64-bit integers as strings, enums by
-  name, bytes in base64, fields at their default emitted, compact -- the form UM's SQLite rows
-  have and its tools grep), its raw protobuf bytes, and the key columns an analytics table
-  wants flat (time, application id, sender address, process id, object id, context instance,
+  JSON when a connector asks (:func:`canonical_json`: lowerCamelCase names, 64-bit integers as
+  strings, enums by name, bytes in base64, fields at their default emitted, compact -- the
+  form UM's SQLite rows have and its tools grep), its raw protobuf bytes, and the key columns
+  an analytics table wants flat (time, application id, sender address, process id, object id, context instance,
   domain id, the publishing source's string).
 - Records wait in a bounded queue (:data:`MAX_PENDING`); what does not fit is counted in
   ``dropped`` and never blocks the receiver.  The daemon takes them in batches
@@ -33,16 +33,15 @@ needs nothing beyond the standard library.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections import deque
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from umcore.monitor.attributes import StatsMessage, decode_stats
 from umcore.monitor.framing import LBMMonError, PacketType
+from umcore.monitor.pbjson import to_json, to_row
 
 __all__ = [
     "KEY_COLUMNS",
@@ -90,22 +89,19 @@ def kind_of(packet_type: int) -> str | None:
 
 
 def canonical_json(message: Message) -> str:
-    """``message`` as protobuf's canonical JSON, compact, every field emitted (UM's MCS rows)."""
-    return json.dumps(
-        json_format.MessageToDict(message, always_print_fields_with_no_presence=True),
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    """``message`` as protobuf's canonical JSON, compact, every field without presence emitted
+    (UM's MCS rows; :mod:`umcore.monitor.pbjson`)."""
+    return to_json(message)
 
 
 class Record:
     """One stored statistics message (see the module docstring)."""
 
     __slots__ = (
+        "_json",
         "application_id",
         "context_instance",
         "domain_id",
-        "json",
         "kind",
         "message",
         "object_id",
@@ -121,7 +117,7 @@ class Record:
         a = stats.attributes
         self.kind = kind
         self.message = stats.message
-        self.json = canonical_json(stats.message)
+        self._json: str | None = None
         self.raw = stats.data
         # the sender's timestamp (Unix seconds); the arrival time when it sent none
         self.time = float(a.timestamp) if a.timestamp else received
@@ -132,6 +128,14 @@ class Record:
         self.context_instance = a.context_instance.hex()
         self.domain_id = a.domain_id
         self.source = source
+
+    @property
+    def json(self) -> str:
+        """The message as UM's JSON row (made when first asked: on the writer thread, and only
+        by the connectors that store it)."""
+        if self._json is None:
+            self._json = canonical_json(self.message)
+        return self._json
 
     @property
     def date(self) -> str:
@@ -241,29 +245,6 @@ def arrow_type(descriptor: Any) -> Any:
 
 def message_row(message: Message) -> dict[str, Any]:
     """``message`` as the Python value of its :func:`arrow_type`: every field present (a
-    ``oneof`` member not set is None, other fields their default), enums by name."""
-    out: dict[str, Any] = {}
-    desc = message.DESCRIPTOR
-    for f in desc.fields:
-        value = getattr(message, f.name)
-        oneof = f.containing_oneof
-        if oneof is not None and message.WhichOneof(oneof.name) != f.name:
-            out[f.name] = None
-            continue
-        out[f.name] = _value(f, value)
-    return out
-
-
-def _value(f: Any, value: Any) -> Any:
-    if _is_repeated(f):
-        return [_one(f, v) for v in value]
-    return _one(f, value)
-
-
-def _one(f: Any, value: Any) -> Any:
-    if f.type == FieldDescriptor.TYPE_MESSAGE:
-        return message_row(value)
-    if f.type == FieldDescriptor.TYPE_ENUM:
-        ev = f.enum_type.values_by_number.get(value)
-        return ev.name if ev is not None else str(value)
-    return value
+    ``oneof`` member not set is None, other fields their default), enums by name
+    (:func:`umcore.monitor.pbjson.to_row`, generated per type)."""
+    return to_row(message)

@@ -217,6 +217,10 @@ def decode_attribute_block(buf: bytes | memoryview, base: int = 0) -> list[tuple
     return entries
 
 
+# Known packet types by value (a dict lookup instead of constructing the enum per packet).
+_PACKET_TYPES: dict[int, PacketType] = {int(t): t for t in PacketType}
+
+
 def decode_packet(buf: bytes | bytearray | memoryview) -> Packet:
     """Take one received lbmmon packet apart.  Raises only :class:`LBMMonError`."""
     view = memoryview(buf)
@@ -233,8 +237,5 @@ def decode_packet(buf: bytes | bytearray | memoryview) -> Packet:
             f"packet of {len(view)} bytes, header announces {expected}", record="HDR", offset=6
         )
     attributes = decode_attribute_block(view[HEADER_SIZE : HEADER_SIZE + block_len], HEADER_SIZE)
-    try:
-        ptype: int = PacketType(packet_type)
-    except ValueError:
-        ptype = packet_type
+    ptype: int = _PACKET_TYPES.get(packet_type, packet_type)
     return Packet(ptype, attributes, view[HEADER_SIZE + block_len :])
