@@ -459,3 +459,29 @@ def test_follower_follows_the_proxy_that_survives_collisions() -> None:
     ]
     c.peer_proxy("t", 9, ADDRS[1], 1.2, SRI)
     assert c.next_timer() == 1.2 + silence_bound(INTERVAL)
+
+
+def test_proxy_start_claims_it_to_the_other_stores_and_a_waiting_one_stands_down() -> None:
+    a, b = tracking(0, quorum=False), tracking(1, quorum=False)
+    a.inactive(REGS[0], INTERVAL, 0.0)
+    b.inactive(REGS[1], INTERVAL, 0.1)
+    a.handle_timer(2.0)
+    (start,) = starts(a)
+    claims = a.take_sends()
+    assert sorted(d for d, _ in claims) == ADDRS[1:] and a.claims_sent == 2
+    msg = lbmc.decode(claims[0][1])
+    assert decode_pser(msg) == (IDENT, ADDRS[0]) and token_of(msg) == start.token
+    assert b.receive_pser(msg, 2.01)  # before b's own wait ends (2.1)
+    assert b.state(REGS[1]) is ProxyState.FOLLOWING and b.claims_received == 1
+    b.handle_timer(2.1)
+    assert starts(b) == []
+    assert b.participants(REGS[1], 2.1)[0] == 1  # a claim is no participation
+
+
+def test_claim_seen_while_the_source_is_alive_here_is_followed_once_it_times_out() -> None:
+    c = tracking(2)
+    msg = lbmc.decode(encode_pser(IDENT, ADDRS[0], bytes(8), 77, 0))
+    c.receive_pser(msg, 1.0)
+    assert c.state(REGS[2]) is ProxyState.IDLE
+    c.inactive(REGS[2], INTERVAL, 1.5)
+    assert c.state(REGS[2]) is ProxyState.FOLLOWING and c.take_sends() == []

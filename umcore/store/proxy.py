@@ -28,8 +28,12 @@ feeds it:
   Store that runs a proxy keeps it only if its own token is higher (ties: the lower store
   address keeps it), else withdraws (:class:`ProxyStop`, reason ``DELETED``) and follows.
   [inferred] UM exchanges the token in a PREG with the P flag and an LBMR "proxy source
-  election" record; ours rides on the proxy's SRI, which every other Store receives anyway
-  (they stay joined to the topic).
+  election" record; ours goes, when the proxy starts, in a PSER *claim* (a UME_PSER naming the
+  source and the Store plus a UME_PSRC_ELECTION_TOKEN header) straight to the request ports of
+  the other Stores the source's SRI names -- so that a Store still waiting stands down within
+  the network's latency rather than once it joined the proxy's transport -- and rides on the
+  proxy's SRI announcements, which every other Store receives anyway (they stay joined to the
+  topic).
 * :meth:`ProxyElection.sri_request` -- an SRI_REQ that reached the Store's request port for a
   proxy's transport/topic index: the SRI bytes to send on the proxy's transport.
 
@@ -220,9 +224,17 @@ def token_of(msg: lbmc.LBMCMessage) -> int | None:
     return None if h is None else int(h.token)
 
 
-def encode_pser(source: SourceIdent, store: Address, store_ctxinst: bytes) -> bytes:
+def encode_pser(
+    source: SourceIdent,
+    store: Address,
+    store_ctxinst: bytes,
+    token: int | None = None,
+    store_index: int = 0,
+) -> bytes:
     """[inferred] A Store's "I take part in the election of ``source``": one UME_PSER header
-    (layout from Wireshark's dissector) in a control message to another Store's request port."""
+    (layout from Wireshark's dissector) in a control message to another Store's request port.
+    With ``token``: "I run a proxy of ``source`` with this election token" (a
+    UME_PSRC_ELECTION_TOKEN header follows; :func:`token_of` reads it)."""
     try:
         h = lbmc.UmePser(
             0, lbmc.ip4_from_str(source.address[0]), lbmc.ip4_from_str(store[0]),
@@ -231,7 +243,10 @@ def encode_pser(source: SourceIdent, store: Address, store_ctxinst: bytes) -> by
         )  # fmt: skip
     except ValueError as exc:
         raise LocalProtocolError(f"PSER: {exc}") from None
-    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[h]))
+    headers: list[lbmc.Header] = [h]
+    if token is not None:
+        headers.append(lbmc.UmePsrcElectionToken(0, store_index & 0xFF, token))
+    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=headers))
 
 
 def decode_pser(msg: lbmc.LBMCMessage) -> tuple[SourceIdent, Address] | None:
@@ -286,6 +301,9 @@ class ProxyElection:
         self.psers_received = 0
         self.psers_unmatched = 0
         self.psers_refused = 0
+        #: proxies claimed by PSER with a token (sent when this Store's proxy starts; taken)
+        self.claims_sent = 0
+        self.claims_received = 0
 
     # ------------------------------------------------------------------ inputs
     def registered(
@@ -367,30 +385,7 @@ class ProxyElection:
         if peer == self.address:
             return
         for t in self._peer_targets(topic, sri):
-            # the proxy followed: the one that survives collisions (highest token, then
-            # address); any proxy's announcement shows that one runs
-            switched = False
-            if t.peer is None or t.peer == peer or (token, peer) > (t.peer_token, t.peer):
-                switched = t.peer is not None and t.peer != peer
-                t.peer, t.peer_token = peer, token
-            t.peer_seen = now
-            t.participants.pop(peer, None)  # a Store running a proxy is not electing
-            if t.sri is None and sri is not None:
-                t.sri = replace(sri, topic_idx=None)  # learnt: what to serve if it goes
-            if t.state is ProxyState.WAITING:
-                self.elections_lost += 1
-                self._follow(t)
-            elif t.state is ProxyState.RUNNING:
-                if (t.token, peer) < (token, self.address):
-                    self.withdrawn += 1
-                    self._actions.append(ProxyStop(t.reg_id, t.topic, DeletionReason.DELETED))
-                    self._follow(t)
-            elif t.state is ProxyState.FOLLOWING:
-                t.deadline = now + silence_bound(t.interval_s)
-                if switched:
-                    self._note_following(t)
-            elif t.gone:  # IDLE: its SRI was unknown here until now
-                self._follow(t)
+            self._peer_seen(t, token, peer, now, sri)
 
     def receive_pser(self, msg: lbmc.LBMCMessage, now: float) -> bool:
         """A PSER from another Store (algorithm 2, module docstring); False when ``msg`` holds
@@ -404,6 +399,11 @@ class ProxyElection:
         t = None if reg_id is None else self._by_reg.get(reg_id)
         if t is None or store == self.address:
             self.psers_unmatched += 1
+            return True
+        token = token_of(msg)
+        if token is not None:  # a claim: that Store runs a proxy of the source
+            self.claims_received += 1
+            self._peer_seen(t, token, store, now, None)
             return True
         if store not in t.participants and len(t.participants) >= MAX_PARTICIPANTS:
             self.psers_refused += 1
@@ -499,6 +499,8 @@ class ProxyElection:
             elif t.state is ProxyState.RUNNING and t.topic_idx is not None:
                 self._sris.append((t.reg_id, self.sri(t.reg_id)))
                 t.deadline = now + t.announce_s
+            elif t.state is ProxyState.FOLLOWING and t.sri is None:
+                t.move(ProxyState.IDLE)  # followed on a claim alone: nothing to serve here
             elif t.state is ProxyState.FOLLOWING:
                 self.reelections += 1
                 silent = now - t.peer_seen
@@ -516,6 +518,35 @@ class ProxyElection:
                 self._start_wait(t, now)
 
     # ------------------------------------------------------------------ internals
+    def _peer_seen(
+        self, t: _Tracked, token: int, peer: Address, now: float, sri: compose.Sri | None
+    ) -> None:
+        """Another Store's proxy of ``t``'s source (its SRI, or its claim by PSER)."""
+        # the proxy followed: the one that survives collisions (highest token, then
+        # address); any proxy's announcement shows that one runs
+        switched = False
+        if t.peer is None or t.peer == peer or (token, peer) > (t.peer_token, t.peer):
+            switched = t.peer is not None and t.peer != peer
+            t.peer, t.peer_token = peer, token
+        t.peer_seen = now
+        t.participants.pop(peer, None)  # a Store running a proxy is not electing
+        if t.sri is None and sri is not None:
+            t.sri = replace(sri, topic_idx=None)  # learnt: what to serve if it goes
+        if t.state is ProxyState.WAITING:
+            self.elections_lost += 1
+            self._follow(t)
+        elif t.state is ProxyState.RUNNING:
+            if (t.token, peer) < (token, self.address):
+                self.withdrawn += 1
+                self._actions.append(ProxyStop(t.reg_id, t.topic, DeletionReason.DELETED))
+                self._follow(t)
+        elif t.state is ProxyState.FOLLOWING:
+            t.deadline = now + silence_bound(t.interval_s)
+            if switched:
+                self._note_following(t)
+        elif t.gone:  # IDLE: its SRI was unknown here until now
+            self._follow(t)
+
     def _track(self, reg_id: int, topic: str, ident: SourceIdent | None) -> _Tracked | None:
         if len(self._by_reg) >= MAX_TRACKED:
             self.refused += 1
@@ -606,6 +637,16 @@ class ProxyElection:
         t.transport_idx = t.topic_idx = None
         t.reported = -1
         self._actions.append(ProxyStart(t.reg_id, t.topic, t.token))
+        if t.ident is not None and t.sri is not None:
+            # [inferred] the claim goes to the other Stores at once (UM: a PREG with the
+            # token): a Store still waiting stands down without waiting for the proxy's
+            # transport and SRI, which narrows the window for collisions to the network's
+            # latency; the SRI announcements then keep it followed
+            data = encode_pser(t.ident, self.address, self.ctxinst, t.token, self.store_index)
+            for s in t.sri.stores:
+                if s.address != self.address:
+                    self._sends.append((s.address, data))
+                    self.claims_sent += 1
 
     def _stand_down(self, t: _Tracked, reason: DeletionReason) -> None:
         if t.state is ProxyState.RUNNING:
