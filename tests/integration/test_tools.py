@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -86,7 +87,8 @@ async def test_bad_config_file_is_one_line_and_status_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-async def test_topology_shows_messages_crossing_lbmrd_and_the_srs() -> None:
+async def test_topology_shows_messages_crossing_lbmrd_and_the_srs(tmp_path: Path) -> None:
+    db = tmp_path / "ummon.db"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -97,6 +99,8 @@ async def test_topology_shows_messages_crossing_lbmrd_and_the_srs() -> None:
         "2000",
         "--stats-interval",
         "0.2",
+        "--mcs-db",
+        str(db),
         cwd=ROOT,
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
         stdout=asyncio.subprocess.PIPE,
@@ -131,6 +135,16 @@ async def test_topology_shows_messages_crossing_lbmrd_and_the_srs() -> None:
     assert int(re.findall(r"recovered=(\d+)", ume[1])[0]) > 0, ume
     assert f"OLD[SQN {first}]" in out, out
     assert "[umesrc] umesrc: sent=2000 stable=2000 " in out, out
+    # MCS collected the SRS's and the monitored pair's statistics into UM's SQLite tables
+    assert f"[topo  ] mcs      collecting '/29west/statistics' into {db}" in out, out
+    conn = sqlite3.connect(db)
+    try:
+        srs_rows = [r[0] for r in conn.execute("SELECT message FROM srsmonmsg")]
+        ums_rows = [r[0] for r in conn.execute("SELECT message FROM umsmonmsg")]
+    finally:
+        conn.close()
+    assert any('"applicationId":"demo-srs"' in r for r in srs_rows), len(srs_rows)
+    assert any('"applicationId":"demo-pair"' in r for r in ums_rows), len(ums_rows)
 
 
 @pytest.mark.slow

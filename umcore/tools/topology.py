@@ -40,6 +40,12 @@ Everything runs on loopback with embedded settings, so no file has to exist befo
    Store (``recovered=`` in its summary), then receives live.  When it is done, umesrc is
    stopped (its summary: ``sent=N stable=S``).
 
+7. MCS, the Monitoring Collector Service (``python -m daemons.mcs``), collects every statistics
+   message on ``/29west/statistics`` (the SRS's, and the lbmsrc/lbmrcv pair's: their
+   ``apps.cfg`` turns on automatic monitoring every ``--stats-interval`` seconds) into UM's
+   SQLite database at ``--mcs-db`` (``.run/ummon.db``; created with ``MCS --init-db`` when
+   missing), which outlives the run: the commands that read it are printed at the end.
+
 The run ends when both receivers have seen their sources finish (their summary lines) and the
 persisted pair is done, or on
 Ctrl-C / SIGTERM: every child then gets SIGINT, a bounded wait, then SIGKILL; no process is left
@@ -108,7 +114,10 @@ _UMERCV_LINES = (
 _UMERCV_SUMMARY = re.compile(rb"umercv: messages=(\d+) ")
 _REGID_IN_USE = re.compile(rb"RegID is in use")
 STATS_TOPIC = "/29west/statistics"
+# How the collected statistics become a report (the Spark pipeline, pip install 'pyum[spark]').
+REPORT_COMMAND = "python -m umcore.spark source-rates --input {db} --output {out}"
 _LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
+_MCS_READY = re.compile(rb"collecting topic")
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
 _STORE_READY = re.compile(rb"ready to accept registrations")
 _STORE_WEB = re.compile(rb"store web monitor on (http://[0-9.]+:\d+)/")
@@ -318,6 +327,30 @@ def _secure_lines(tmp: Path, args: argparse.Namespace) -> str:
     return lines
 
 
+async def _start_mcs(tmp: Path, cfg: Path, db: Path) -> Child:
+    """MCS collecting the statistics topic (resolved as ``cfg`` says) into the SQLite ``db``
+    (created first when missing, as UM's MCS needs)."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    if not db.exists():
+        init = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "daemons.mcs", "--init-db", str(db),
+            stdout=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        if await init.wait() != 0:
+            raise RuntimeError(f"MCS --init-db {db} failed")
+    (tmp / "mcs.properties").write_text(f"sqlite_database_path={db.as_posix()}\n")
+    xml = tmp / "mcs.xml"
+    xml.write_text(
+        '<?xml version="1.0" encoding="UTF-8" ?>\n<um-mcs version="1.0">\n'
+        "  <connector><type>sqlite</type><properties-file>mcs.properties</properties-file>"
+        "</connector>\n"
+        f"  <receiver-transport-opts><topic>{STATS_TOPIC}</topic>"
+        f"<config-file>{cfg}</config-file></receiver-transport-opts>\n</um-mcs>\n"
+    )
+    mcs, _ = await _started("mcs", "-m", "daemons.mcs", str(xml), ready=_MCS_READY)
+    return mcs
+
+
 async def _pair(
     names: tuple[str, str], topic: str, cfg: Path, extra: list[str], args: argparse.Namespace
 ) -> tuple[Child, Child]:
@@ -482,7 +515,19 @@ async def _run(args: argparse.Namespace) -> int:
             )
             children.append(mon)
             print(f"[topo  ] lbmmon   topic {STATS_TOPIC!r} through lbmrd (pid {mon.proc.pid})")
-            rcv, src = await _pair(("lbmrcv", "lbmsrc"), TOPIC, cfg, extra, args)
+            db = Path(args.mcs_db).resolve()
+            mcs = await _start_mcs(Path(tmp), cfg, db)
+            children.append(mcs)
+            print(f"[topo  ] mcs      collecting {STATS_TOPIC!r} into {db} (pid {mcs.proc.pid})")
+            apps = Path(tmp) / "apps.cfg"
+            apps.write_text(
+                "# written by umcore.tools.topology: the lbmsrc/lbmrcv pair publishes statistics\n"
+                f"context monitor_interval {max(1, round(args.stats_interval))}\n"
+                "context monitor_format pb\ncontext monitor_appid demo-pair\n"
+            )
+            rcv, src = await _pair(
+                ("lbmrcv", "lbmsrc"), TOPIC, cfg, ["-c", str(apps), *extra], args
+            )
             children += [rcv, src]
             srcv, ssrc = await _pair(("srsrcv", "srssrc"), SRS_TOPIC, srs_cfg, extra, args)
             children += [srcv, ssrc]
@@ -509,13 +554,18 @@ async def _run(args: argparse.Namespace) -> int:
             # Receivers first: stopping a source first would race lbmrcv's own exit on EOS;
             # the persisted pair before the Store.
             ume = [c for c in children if c.name in ("umercv", "umesrc")]
-            for child in (rcv, srcv, src, ssrc, *ume, mon, srs, store, lbmrd):
+            for child in (rcv, srcv, src, ssrc, *ume, mon, srs, store, mcs, lbmrd):
                 await _stop(child)
             rcs = (rcv.proc.returncode, srcv.proc.returncode)
             ume_rcs = persisted.result() if persisted.done() and not persisted.cancelled() else None
             print(
                 f"[topo  ] done; lbmrcv exit status {rcs[0]}, srsrcv exit status {rcs[1]}, "
                 f"restarted umercv and umesrc exit statuses {ume_rcs}"
+            )
+            print(
+                f"[topo  ] statistics collected by MCS in {db}; read them with\n"
+                f'[topo  ]   sqlite3 {db} "select count(*) from umsmonmsg"\n'
+                f"[topo  ]   {REPORT_COMMAND.format(db=db, out=db.parent / 'report')}"
             )
             return 0 if stop.is_set() or (rcs == (0, 0) and ume_rcs == (0, 0)) else 1
     finally:
@@ -567,6 +617,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("none", "lz4"),
         default="none",
         help="compress the pairs' and the Store's TCP connections (none)",
+    )
+    p.add_argument(
+        "--mcs-db",
+        default=".run/ummon.db",
+        metavar="PATH",
+        help="the SQLite database MCS collects the statistics into; it outlives the run "
+        "(.run/ummon.db)",
     )
     args = p.parse_args(argv)
     try:
