@@ -31,6 +31,7 @@ VALIDATE = {
     "lbmrd": ["daemons.lbmrd", "-v"],
     "SRS": ["daemons.srs", "-v"],
     "umestored": ["daemons.umestored", "-v"],
+    "MCS": ["daemons.mcs", "-v"],
 }
 
 
@@ -70,7 +71,7 @@ def test_a_broken_compose_file_is_refused(breakage: Any) -> None:
 
 def test_the_store_and_the_resolvers_are_services() -> None:
     services = load()["services"]
-    assert {"lbmrd", "srs", "umestored"} <= set(services)
+    assert {"lbmrd", "srs", "umestored", "mcs"} <= set(services)
     store = services["umestored"]
     assert any("umestored" in part for part in _command(store))
     assert store["stop_signal"] == "SIGINT"  # a clean shutdown finishes writes and state
