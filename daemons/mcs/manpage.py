@@ -47,3 +47,25 @@ second; when the disk falls behind, batches beyond 64 queued are dropped and cou
 Exit status: 0 after SIGINT/SIGTERM (what was received is written first), 1 for a bad
 configuration or connector (one line: file, line, element, what), 2 for a bad command line.
 """
+
+MCSDS = """\
+mcsds - MCS as a Windows service (pyum)
+
+Usage: mcsds [options] [configfile]
+
+Records the service's parameters in the registry, or runs as the service executable when
+started by the Service Control Manager (the same collector as MCS).
+
+Options:
+  -h, --help                  print this text, then exit
+  -l, --service-log=FILE      log of the service front itself
+  -p, --process-log=FILE      where MCS's standard output and errors go
+  -s, --service=REQUEST       install [cfg], remove, or config cfg
+  -e, --event-log-level=LEVEL NONE, INFO, WARN (default) or ERROR
+  -E, --env_var_file=FILE     environment variables the service reads at start
+  -f, --flatdir               accepted (UM: jar files beside the executables)
+  -U, --noenv_var_file        forget the -E file (not with -E)
+
+The database must exist before the service starts (MCS --init-db PATH).  Stop the service with
+the Service Control Manager.  Not available outside Windows.
+"""

@@ -287,3 +287,16 @@ def test_the_shipped_configuration_validates() -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().endswith("mcs.xml: valid")
+
+
+def test_mcsds_without_pywin32_explains_and_exits_1() -> None:
+    from umcore.daemon.winservice import HAVE_PYWIN32
+
+    if HAVE_PYWIN32:
+        pytest.skip("pywin32 installed: the service front would really act")
+    run = subprocess.run(
+        [sys.executable, "-m", "daemons.mcs.service", "-s", "install", "mcs.xml"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert run.stderr.startswith("mcsds: ") and "pywin32" in run.stderr
