@@ -1,0 +1,72 @@
+"""Counter handling shared by the jobs: cumulative samples in, per-interval deltas out.
+
+Theory of operation
+-------------------
+UM's statistics are mostly cumulative counters since the object was created; a rate needs two
+samples of the same object (dro-monitoring-config.md B7).  A job turns its samples into *long
+form* -- one row per (object keys, counter path, time, value) -- and :func:`deltas` then:
+
+1. drops UM's "no sample" values (:data:`SENTINELS`: ``ULONG_MAX`` of a 64-bit and of a 32-bit
+   build; minimum statistics start there) and missing ones, so they neither count nor break a
+   series;
+2. orders each object's counter by time (then value, for two samples in one second) and takes
+   the difference with the sample before it;
+3. treats a negative difference as a restart: the object's counters began again, so that sample
+   is the first of a new series and counts nothing (the samples after it difference against
+   it).  The first sample of every series is its baseline and counts nothing either.
+
+For a *gauge* (a level, such as the number of topics) the difference's absolute value is the
+change and there are no restarts.  :func:`interval_start` buckets a time to whole intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from umcore.spark.schema import U64
+
+__all__ = ["SENTINELS", "deltas", "interval_start", "long_form"]
+
+# UM's "no sample yet" values: ULONG_MAX where unsigned long is 64 bits, and 32 bits (Windows,
+# 32-bit builds) -- dro-monitoring-config.md B2 and B7.
+SENTINELS = (18446744073709551615, 4294967295)
+
+
+def long_form(
+    df: DataFrame, keys: Sequence[str], counters: Mapping[str, Sequence[tuple[str, Column]]]
+) -> DataFrame:
+    """``df`` (with ``time`` and ``keys``) as rows ``keys..., time, metric, counter, value``:
+    ``counters`` maps a metric to its ``(counter name, column)`` pairs (a metric may sum
+    several counters, e.g. the same count of each transport type)."""
+    cells = [
+        F.struct(
+            F.lit(metric).alias("metric"),
+            F.lit(name).alias("counter"),
+            col.cast(U64).alias("value"),
+        )
+        for metric, pairs in counters.items()
+        for name, col in pairs
+    ]
+    out = df.select("time", *keys, F.explode(F.array(*cells)).alias("c"))
+    return out.select("time", *keys, "c.metric", "c.counter", "c.value")
+
+
+def deltas(samples: DataFrame, keys: Sequence[str], *, gauge: bool = False) -> DataFrame:
+    """``samples`` in :func:`long_form` with a ``delta`` column (null: a series' first sample or
+    a restart); sentinels and missing values are dropped first (module docstring)."""
+    v = F.col("value")
+    kept = samples.where(v.isNotNull() & ~v.isin(*[F.lit(Decimal(x)).cast(U64) for x in SENTINELS]))
+    w = Window.partitionBy(*keys, "counter").orderBy("time", "value")
+    prev = F.lag(v).over(w)
+    delta = F.abs(v - prev) if gauge else F.when(v >= prev, v - prev)
+    return kept.withColumn("delta", delta.cast("long"))
+
+
+def interval_start(time: Column, seconds: int) -> Column:
+    """The start of the ``seconds``-long interval holding ``time`` (Unix-aligned)."""
+    secs = F.unix_seconds(time)
+    return F.timestamp_seconds(F.floor(secs / F.lit(seconds)) * F.lit(seconds))

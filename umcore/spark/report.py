@@ -1,0 +1,109 @@
+"""A job's result as files a person opens: table (Parquet, CSV), chart (PNG), HTML page.
+
+Theory of operation
+-------------------
+:func:`write_report` writes under ``DIR/<job>/``: ``table.parquet/`` and ``table.csv/`` (Spark's
+writers, one part file each: results are aggregates, small), ``chart.png`` (matplotlib, headless
+``Agg`` backend) and ``index.html``, which shows the chart and the first rows and links the
+rest.  The chart plots the job's ``x`` against its ``y`` columns; a line chart draws one line per
+``series`` (at most :data:`MAX_SERIES`, the largest), a bar chart sums each ``y`` per ``x``.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections import defaultdict
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from umcore.spark.jobs import Job
+
+__all__ = ["MAX_SERIES", "write_report"]
+
+MAX_SERIES = 10  # lines in one chart: more are unreadable; the table has them all
+HTML_ROWS = 200  # rows shown on the page; the CSV and Parquet files have all
+
+
+def _chart(job: Job, rows: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=100)
+    try:
+        if job.chart == "bar":
+            totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+            for r in rows:
+                for y in job.y:
+                    totals[str(r[job.x])][y] += float(r[y] or 0)
+            xs = sorted(totals)
+            width = 0.8 / max(1, len(job.y))
+            for i, y in enumerate(job.y):
+                ax.bar(
+                    [k + i * width for k in range(len(xs))],
+                    [totals[x][y] for x in xs],
+                    width,
+                    label=y,
+                )
+            ax.set_xticks([k + 0.4 - width / 2 for k in range(len(xs))], xs, rotation=30)
+        else:
+            lines: dict[tuple[Any, ...], list[tuple[Any, float]]] = defaultdict(list)
+            for r in rows:
+                for y in job.y:
+                    key = tuple(r[c] for c in job.series) + ((y,) if len(job.y) > 1 else ())
+                    lines[key].append((r[job.x], float(r[y] or 0)))
+            biggest = sorted(lines, key=lambda k: -sum(v for _, v in lines[k]))[:MAX_SERIES]
+            for key in biggest:
+                pts = sorted(lines[key], key=lambda p: p[0])
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    marker=".",
+                    label=" ".join(map(str, key)),
+                )
+            fig.autofmt_xdate()
+        ax.set_xlabel(job.x)
+        ax.set_ylabel(", ".join(job.y))
+        ax.set_title(job.name)
+        if rows:
+            ax.legend(fontsize="small")
+        fig.tight_layout()
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)
+
+
+def write_report(job: Job, result: DataFrame, out_dir: str) -> str:
+    """Write ``result`` of ``job`` under ``out_dir/<job>/``; the HTML page's path."""
+    base = os.path.join(out_dir, job.name)
+    os.makedirs(base, exist_ok=True)
+    one = result.coalesce(1)
+    one.write.mode("overwrite").parquet(os.path.join(base, "table.parquet"))
+    one.write.mode("overwrite").option("header", True).csv(os.path.join(base, "table.csv"))
+    rows = [r.asDict() for r in result.collect()]
+    _chart(job, rows, os.path.join(base, "chart.png"))
+    cols = result.columns
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>"
+        for r in rows[:HTML_ROWS]
+    )
+    more = f"<p>First {HTML_ROWS} of {len(rows)} rows.</p>" if len(rows) > HTML_ROWS else ""
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>pyum: {job.name}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:small}}
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head>
+<body><h1>{job.name}</h1><p>{html.escape(job.doc)}</p>
+<img src="chart.png" alt="{job.name} chart">
+<p>{len(rows)} rows; the whole table: <a href="table.csv/">CSV</a>, <a href="table.parquet/">Parquet</a>.</p>
+{more}<table><tr>{head}</tr>
+{body}
+</table></body></html>
+"""
+    path = os.path.join(base, "index.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
+    return path
