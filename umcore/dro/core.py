@@ -233,7 +233,15 @@ class PortalStats:
 class _Pacer:
     """When one class of TR message of one portal is next due, and its limiter."""
 
-    __slots__ = ("dirty", "last_sent", "limiter", "max_interval", "min_interval", "next_full")
+    __slots__ = (
+        "dirty",
+        "dirty_at",
+        "last_sent",
+        "limiter",
+        "max_interval",
+        "min_interval",
+        "next_full",
+    )
 
     def __init__(self, min_ms: int, max_ms: int, bps: int, ops: int, now: float) -> None:
         self.min_interval = min_ms / 1000
@@ -242,10 +250,17 @@ class _Pacer:
         self.last_sent = -_INF
         self.next_full = now
         self.dirty = False
+        self.dirty_at = now
+
+    def mark(self, now: float) -> None:
+        """Something new to send (at most every min-interval)."""
+        if not self.dirty:
+            self.dirty = True
+            self.dirty_at = now
 
     def due(self) -> float:
         if self.dirty:
-            return min(self.next_full, self.last_sent + self.min_interval)
+            return min(self.next_full, max(self.dirty_at, self.last_sent + self.min_interval))
         return self.next_full
 
 
@@ -638,7 +653,7 @@ class DroCore:
             elif rcv is not None:
                 self._commands += rcv.step(ReceiverEvent.UNWANTED)
                 del self._receivers[rk]
-            self._advertise(pi, key, pairs)
+            self._advertise(pi, key, pairs, now)
         # sources this interest may route
         if key.is_pattern:
             regex = self._patterns.get(key)
@@ -650,20 +665,20 @@ class DroCore:
                 self._update_source(sk, now)
 
     def _advertise(
-        self, p: _Portal, key: InterestKey, pairs: list[tuple[InterestKey, int]]
+        self, p: _Portal, key: InterestKey, pairs: list[tuple[InterestKey, int]], now: float
     ) -> None:
         wanted = set(pairs)
         for pair in [pr for pr in p.advertised if pr[0] == key and pr not in wanted]:
             del p.advertised[pair]
             p.unsent.pop(pair, None)
             p.cancelled[pair] = None
-            p.interest_pacer[key.is_pattern].dirty = True
+            p.interest_pacer[key.is_pattern].mark(now)
         for pair in pairs:
             if pair not in p.advertised:
                 p.advertised[pair] = None
                 p.cancelled.pop(pair, None)
                 p.unsent[pair] = None
-                p.interest_pacer[key.is_pattern].dirty = True
+                p.interest_pacer[key.is_pattern].mark(now)
 
     def _refresh_all(self, now: float) -> None:
         """Recompute every proxy after routes or portals changed."""
@@ -676,7 +691,7 @@ class DroCore:
                 routes = tuple(self.router.served_domains(p.name))
                 if routes != p.domain_routes:
                     p.domain_routes = routes
-                    p.domain_pacer.dirty = True
+                    p.domain_pacer.mark(now)
 
     # --- sources -> proxy sources ---------------------------------------------------------------
 
@@ -893,7 +908,8 @@ class DroCore:
             for is_pattern, pending in p.interest.pending.items():
                 if pending:
                     limiter = p.query_limiter[is_pattern]
-                    times.append(limiter.ready_at(limiter.last, 64))
+                    nbytes = 5 + len(pending[0].symbol.encode())
+                    times.append(limiter.ready_at(limiter.last, nbytes))
             for pacer in p.interest_pacer.values():
                 if p.advertised or p.cancelled:
                     times.append(pacer.due())
