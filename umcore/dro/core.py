@@ -473,10 +473,14 @@ class DroCore:
         p.cancelled.clear()
         p.initial_left = 0
         p.initial_next = _INF
-        for flow in self._flows.values():
-            flow.seen.pop(portal, None)
+        emptied = []
+        for sk, flow in self._flows.items():
+            if flow.seen.pop(portal, None) is not None and not flow.seen:
+                emptied.append(sk)
         self._apply(p.interest.clear(), now)
         self._refresh_all(now)
+        for sk in emptied:
+            self._forget(sk)
 
     # --- topic resolution heard in a portal's TRD -----------------------------------------------
 
@@ -727,11 +731,15 @@ class DroCore:
             return
         self._update_source(source, now)
         if not flow.seen:
-            del self._flows[source]
-            topic = self._by_topic[source.topic]
-            topic.discard(source)
-            if not topic:
-                del self._by_topic[source.topic]
+            self._forget(source)
+
+    def _forget(self, source: SourceKey) -> None:
+        """A source seen nowhere any more: its flow and duplicate window go."""
+        del self._flows[source]
+        topic = self._by_topic[source.topic]
+        topic.discard(source)
+        if not topic:
+            del self._by_topic[source.topic]
 
     def _matching_interest(self, topic: str) -> Iterable[tuple[InterestKey, dict[str, set[int]]]]:
         per = self._interest.get(InterestKey(topic))
@@ -934,6 +942,7 @@ class DroCore:
                 self._update_source(sk, now)
         for p in self.portals.values():
             self._apply(p.interest.handle_timer(now), now)
+        for p in self.portals.values():  # after every change of this instant is known
             if p.up:
                 self._send_tr(p, now)
         if now >= self.route_info_next:
