@@ -461,12 +461,10 @@ class DroCore:
             return
         p.state = PORTAL_TRANSITIONS[(p.state, PortalEvent.DOWN)]
         self.router.set_portal(portal, None, now)
-        for (name, _), rcv in self._receivers.items():
-            if name == portal:
-                rcv.step(ReceiverEvent.PORTAL_DOWN)
-        for (name, _), src in self._sources.items():
-            if name == portal:
-                src.portal_down()
+        for rk in [rk for rk in self._receivers if rk[0] == portal]:
+            self._receivers.pop(rk).step(ReceiverEvent.PORTAL_DOWN)  # no command: contexts gone
+        for sk_key in [k for k in self._sources if k[0] == portal]:
+            self._sources.pop(sk_key).portal_down()
         p.queue.clear()
         p.advertised.clear()
         p.unsent.clear()
