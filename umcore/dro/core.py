@@ -827,8 +827,7 @@ class DroCore:
     ) -> bool:
         """A frame (one message or fragment, as received) of ``source`` from ``portal``'s proxy
         receiver.  True if it was queued on at least one egress portal."""
-        p = self.portals[portal]
-        st = p.stats
+        st = self.portals[portal].stats
         st.frames_received += 1
         st.bytes_received += len(data)
         flow = self._flows.get(source)

@@ -15,6 +15,7 @@ its topic, since one transport carries many topics (the SRS keys sources the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from umcore.dro.interest import InterestKey
 from umcore.events import CoreEvent
@@ -35,9 +36,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class SourceKey:
-    """An originating source: Originating Transport ID and topic."""
+class SourceKey(NamedTuple):
+    """An originating source: Originating Transport ID and topic.  A named tuple, not a
+    dataclass: it is the key of the data path's per-frame lookup, and a tuple hashes in C."""
 
     otid: bytes
     topic: str
