@@ -143,3 +143,27 @@ def test_limiter_bytes_and_objects() -> None:
 
 def test_pending_use_queries_are_bounded() -> None:
     assert MAX_PENDING_QUERIES >= 1000
+
+
+def test_srs_reported_interest_holds_until_withdrawn() -> None:
+    core = DroCore(config([("E1", 1, 1), ("E2", 2, 1)]), 1)
+    core.receive_portal_up("E1", 0.0, address=("10.0.0.1", 1))
+    core.receive_portal_up("E2", 0.0, address=("10.0.0.2", 1))
+    key = InterestKey("AAA")
+    core.receive_srs_interest("E2", key, 0.0)  # two receivers of AAA in TRD2, via the SRS
+    core.receive_srs_interest("E2", key, 0.0)
+    core.receive_tqr("E2", "AAA", 0.0)  # and UDP TR too: still one interest
+    assert core.proxy_receivers() == {("E1", key)}
+    now = 0.0
+    while (nxt := core.next_timer()) is not None and nxt < 1000.0:
+        now = max(now, nxt)
+        core.handle_timer(now)
+    # the TQR-learned entry aged out long ago; the SRS's receivers keep the proxy
+    assert core.local_interest_state("E2", key) is None
+    assert core.proxy_receivers() == {("E1", key)}
+    core.receive_srs_interest("E2", key, now, present=False)
+    assert core.proxy_receivers() == {("E1", key)}  # one receiver left
+    core.receive_srs_interest("E2", key, now, present=False)
+    assert core.proxy_receivers() == set()
+    core.receive_srs_interest("E2", key, now, present=False)  # a stray delete: nothing
+    assert core.proxy_receivers() == set()

@@ -47,7 +47,9 @@ peer_node_id=None)``                                            what its domain-
                                                                 core's own packets.
 ``receive_tqr`` / ``receive_wildcard_tqr`` /                    the same, one record at a time (an SRS
 ``receive_use_response`` / ``receive_interest`` /               TRD reports receivers through
-``receive_tr_request`` / ``receive_domain_route``               ``receive_use_response``)
+``receive_tr_request`` / ``receive_domain_route``               ``receive_srs_interest``, which holds
+                                                                until withdrawn: no ageing, no
+                                                                use queries)
 ``receive_route_info(portal, RouteInfo, now)``                  another DRO's route information [inferred]
 ``receive_source(portal, SourceAdvert, now)``                   a proxy receiver resolved a source:
                                                                 :func:`advert_from_tir` reads a TIR's

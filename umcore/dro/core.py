@@ -547,6 +547,15 @@ class DroCore:
             return
         self._apply(self._portal(portal).interest.refresh_local(key, now), now)
 
+    def receive_srs_interest(
+        self, portal: str, key: InterestKey, now: float, *, present: bool = True
+    ) -> None:
+        """The portal's SRS reports a receiver (``present``) or its deletion for ``key``:
+        interest that holds until withdrawn, without ageing or use queries."""
+        if key.is_pattern and key not in self._patterns and not self._compile(key):
+            return
+        self._apply(self._portal(portal).interest.hold(key, present), now)
+
     def receive_interest(
         self, portal: str, key: InterestKey, domain: int, now: float, *, cancel: bool = False
     ) -> None:

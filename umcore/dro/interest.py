@@ -19,6 +19,11 @@ Routing through a DRO is interest based (notes A4).  Each portal keeps two kinds
   removes at most ``max-topics`` / ``max-patterns`` (100) entries per check, as UM's
   ``<remote-topic>``/``<remote-pattern>`` say.
 
+* **held** interest, from a TRD resolved by the SRS: the SRS tells a DRO which topics and
+  patterns its receivers want (receiver info / receiver delete records), so such interest is
+  present until the SRS withdraws it and neither ages nor needs use queries
+  (:meth:`PortalInterest.hold`).  A key is wanted locally while it is local or held.
+
 The table reports what changed as :class:`InterestChange` values (key, origin domain, added or
 removed): the core only needs the set of (key, domain) pairs per portal, not why each is there.
 Use queries waiting for the rate limiter sit in a bounded queue per class; a query that does
@@ -149,6 +154,7 @@ class PortalInterest:
             ),
         }
         self.local: dict[InterestKey, _Local] = {}
+        self.held: dict[InterestKey, int] = {}  # SRS-reported receivers per key
         self.remote: dict[tuple[InterestKey, int], float] = {}  # -> last refresh
         self._heap: list[tuple[float, int, InterestKey]] = []
         self._seq = 0
@@ -176,12 +182,37 @@ class PortalInterest:
                 return []
             self.local[key] = entry = _Local(now + period)
             self._push(entry.due, key)
+            if key in self.held:
+                return []
             return [InterestChange(self.portal, key, self.domain_id, True)]
         entry.step(InterestEvent.REFRESH)
         entry.unanswered = 0
         entry.due = now + period
         self._push(entry.due, key)
         return []
+
+    def hold(self, key: InterestKey, present: bool) -> list[InterestChange]:
+        """The SRS reports a receiver for ``key`` in this TRD (``present``) or its deletion."""
+        if self.domain_id is None:
+            return []
+        count = self.held.get(key, 0)
+        if present:
+            if count == 0 and len(self.held) >= MAX_INTEREST_ENTRIES:
+                self.entries_refused += 1
+                return []
+            self.held[key] = count + 1
+            if count or key in self.local:
+                return []
+            return [InterestChange(self.portal, key, self.domain_id, True)]
+        if count == 0:
+            return []
+        if count > 1:
+            self.held[key] = count - 1
+            return []
+        del self.held[key]
+        if key in self.local:
+            return []
+        return [InterestChange(self.portal, key, self.domain_id, False)]
 
     def refresh_remote(
         self, key: InterestKey, domain: int, now: float, *, cancel: bool = False
@@ -212,9 +243,11 @@ class PortalInterest:
 
     def clear(self) -> list[InterestChange]:
         """The portal went down: every entry is gone."""
-        out = [InterestChange(self.portal, k, self.domain_id or 0, False) for k in self.local]
+        mine = set(self.local) | set(self.held)
+        out = [InterestChange(self.portal, k, self.domain_id or 0, False) for k in sorted(mine)]
         out += [InterestChange(self.portal, k, d, False) for (k, d) in self.remote]
         self.local.clear()
+        self.held.clear()
         self.remote.clear()
         self._heap.clear()
         for q in self.pending.values():
@@ -228,6 +261,7 @@ class PortalInterest:
         out = set(self.remote)
         if self.domain_id is not None:
             out.update((k, self.domain_id) for k in self.local)
+            out.update((k, self.domain_id) for k in self.held)
         return out
 
     def local_state(self, key: InterestKey) -> LocalState | None:
@@ -281,7 +315,8 @@ class PortalInterest:
             if entry.step(event) is LocalState.GONE:
                 del self.local[key]
                 assert self.domain_id is not None
-                out.append(InterestChange(self.portal, key, self.domain_id, False))
+                if key not in self.held:
+                    out.append(InterestChange(self.portal, key, self.domain_id, False))
                 return
         pending = self.pending[key.is_pattern]
         if len(pending) >= MAX_PENDING_QUERIES:
