@@ -269,6 +269,7 @@ class _Portal:
         "acl",
         "address",
         "advertised",
+        "advertised_doms",
         "cancelled",
         "cost",
         "deletion_delay",
@@ -353,6 +354,7 @@ class _Portal:
         self.initial_flags = INITIAL_REQUEST_FLAGS
         # interest we advertise into this portal's side: pair -> None (ordered set)
         self.advertised: dict[tuple[InterestKey, int], None] = {}
+        self.advertised_doms: dict[InterestKey, set[int]] = {}  # the same, by key
         self.unsent: dict[tuple[InterestKey, int], None] = {}  # new since the last send
         self.cancelled: dict[tuple[InterestKey, int], None] = {}  # withdrawn, CANCEL to send
 
@@ -467,6 +469,7 @@ class DroCore:
             self._sources.pop(sk_key).portal_down()
         p.queue.clear()
         p.advertised.clear()
+        p.advertised_doms.clear()
         p.unsent.clear()
         p.cancelled.clear()
         p.initial_left = 0
@@ -678,8 +681,10 @@ class DroCore:
     def _advertise(
         self, p: _Portal, key: InterestKey, pairs: list[tuple[InterestKey, int]], now: float
     ) -> None:
-        wanted = set(pairs)
-        for pair in [pr for pr in p.advertised if pr[0] == key and pr not in wanted]:
+        wanted = {dom for _, dom in pairs}
+        before = p.advertised_doms.get(key, set())
+        for dom in sorted(before - wanted):
+            pair = (key, dom)
             del p.advertised[pair]
             p.unsent.pop(pair, None)
             p.cancelled[pair] = None
@@ -690,6 +695,10 @@ class DroCore:
                 p.cancelled.pop(pair, None)
                 p.unsent[pair] = None
                 p.interest_pacer[key.is_pattern].mark(now)
+        if wanted:
+            p.advertised_doms[key] = wanted
+        else:
+            p.advertised_doms.pop(key, None)
 
     def _refresh_all(self, now: float) -> None:
         """Recompute every proxy after routes or portals changed."""
