@@ -39,7 +39,13 @@ Listed (the constants live where they are used, each marked [inferred]):
   source's transport) makes its ACE match nothing (:mod:`umcore.dro.acl`);
 * equal-cost ties: candidates are ordered by (cost, DRO hops, next node's id), TRDs before
   DROs, smaller ids first -- "by node id" in the notes, the exact order unknown;
-* a frame below the duplicate window is dropped (``dropped_old``), not forwarded.
+* a frame below the duplicate window is dropped (``dropped_old``), not forwarded;
+* a proxy source is keyed by (OTID, topic), not by the OTID alone: the notes say "one proxy
+  source per originating source, keyed by OTID", and one transport (one OTID, as our SRS and
+  late-join code build it) carries many topics, so the topic completes the key;
+* domains learned only from remote domain route records count
+  :data:`umcore.dro.routing.DOMAIN_ROUTE_HOP_COST` per hop (the record carries no cost);
+* our own links coming up are routed at once; every other change waits the backoff.
 """
 
 from __future__ import annotations
