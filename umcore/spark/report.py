@@ -80,6 +80,7 @@ def write_report(job: Job, result: DataFrame, out_dir: str) -> str:
     """Write ``result`` of ``job`` under ``out_dir/<job>/``; the HTML page's path."""
     base = os.path.join(out_dir, job.name)
     os.makedirs(base, exist_ok=True)
+    result = result.cache()  # written twice and collected: computed once
     one = result.coalesce(1)
     one.write.mode("overwrite").parquet(os.path.join(base, "table.parquet"))
     one.write.mode("overwrite").option("header", True).csv(os.path.join(base, "table.csv"))
@@ -106,4 +107,5 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head>
     path = os.path.join(base, "index.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
+    result.unpersist()
     return path

@@ -21,8 +21,12 @@ of ``docs/store-format.md``, read with the format's own code
   read.  Rows are filtered exactly, so Spark does not filter again.
 * **Arrow**: :meth:`UMEStoreReader.read` yields ``pyarrow.RecordBatch`` es of
   :data:`BATCH_ROWS` rows.
-* **Damage**: records failing their checks are skipped (as the reference reader does); a file
-  cut short is read up to its last whole record, with a warning naming it and the bytes left.
+* **Checks**: as the Store's own start-up (``repository-disk-message-checksum`` 0, UM's
+  default), the records a segment's index lists are read as they are and the bytes after them
+  are scanned and checked for whole records; ``.option("verify", "true")`` checks every
+  record's CRCs (a bad one is left out).  A reduced-fd set, or a segment without a usable index,
+  is read record by record by the reference reader, every record checked.  A file cut short is
+  read up to its last whole record, with a warning naming it and the bytes left.
 
 ``spark.read.format("umestore_acks").load(STATE)``: one row per receiver of every source state
 file (:data:`ACK_SCHEMA`), so store lag can be computed offline (the repository's newest sequence
@@ -202,20 +206,10 @@ def _payload(frame: bytes) -> bytes | None:
         return None
 
 
-def read_segments(
-    files: list[Segment], sel: Selection, states: dict[int, tuple[int, str]], verify: bool = True
-) -> Iterator[Any]:
-    """The rows of ``files`` kept by ``sel`` as ``pyarrow.RecordBatch`` es of :data:`SCHEMA`."""
+def _arrow_schema() -> Any:
     import pyarrow as pa
 
-    datas = []
-    for seg in files:
-        with open(seg.path, "rb") as f:
-            datas.append((seg, f.read()))
-    only = next(iter(sel.reg_ids)) if sel.reg_ids is not None and len(sel.reg_ids) == 1 else None
-    ends: dict[int, int] = {}
-    cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
-    schema = pa.schema(
+    return pa.schema(
         [
             ("reg_id", pa.int64()),
             ("session_id", pa.int64()),
@@ -227,11 +221,128 @@ def read_segments(
             ("payload", pa.binary()),
         ]
     )
-    lo, hi = sel.sqn_lo, sel.sqn_hi
-    for rec in fmt.iter_repository(((s.name, d) for s, d in datas), reg_id=only, verify=verify):
+
+
+def _warn_tail(path: str, data: bytes, end: int) -> None:
+    rest = len(data) - end
+    if rest > 0 and data[end:].strip(b"\x00"):
+        msg = (
+            f"{path}: cut short or damaged after offset {end}: read up to the last "
+            f"whole record, {rest} bytes left unread"
+        )
+        log.warning(msg)
+        warnings.warn(msg, UMEStoreWarning, stacklevel=3)
+
+
+def _batches(cols: dict[str, list[Any]], sel: Selection) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    batch = pa.RecordBatch.from_pydict(cols, schema=_arrow_schema())
+    if sel.sqn_lo > 0 or sel.sqn_hi < _U32 - 1:
+        sqn = batch.column("sqn")
+        batch = batch.filter(
+            pc.and_(pc.greater_equal(sqn, sel.sqn_lo), pc.less_equal(sqn, sel.sqn_hi))
+        )
+    for start in range(0, batch.num_rows, BATCH_ROWS):
+        yield batch.slice(start, BATCH_ROWS)
+
+
+def _read_indexed(
+    seg: Segment, sel: Selection, states: dict[int, tuple[int, str]], verify: bool
+) -> Iterator[Any] | None:
+    """A ``disk`` segment read by its index (None: no usable index; read it record by record).
+    As the Store's start-up does with ``repository-disk-message-checksum`` 0, the records its
+    index lists are taken as they are (``verify``: every record's CRCs checked too) and the
+    bytes after them are scanned, and checked, for whole records the index missed."""
+    assert seg.reg_id is not None
+    try:
+        with open(seg.path, "rb") as f:
+            data = f.read()
+        with open(seg.path[: -len(".seg")] + ".idx", "rb") as f:
+            index = fmt.parse_index(f.read())
+        fmt.decode_file_header(data, fmt.SEG_MAGIC)
+    except (OSError, fmt.StoreFormatError):
+        return None
+    n = len(index.sqns)
+    while n and index.offsets[n - 1] + index.lengths[n - 1] > len(data):
+        n -= 1  # listed, but beyond the end of the file (the index was written, the data cut)
+    rows = list(range(n))
+    if verify:
+        rows = [i for i in rows if _whole(data, index.offsets[i])]
+    end = index.offsets[n - 1] + index.lengths[n - 1] if n else fmt.FILE_HEADER_LEN
+    tail, stop, _problem = fmt.scan_records(data, end, True)
+    _warn_tail(seg.path, data, stop)
+    offs = [index.offsets[i] for i in rows] + [t[0] for t in tail]
+    lens = [index.lengths[i] for i in rows] + [t[4] for t in tail]
+    head = fmt.RECORD_HEADER_LEN
+    unpack = fmt.RECORD_HEADER.unpack_from
+    session, topic = states.get(seg.reg_id, (None, None))
+    k = len(offs)
+    cols: dict[str, list[Any]] = {
+        "reg_id": [seg.reg_id] * k,
+        "session_id": [session] * k,
+        "topic": [topic] * k,
+        "sqn": [index.sqns[i] for i in rows] + [t[2] for t in tail],
+        # the record's own flags (FRAME_CRC...); an index entry keeps only the marker bits
+        "flags": [unpack(data, o)[3] for o in offs],
+        "arrival": [int(index.arrivals[i] * 1_000_000) for i in rows]
+        + [int(t[5] * 1_000_000) for t in tail],
+        "length": [n - head for n in lens],
+        # a bare data message (no extension header: its next-header byte is 0) is the common
+        # case: its payload follows the 12-byte data header
+        "payload": [
+            data[o + head + DATA_HEADER : o + n]
+            if data[o + head + 1] == 0
+            else _payload(data[o + head : o + n])
+            for o, n in zip(offs, lens, strict=True)
+        ],
+    }
+    return _batches(cols, sel)
+
+
+DATA_HEADER = 12  # LBMC data header: ver/type, next header, length, topic index, sequence number
+
+
+def _whole(data: bytes, offset: int) -> bool:
+    try:
+        fmt.check_record(data, offset, True)
+    except fmt.StoreFormatError:
+        return False
+    return True
+
+
+def read_segments(
+    files: list[Segment], sel: Selection, states: dict[int, tuple[int, str]], verify: bool = False
+) -> Iterator[Any]:
+    """The rows of ``files`` kept by ``sel`` as ``pyarrow.RecordBatch`` es of :data:`SCHEMA`:
+    a ``disk`` segment by its index (:func:`_read_indexed`), a reduced-fd set (or a segment
+    without a usable index) record by record with the format's reader."""
+    rest = []
+    for seg in files:
+        got = _read_indexed(seg, sel, states, verify) if seg.reg_id is not None else None
+        if got is None:
+            rest.append(seg)
+        else:
+            yield from got
+    if rest:
+        yield from _read_records(rest, sel, states)
+
+
+def _read_records(
+    files: list[Segment], sel: Selection, states: dict[int, tuple[int, str]]
+) -> Iterator[Any]:
+    datas = []
+    for seg in files:
+        with open(seg.path, "rb") as f:
+            datas.append((seg, f.read()))
+    only = next(iter(sel.reg_ids)) if sel.reg_ids is not None and len(sel.reg_ids) == 1 else None
+    ends: dict[int, int] = {}
+    cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    for rec in fmt.iter_repository(((s.name, d) for s, d in datas), reg_id=only, verify=True):
         n = len(rec.frame)
         ends[rec.segno] = max(ends.get(rec.segno, 0), rec.offset + fmt.RECORD_HEADER_LEN + n)
-        if not (lo <= rec.sqn <= hi and sel.keeps_reg(rec.reg_id)):
+        if not sel.keeps_reg(rec.reg_id):
             continue
         session, topic = states.get(rec.reg_id, (None, None))
         cols["reg_id"].append(rec.reg_id)
@@ -242,23 +353,10 @@ def read_segments(
         cols["arrival"].append(int(rec.arrival * 1_000_000))
         cols["length"].append(n)
         cols["payload"].append(_payload(rec.frame))
-        if len(cols["sqn"]) >= BATCH_ROWS:
-            yield pa.RecordBatch.from_pydict(cols, schema=schema)
-            cols = {c: [] for c in _COLUMNS}
-    if cols["sqn"]:
-        yield pa.RecordBatch.from_pydict(cols, schema=schema)
+    yield from _batches(cols, sel)
     for seg, data in datas:
-        end = ends.get(seg.segno, fmt.FILE_HEADER_LEN) if seg.reg_id is not None else None
-        if end is None:
-            continue
-        rest = len(data) - end
-        if rest > 0 and data[end:].strip(b"\x00"):
-            msg = (
-                f"{seg.path}: cut short or damaged after offset {end}: read up to the last "
-                f"whole record, {rest} bytes left unread"
-            )
-            log.warning(msg)
-            warnings.warn(msg, UMEStoreWarning, stacklevel=2)
+        if seg.reg_id is not None:
+            _warn_tail(seg.path, data, ends.get(seg.segno, fmt.FILE_HEADER_LEN))
 
 
 _COLUMNS = ("reg_id", "session_id", "topic", "sqn", "flags", "arrival", "length", "payload")
@@ -275,7 +373,7 @@ class UMEStoreReader(DataSourceReader):
             raise UMError(f"umestore: {path!r} is not a cache directory (disk-cache-directory)")
         self.cache_dir = path
         self.state_dir = options.get("stateDir") or options.get("statedir")
-        self.verify = str(options.get("verify", "true")).lower() != "false"
+        self.verify = str(options.get("verify", "false")).lower() == "true"
         self.states = {r: (s.session_id, s.topic) for r, s in read_states(self.state_dir).items()}
         self.sel = Selection()
 
