@@ -25,7 +25,7 @@ from umcore.monitor.collector import Collector
 from umcore.monitor.framing import PacketType
 from umcore.monitor.pb import dro_mon_pb2, srs_mon_pb2, ump_mon_pb2, ums_mon_pb2
 
-N = 60_000
+N = 20_000
 GOAL_RATIO = 0.5
 GOAL_RATE = 10_000
 
