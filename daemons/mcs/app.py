@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from typing import Any
 
@@ -27,8 +26,7 @@ from daemons.mcs.connectors import (
 from umcore import __version__ as pyum_version
 from umcore.config.mcs import McsConfig
 from umcore.daemon.lifecycle import StopSignals
-from umcore.daemon.logroll import RollingFileHandler
-from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
+from umcore.daemon.logs import LogSetup, configure_log_element
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
 from umcore.daemon.web import Block, Heading, Para, Table, WebPages
@@ -55,24 +53,11 @@ FLUSH_INTERVAL = 0.25
 
 def configure_logging(config: McsConfig, *, level: int = logging.INFO) -> LogSetup:
     """``<daemon><log>``: console (stdout) or a rolling file.  OSError if it cannot be opened."""
-    handler: logging.Handler
     lg = config.log
-    if lg.type == "file" and lg.file:
-        handler = RollingFileHandler(
-            lg.file, size_mb=lg.size, frequency=lg.frequency, max_history=lg.max_history,
-            compression=lg.compression,
-        )  # fmt: skip
-        path: str | None = lg.file
-    else:
-        handler = logging.StreamHandler(sys.stdout)
-        path = None
-    handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)
-    return LogSetup(handler, path)
+    return configure_log_element(
+        lg.type, lg.file, size_mb=lg.size, frequency=lg.frequency, max_history=lg.max_history,
+        compression=lg.compression, level=level,
+    )  # fmt: skip
 
 
 def make_connector(config: McsConfig) -> Connector:

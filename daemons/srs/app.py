@@ -22,8 +22,7 @@ from umcore import __version__ as pyum_version
 from umcore.aio.srs import SRSServerEndpoint
 from umcore.config.srs import SRSConfig
 from umcore.daemon.lifecycle import StopSignals
-from umcore.daemon.logroll import RollingFileHandler
-from umcore.daemon.logs import DATE_FORMAT, LOG_FORMAT, LogSetup
+from umcore.daemon.logs import LogSetup, configure_log_element
 from umcore.daemon.memory import release_free_memory
 from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
@@ -54,28 +53,11 @@ RELEASE_AFTER_BYTES = 16 << 20
 
 def configure_logging(config: SRSConfig, *, level: int = logging.INFO) -> LogSetup:
     """``<log>``: console (stdout) or a rolling file.  OSError if the file cannot be opened."""
-    handler: logging.Handler
     lg = config.log
-    if lg.type == "file" and lg.file:
-        handler = RollingFileHandler(
-            lg.file,
-            size_mb=lg.size,
-            frequency=lg.frequency,
-            max_history=lg.max_history,
-            total_size_cap_mb=lg.total_size_cap,
-            compression=lg.compression,
-        )
-        path: str | None = lg.file
-    else:
-        handler = logging.StreamHandler(sys.stdout)
-        path = None
-    handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)
-    return LogSetup(handler, path)
+    return configure_log_element(
+        lg.type, lg.file, size_mb=lg.size, frequency=lg.frequency, max_history=lg.max_history,
+        compression=lg.compression, total_size_cap_mb=lg.total_size_cap, level=level,
+    )  # fmt: skip
 
 
 def resolve_interface(interface: str) -> str:

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import cast
 
-__all__ = ["LOG_FORMAT", "LogSetup", "RateLimitedLog", "configure"]
+__all__ = ["LOG_FORMAT", "LogSetup", "RateLimitedLog", "configure", "configure_log_element"]
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d [%(levelname)s]: %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -83,6 +83,41 @@ def configure(logfile: str | None, *, level: int = logging.INFO) -> LogSetup:
         handler = logging.FileHandler(logfile, mode="a", encoding="utf-8", delay=False)
     else:
         handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return LogSetup(handler, logfile)
+
+
+def configure_log_element(
+    kind: str,
+    path: str,
+    *,
+    size_mb: int,
+    frequency: str,
+    max_history: int,
+    compression: str,
+    total_size_cap_mb: int = 1000,
+    level: int = logging.INFO,
+) -> LogSetup:
+    """A daemon's ``<log type=... >FILE</log>``: a rolling file (:mod:`umcore.daemon.logroll`:
+    size, daily/hourly, history, compression) when ``kind`` is ``file`` and ``path`` is given,
+    else stdout.  Raises OSError if the file cannot be opened."""
+    from umcore.daemon.logroll import RollingFileHandler
+
+    handler: logging.Handler
+    if kind == "file" and path:
+        handler = RollingFileHandler(
+            path, size_mb=size_mb, frequency=frequency, max_history=max_history,
+            total_size_cap_mb=total_size_cap_mb, compression=compression,
+        )  # fmt: skip
+        logfile: str | None = path
+    else:
+        handler = logging.StreamHandler(sys.stdout)
+        logfile = None
     handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):
