@@ -56,6 +56,8 @@ def mon_cfg(unused_udp_port: int, tmp_path: Path) -> Iterator[Path]:
 
 
 def mcs_xml(tmp: Path, name: str, kind: str, prop: str) -> Path:
+    """``NAME.xml`` and ``NAME.properties`` for MCS in ``tmp`` (its receiver resolving as
+    ``tmp/mon.cfg`` says; also used by tests/spark)."""
     (tmp / f"{name}.properties").write_text(prop + "\n")
     path = tmp / f"{name}.xml"
     path.write_text(
@@ -91,7 +93,11 @@ def srs_xml(tmp: Path, mon: Path) -> Path:
     return path
 
 
-def store_xml(tmp: Path, mon: Path) -> Path:
+def store_xml(
+    tmp: Path, mon: Path, *, name: str = "store-mcs", topic: str = "x", port: int = 0
+) -> Path:
+    """A Store publishing its statistics every second on the statistics topic, resolving as
+    ``mon`` says (also used by tests/spark)."""
     for d in ("cache", "state"):
         (tmp / d).mkdir()
     path = tmp / "store.xml"
@@ -107,12 +113,12 @@ def store_xml(tmp: Path, mon: Path) -> Path:
     </daemon-monitor>
   </daemon>
   <stores>
-    <store name="store-mcs" interface="127.0.0.1" port="0">
+    <store name="{name}" interface="127.0.0.1" port="{port}">
       <ume-attributes>
         <option type="store" name="disk-cache-directory" value="{tmp}/cache"/>
         <option type="store" name="disk-state-directory" value="{tmp}/state"/>
       </ume-attributes>
-      <topics><topic pattern="x" type="direct"/></topics>
+      <topics><topic pattern="{topic}" type="direct"/></topics>
     </store>
   </stores>
 </ume-store>

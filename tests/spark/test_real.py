@@ -24,6 +24,7 @@ import pytest
 from tests.integration.daemon_proc import ROOT, DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import free_port
+from tests.integration.test_mcs import mcs_xml, store_xml
 from tests.spark.test_jobs import check_against_sql
 from umcore.api import Context
 from umcore.config.attributes import Configuration, reset_global_configuration
@@ -93,37 +94,9 @@ async def collect(tmp: Path, mon: Path) -> Path:
         cwd=ROOT,
         timeout=60,
     )
-    (tmp / "mcs.properties").write_text("sqlite_database_path=ummon.db\n")
-    (tmp / "mcs.xml").write_text(f"""<?xml version="1.0" encoding="UTF-8" ?>
-<um-mcs version="1.0">
-  <connector><type>sqlite</type><properties-file>mcs.properties</properties-file></connector>
-  <receiver-transport-opts><config-file>{mon}</config-file></receiver-transport-opts>
-</um-mcs>
-""")
-    for d in ("cache", "state"):
-        (tmp / d).mkdir()
+    mcs_xml(tmp, "mcs", "sqlite", "sqlite_database_path=ummon.db")
     port = free_port()
-    (tmp / "store.xml").write_text(f"""<?xml version="1.0"?>
-<ume-store version="1.3">
-  <daemon>
-    <log type="console"/>
-    <lbm-config>{mon}</lbm-config>
-    <daemon-monitor topic="{STATS}">
-      <lbm-config>{mon}</lbm-config>
-      <publishing-interval><group name="default" ivl="1"/></publishing-interval>
-    </daemon-monitor>
-  </daemon>
-  <stores>
-    <store name="store-real" interface="127.0.0.1" port="{port}">
-      <ume-attributes>
-        <option type="store" name="disk-cache-directory" value="{tmp}/cache"/>
-        <option type="store" name="disk-state-directory" value="{tmp}/state"/>
-      </ume-attributes>
-      <topics><topic pattern="orders" type="direct"/></topics>
-    </store>
-  </stores>
-</ume-store>
-""")  # fmt: skip
+    store_xml(tmp, mon, name="store-real", topic="orders", port=port)
     mcs = await DaemonProcess.start("mcs", str(tmp / "mcs.xml"), wait_listening=False)
     procs = [mcs]
     try:
