@@ -108,14 +108,8 @@ def load_text(text: str | bytes, source: str = "<MCS XML>") -> McsConfig:
     return _build(tree, source)
 
 
-def _child(el: etree._Element | None, tag: str) -> etree._Element | None:
-    if el is None:
-        return None
-    return next(el.iterchildren(tag), None)
-
-
 def _text(el: etree._Element | None, tag: str, source: str) -> tuple[str, int | None] | None:
-    child = _child(el, tag)
+    child = xmlfile.child(el, tag)
     return None if child is None else (xmlfile.text_of(child, source), line_of(child))
 
 
@@ -130,8 +124,8 @@ def _relative(path: str, to: str) -> str:
 def _build(tree: etree._ElementTree, source: str) -> McsConfig:
     root = tree.getroot()
     cfg = McsConfig(source=source, version=root.get("version", "1.0"))
-    daemon = _child(root, "daemon")
-    log = _child(daemon, "log")
+    daemon = xmlfile.child(root, "daemon")
+    log = xmlfile.child(daemon, "log")
     if log is not None:
         cfg.log = McsLog(
             type=log.get("type", "console"),
@@ -151,7 +145,7 @@ def _build(tree: etree._ElementTree, source: str) -> McsConfig:
     pid = _text(daemon, "pid-file", source)
     if pid is not None:
         cfg.pid_file = _relative(pid[0], source)
-    connector = _child(root, "connector")
+    connector = xmlfile.child(root, "connector")
     kind = _text(connector, "type", source)
     if kind is not None:
         name, line = kind
@@ -178,7 +172,7 @@ def _build(tree: etree._ElementTree, source: str) -> McsConfig:
         for key in PROPERTY_KEYS[cfg.connector]:
             if key in cfg.properties:
                 cfg.properties[key] = _relative(cfg.properties[key], cfg.properties_file)
-    receiver = _child(root, "receiver-transport-opts")
+    receiver = xmlfile.child(root, "receiver-transport-opts")
     topic = _text(receiver, "topic", source)
     if topic is not None:
         cfg.topic = topic[0]

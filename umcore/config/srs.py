@@ -165,27 +165,21 @@ def load_text(text: str | bytes, source: str = "<SRS XML>") -> SRSConfig:
     return _build(tree, source)
 
 
-def _child(el: etree._Element | None, tag: str) -> etree._Element | None:
-    if el is None:
-        return None
-    return next(el.iterchildren(tag), None)
-
-
 def _int(el: etree._Element | None, tag: str, source: str, default: int) -> int:
-    child = _child(el, tag)
+    child = xmlfile.child(el, tag)
     return default if child is None else xmlfile.int_of(child, source)
 
 
 def _text(el: etree._Element | None, tag: str, source: str, default: str | None) -> str | None:
-    child = _child(el, tag)
+    child = xmlfile.child(el, tag)
     return default if child is None else xmlfile.text_of(child, source)
 
 
 def _build(tree: etree._ElementTree, source: str) -> SRSConfig:
     root = tree.getroot()
     cfg = SRSConfig(source=source, version=root.get("version", "1.0"))
-    daemon = _child(root, "daemon")
-    log = _child(daemon, "log")
+    daemon = xmlfile.child(root, "daemon")
+    log = xmlfile.child(daemon, "log")
     if log is not None:
         cfg.log = SRSLog(
             type=log.get("type", "console"),
@@ -197,10 +191,10 @@ def _build(tree: etree._ElementTree, source: str) -> SRSConfig:
             compression=log.get("compression", "none"),
         )
     cfg.pid_file = _text(daemon, "pid-file", source, None)
-    srs = _child(root, "srs")
+    srs = xmlfile.child(root, "srs")
     cfg.interface = _text(srs, "interface", source, cfg.interface) or cfg.interface
     cfg.port = _int(srs, "port", source, cfg.port)
-    if _child(srs, "state-lifetime") is not None:
+    if xmlfile.child(srs, "state-lifetime") is not None:
         cfg.state_lifetime = _int(srs, "state-lifetime", source, 0)
     base = DEFAULT_STATE_LIFETIME if cfg.state_lifetime is None else cfg.state_lifetime
     cfg.source_state_lifetime = _int(srs, "source-state-lifetime", source, base)
@@ -212,8 +206,8 @@ def _build(tree: etree._ElementTree, source: str) -> SRSConfig:
     cfg.source_leave_backoff = _int(srs, "source-leave-backoff", source, cfg.source_leave_backoff)
     for m in ("otidmap", "topicmap", "routemap", "namemap"):
         attr = f"{m}_shards"
-        setattr(cfg, attr, _int(_child(srs, m), "shards", source, getattr(cfg, attr)))
-    actor = _child(srs, "clientactor")
+        setattr(cfg, attr, _int(xmlfile.child(srs, m), "shards", source, getattr(cfg, attr)))
+    actor = xmlfile.child(srs, "clientactor")
     for tag in (
         "request-stream-max-msg-count",
         "record-queue-service-interval",
@@ -223,29 +217,29 @@ def _build(tree: etree._ElementTree, source: str) -> SRSConfig:
         attr = tag.replace("-", "_")
         setattr(cfg, attr, _int(actor, tag, source, getattr(cfg, attr)))
     cfg.application_id = _text(srs, "application-id", source, None)
-    limits = _child(srs, "pyum-limits")
+    limits = xmlfile.child(srs, "pyum-limits")
     for tag in LIMITS:
         attr = tag.replace("-", "_")
         setattr(cfg.limits, attr, _int(limits, tag, source, getattr(cfg.limits, attr)))
-    debug = _child(root, "debug-monitor")
+    debug = xmlfile.child(root, "debug-monitor")
     cfg.debug_monitor_interface = (
         _text(debug, "interface", source, cfg.debug_monitor_interface) or "localhost"
     )
     cfg.debug_monitor_port = _int(debug, "port", source, cfg.debug_monitor_port)
     cfg.debug_monitor_enabled = _text(debug, "enabled", source, "false") == "true"
     cfg.ping_interval = _int(debug, "ping-interval", source, cfg.ping_interval)
-    mon = _child(root, "daemon-monitor")
+    mon = xmlfile.child(root, "daemon-monitor")
     if mon is not None:
         cfg.daemon_monitor = True
         cfg.monitor_topic = mon.get("topic")
         # Only one ping interval exists: the daemon monitor's overrides the debug monitor's.
         cfg.ping_interval = _int(mon, "ping-interval", source, cfg.ping_interval)
-        pub = _child(mon, "publishing-interval")
+        pub = xmlfile.child(mon, "publishing-interval")
         cfg.publishing_default = _int(pub, "default", source, 0)
         cfg.publishing = {
             c: _int(pub, c, source, cfg.publishing_default) for c in PUBLISH_CATEGORIES
         }
-        attrs = _child(mon, "lbm-attributes")
+        attrs = xmlfile.child(mon, "lbm-attributes")
         if attrs is not None:
             for opt in attrs.iterchildren("option"):
                 cfg.lbm_attributes.append(
@@ -263,7 +257,7 @@ def _build(tree: etree._ElementTree, source: str) -> SRSConfig:
             "remote-snapshot-request",
             "remote-config-changes-request",
         ):
-            el = _child(mon, tag)
+            el = xmlfile.child(mon, tag)
             setattr(cfg, tag.replace("-", "_"), el is not None and el.get("allow") == "true")
         cfg.monitor_format = _text(mon, "monitor-format", source, "json") or "json"
     return cfg

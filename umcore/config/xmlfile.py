@@ -33,6 +33,7 @@ from lxml import etree
 from umcore.errors import ConfigError
 
 __all__ = [
+    "child",
     "int_of",
     "line_of",
     "load",
@@ -259,6 +260,13 @@ def _element_at(tree: etree._ElementTree, line: int) -> str | None:
         elif at is not None and at > line:
             break
     return best
+
+
+def child(el: etree._Element | None, tag: str) -> etree._Element | None:
+    """The first ``tag`` child of ``el`` (None when ``el`` is None or has none)."""
+    if el is None:
+        return None
+    return next(el.iterchildren(tag), None)
 
 
 def text_of(el: etree._Element, source: str) -> str:
