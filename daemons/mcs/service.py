@@ -9,7 +9,6 @@ service control panel.  Not run in our CI (no Windows); elsewhere it explains it
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Coroutine
 from typing import Any
 
@@ -19,11 +18,9 @@ from umcore.config import mcs as mcs_config
 from umcore.daemon.cli import DaemonArgumentParser
 from umcore.daemon.winservice import (
     EVENT_LOG_LEVELS,
-    HAVE_PYWIN32,
     ServiceFront,
     ServiceParameters,
-    require_pywin32,
-    service_command,
+    service_main,
 )
 
 PROG = "mcsds"
@@ -56,18 +53,11 @@ class MCSService(ServiceFront):
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.env_var_file and args.noenv_var_file:
-        sys.stderr.write(f"{PROG}: -E and -U cannot be combined\n")
-        raise SystemExit(2)
-    require_pywin32(PROG)
-    if not HAVE_PYWIN32:  # pragma: no cover - require_pywin32 exited
-        return
-    request = args.service[0] if args.service else None  # pragma: no cover - Windows only
-    cfg = args.service[1] if args.service and len(args.service) > 1 else args.config
-    service_command(  # pragma: no cover - Windows only
+    service_main(
+        PROG,
         MCSService,
-        request=request,
-        config_file=cfg,
+        service=args.service,
+        config_file=args.config,
         load_config=mcs_config.load,
         event_log_level=args.event_log_level,
         env_var_file=args.env_var_file,

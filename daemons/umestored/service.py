@@ -25,11 +25,9 @@ from umcore.daemon import lifecycle
 from umcore.daemon.cli import DaemonArgumentParser
 from umcore.daemon.winservice import (
     EVENT_LOG_LEVELS,
-    HAVE_PYWIN32,
     ServiceFront,
     ServiceParameters,
-    require_pywin32,
-    service_command,
+    service_main,
 )
 from umcore.errors import ConfigError
 
@@ -78,18 +76,11 @@ def main(argv: list[str] | None = None) -> None:
             parse_affinity(args.affinitize)
     except ConfigError as exc:
         lifecycle.config_error_exit(PROG, exc)
-    if args.env_var_file and args.unset_env_var_file:
-        sys.stderr.write(f"{PROG}: -E and -U cannot be combined\n")
-        raise SystemExit(2)
-    require_pywin32(PROG)
-    if not HAVE_PYWIN32:  # pragma: no cover - require_pywin32 exited
-        return
-    request = args.service[0] if args.service else None  # pragma: no cover - Windows only
-    cfg = args.service[1] if args.service and len(args.service) > 1 else args.config
-    service_command(  # pragma: no cover - Windows only
+    service_main(
+        PROG,
         StoreService,
-        request=request,
-        config_file=cfg,
+        service=args.service,
+        config_file=args.config,
         load_config=store_config.load,
         event_log_level=args.event_log_level,
         env_var_file=args.env_var_file,

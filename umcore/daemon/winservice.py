@@ -34,6 +34,7 @@ __all__ = [
     "ServiceParameters",
     "require_pywin32",
     "service_command",
+    "service_main",
 ]
 
 try:  # pragma: no cover - only on Windows with pywin32
@@ -188,6 +189,39 @@ def service_command(
         servicemanager.StartServiceCtrlDispatcher()
         return
     params.save(name)
+
+
+def service_main(
+    prog: str,
+    front: type[ServiceFront],
+    *,
+    service: list[str] | None,
+    config_file: str | None,
+    load_config: Callable[[str], object],
+    event_log_level: str | None,
+    env_var_file: str | None,
+    unset_env_var_file: bool,
+) -> None:
+    """A service front's ``main`` after its own checks: ``-E`` with ``-U`` is a usage error
+    (exit 2); without pywin32 one line and exit 1; else ``-s REQUEST [CFG]`` (``CFG`` or the
+    positional configuration file) handed to :func:`service_command`."""
+    if env_var_file and unset_env_var_file:
+        sys.stderr.write(f"{prog}: -E and -U cannot be combined\n")
+        raise SystemExit(2)
+    require_pywin32(prog)
+    if not HAVE_PYWIN32:  # pragma: no cover - require_pywin32 exited
+        return
+    request = service[0] if service else None  # pragma: no cover - Windows only
+    cfg = service[1] if service and len(service) > 1 else config_file
+    service_command(  # pragma: no cover - Windows only
+        front,
+        request=request,
+        config_file=cfg,
+        load_config=load_config,
+        event_log_level=event_log_level,
+        env_var_file=env_var_file,
+        unset_env_var_file=unset_env_var_file,
+    )
 
 
 def handle_command_line(
