@@ -74,7 +74,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import sys
@@ -85,12 +84,11 @@ from typing import Any
 from lxml import etree
 
 from umcore.tools.certs import make_certificates
+from umcore.tools.children import Child, pump_lines, spawn, started, wait_line
+from umcore.tools.children import stop as stop_child
 
 __all__ = ["main"]
 
-# Bound on each child's start-up and on its exit after SIGINT.
-START_TIMEOUT_S = 15.0
-STOP_TIMEOUT_S = 5.0
 TOPIC = "pyum.demo"
 SRS_TOPIC = "pyum.demo.srs"
 # The persisted pair's topic: configs/umestored.xml keeps "orders" in a disk repository (other
@@ -125,60 +123,6 @@ _STORE_WEB = re.compile(rb"store web monitor on (http://[0-9.]+:\d+)/")
 STORE_XML = Path(__file__).resolve().parents[2] / "configs" / "umestored.xml"
 
 
-class Child:
-    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
-        self.name = name
-        self.proc = proc
-        self.pump: asyncio.Task[None] | None = None
-        # What _stop sends.  The Store gets SIGTERM: after a terminal's Ctrl-C it already has
-        # the SIGINT, and a second SIGINT makes it exit at once without finishing its writes.
-        self.stop_signal: int = signal.SIGINT
-
-
-async def _spawn(name: str, *args: str, cwd: Path | None = None) -> Child:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if cwd is not None:  # the child must still import pyum from where we run
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (os.getcwd(), env.get("PYTHONPATH"))))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=env,
-        cwd=cwd,
-    )
-    return Child(name, proc)
-
-
-async def _pump(child: Child, watch: asyncio.Queue[bytes] | None = None) -> None:
-    assert child.proc.stdout is not None
-    while True:
-        line = await child.proc.stdout.readline()
-        if not line:
-            return
-        sys.stdout.write(f"[{child.name:6}] {line.decode(errors='replace').rstrip()}\n")
-        sys.stdout.flush()
-        if watch is not None:
-            watch.put_nowait(line)
-
-
-async def _stop(child: Child) -> None:
-    if child.proc.returncode is None:
-        # os.kill, not Popen.send_signal: the latter reaps an exited child behind asyncio's
-        # child watcher, which then reports a bogus status 255.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.proc.pid, child.stop_signal)
-        try:
-            await asyncio.wait_for(child.proc.wait(), STOP_TIMEOUT_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.proc.pid, signal.SIGKILL)
-            await child.proc.wait()
-    if child.pump is not None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(child.pump, STOP_TIMEOUT_S)
-
-
 def _transport_lines(transport: str) -> str:
     if transport == "tcp":
         return ""
@@ -186,29 +130,6 @@ def _transport_lines(transport: str) -> str:
     # gives lbmrcv -E its EOS soon after (the source's session messages, every <= 1.6 s until
     # lbmsrc's 5 s linger ends, keep the session alive until then).
     return f"source transport {transport}\nreceiver transport_{transport}_activity_timeout 3000\n"
-
-
-async def _wait_line(
-    child: Child, lines: asyncio.Queue[bytes], rx: re.Pattern[bytes]
-) -> re.Match[bytes]:
-    """The first line of ``child`` matching ``rx`` (bounded by START_TIMEOUT_S)."""
-    async with asyncio.timeout(START_TIMEOUT_S):
-        while True:
-            found = rx.search(await lines.get())
-            if found:
-                return found
-
-
-async def _started(
-    name: str, *args: str, ready: re.Pattern[bytes] | None = None
-) -> tuple[Child, re.Match[bytes] | None]:
-    child = await _spawn(name, *args)
-    if ready is None:
-        child.pump = asyncio.create_task(_pump(child))
-        return child, None
-    lines: asyncio.Queue[bytes] = asyncio.Queue()
-    child.pump = asyncio.create_task(_pump(child, lines))
-    return child, await _wait_line(child, lines, ready)
 
 
 def _srs_xml(tmp: Path, lbmrd_port: int, stats_ms: int) -> Path:
@@ -283,16 +204,16 @@ def _store_dir(tmp: Path, resolver_lines: str) -> Path:
 
 async def _start_store(tmp: Path, resolver_lines: str) -> tuple[Child, int]:
     work = _store_dir(tmp, resolver_lines)
-    child = await _spawn("store", "-m", "daemons.umestored", "umestored.xml", cwd=work)
+    child = await spawn("store", "-m", "daemons.umestored", "umestored.xml", cwd=work)
     child.stop_signal = signal.SIGTERM
     lines: asyncio.Queue[bytes] = asyncio.Queue()
-    child.pump = asyncio.create_task(_pump(child, lines))
+    child.pump = asyncio.create_task(pump_lines(child, lines))
     try:
-        found = await _wait_line(child, lines, _LISTENING)
-        web = await _wait_line(child, lines, _STORE_WEB)
-        await _wait_line(child, lines, _STORE_READY)
+        found = await wait_line(child, lines, _LISTENING)
+        web = await wait_line(child, lines, _STORE_WEB)
+        await wait_line(child, lines, _STORE_READY)
     except BaseException:
-        await _stop(child)
+        await stop_child(child)
         raise
     print(f"[topo  ] store    web monitor {web.group(1).decode()}/stores (pid {child.proc.pid})")
     return child, int(found.group(2))
@@ -347,7 +268,7 @@ async def _start_mcs(tmp: Path, cfg: Path, db: Path) -> Child:
         f"  <receiver-transport-opts><topic>{STATS_TOPIC}</topic>"
         f"<config-file>{cfg}</config-file></receiver-transport-opts>\n</um-mcs>\n"
     )
-    mcs, _ = await _started("mcs", "-m", "daemons.mcs", str(xml), ready=_MCS_READY)
+    mcs, _ = await started("mcs", "-m", "daemons.mcs", str(xml), ready=_MCS_READY)
     return mcs
 
 
@@ -356,11 +277,11 @@ async def _pair(
 ) -> tuple[Child, Child]:
     pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
     rname, sname = names
-    rcv, _ = await _started(
+    rcv, _ = await started(
         rname, "-m", "umcore.tools.lbmrcv", "-c", str(cfg), *extra, "-E", "-V", "-s", topic
     )
     print(f"[topo  ] {rname:8} topic {topic!r} (pid {rcv.proc.pid})")
-    src, _ = await _started(
+    src, _ = await started(
         sname, "-m", "umcore.tools.lbmsrc", "-c", str(cfg), *extra, "-V", "-v",
         "-M", str(args.messages), "-l", str(args.length), "-P", f"{pause_ms:g}",
         # UM's lbmsrc lingers 5 s (seed: wait 5-10 s before deleting a source), time for the
@@ -376,9 +297,9 @@ async def _pair(
 
 async def _watched(name: str, *args: str) -> tuple[Child, list[bytes]]:
     """A child whose output lines are also kept (for its summary line)."""
-    child = await _spawn(name, *args)
+    child = await spawn(name, *args)
     lines: asyncio.Queue[bytes] = asyncio.Queue()
-    child.pump = asyncio.create_task(_pump(child, lines))
+    child.pump = asyncio.create_task(pump_lines(child, lines))
     kept: list[bytes] = []
 
     async def keep() -> None:
@@ -415,7 +336,7 @@ async def _persisted(
         f"messages (pid {rcv.proc.pid})"
     )
     pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
-    src, _ = await _started(
+    src, _ = await started(
         "umesrc", "-m", "umcore.tools.umesrc", "-c", str(cfg), *extra,
         "-S", f"127.0.0.1:{store_port}", "-V", "-s", "5", "-M", str(args.messages),
         "-l", str(max(args.length, 12)), "-P", f"{pause_ms:g}", "-d", "1",
@@ -443,7 +364,7 @@ async def _persisted(
         status = await again.proc.wait()
         if not (status == 2 and any(_REGID_IN_USE.search(line) for line in kept)):
             break
-    await _stop(src)
+    await stop_child(src)
     return status, src.proc.returncode
 
 
@@ -460,7 +381,7 @@ async def _run(args: argparse.Namespace) -> int:
     children: list[Child] = []
     try:
         with tempfile.TemporaryDirectory(prefix="pyum-topology-") as tmp:
-            lbmrd, found = await _started(
+            lbmrd, found = await started(
                 "lbmrd", "-m", "daemons.lbmrd", "-i", "127.0.0.1", "-p", "0", ready=_LISTENING
             )
             children.append(lbmrd)
@@ -482,7 +403,7 @@ async def _run(args: argparse.Namespace) -> int:
             )
             stats_ms = max(200, round(args.stats_interval * 1000))
             xml = _srs_xml(Path(tmp), port, stats_ms)
-            srs, found = await _started("srs", "-m", "daemons.srs", str(xml), ready=_LISTENING)
+            srs, found = await started("srs", "-m", "daemons.srs", str(xml), ready=_LISTENING)
             children.append(srs)
             assert found is not None
             srs_port = int(found.group(2))
@@ -510,7 +431,7 @@ async def _run(args: argparse.Namespace) -> int:
                 secure_cfg = Path(tmp) / "secure.cfg"
                 secure_cfg.write_text(secure)
                 extra = ["-c", str(secure_cfg), *extra]
-            mon, _ = await _started(
+            mon, _ = await started(
                 "lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(cfg), ready=_LBMMON_READY
             )
             children.append(mon)
@@ -555,7 +476,7 @@ async def _run(args: argparse.Namespace) -> int:
             # the persisted pair before the Store.
             ume = [c for c in children if c.name in ("umercv", "umesrc")]
             for child in (rcv, srcv, src, ssrc, *ume, mon, srs, store, mcs, lbmrd):
-                await _stop(child)
+                await stop_child(child)
             rcs = (rcv.proc.returncode, srcv.proc.returncode)
             ume_rcs = persisted.result() if persisted.done() and not persisted.cancelled() else None
             print(
@@ -571,7 +492,7 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         for child in reversed(children):
             if child.proc.returncode is None:
-                await _stop(child)
+                await stop_child(child)
 
 
 def main(argv: list[str] | None = None) -> int:
