@@ -910,6 +910,11 @@ class DroCore:
     def local_interest_state(self, portal: str, key: InterestKey) -> LocalState | None:
         return self._portal(portal).interest.local_state(key)
 
+    def interest(self, portal: str) -> set[tuple[InterestKey, int]]:
+        """The (key, domain) pairs wanted behind ``portal`` (for monitoring): its local interest
+        (an endpoint's own domain) and the remote interest heard there (other domains)."""
+        return self._portal(portal).interest.pairs()
+
     # --- time -----------------------------------------------------------------------------------
 
     def next_timer(self) -> float | None:

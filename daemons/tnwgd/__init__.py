@@ -1,0 +1,1 @@
+"""tnwgd: the Dynamic Routing Option (DRO) daemon."""

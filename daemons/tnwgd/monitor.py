@@ -1,0 +1,788 @@
+"""tnwgd's statistics: ``DROMonMsg`` over UM, the portal contexts' library statistics, Prometheus.
+
+Theory of operation
+-------------------
+UM's DRO is monitored three ways (notes A14): its log, the UM library statistics of its portal
+contexts, and its daemon statistics.  With ``<monitor interval="N">``, ``<transport-module
+module="lbm" options="...">`` and ``<format-module module="pb"/>`` (the recommended set-up) it
+publishes both on the monitoring topic (default ``/29west/statistics``):
+
+- **library statistics** of every endpoint portal's contexts, under UM's application ids
+  ``Gateway_Portal_<portal>_rcv_ctx`` and ``Gateway_Portal_<portal>_src_ctx`` (the DRO ignores
+  ``monitor_appid``): one :class:`~umcore.monitor.automatic.AutomaticMonitor` per context, every
+  N seconds, through the shared monitoring context ``29west_statistics_context`` that the
+  transport-module options configure (``config=FILE``, ``topic=``, ``context|opt=value``);
+- **daemon statistics** as ``DROMonMsg`` (lbmmon packet type 7, ``GATEWAY``) with application id
+  ``<daemon><name>``, every N seconds, by the daemons' shared publisher
+  (:class:`~umcore.daemon.statspub.StatsPublisher`; one category, ``dro``).  The first message
+  carries ``configs`` (the whole XML file in ``configs.gateway.config_data``, each portal's name,
+  index and type) *and* ``stats``; later ones ``stats`` only, as UM's do (mcs_demo's output).
+
+What :func:`stats_pb` fills, from the runtime's public views (:class:`DroRuntime`):
+
+- ``stats.local``: the DRO's name and node id, its topology version (changes with its own
+  links), ``graph_version`` (recalculations so far), DRO and TRD counts of the map, glibc's
+  ``mallinfo2`` figures where they exist, and a ``topology_signature`` that is pyum's own: the
+  CRC-32 of the sorted map (this DRO's links and every DRO heard with its links);
+- ``stats.portals[]``: name, index, cost, proxy receivers and sources of the portal, the
+  interest it advertises (receiver topics / PCRE / REGEX patterns) and, for an endpoint, its
+  domain id, local interest (its own TRD) and remote interest (other domains, heard there);
+  receive: frames and bytes its proxy receivers handed to the core; send: frames queued for the
+  portal (``*_forwarded``), frames that left the queue (``*_sent``), frames the full queue
+  refused (``*_dropped_would_block`` with their bytes), duplicate-window drops of frames
+  arriving on the portal (``*_dropped_dup``), and the queue's current / maximum / limit bytes.
+  A peer portal gets the same figures in its own message (and ``adjacent_gateway_id`` once the
+  other DRO is known); ``unknown_source`` frames go to its
+  ``transport_topic_fragment_data_msgs_rcvd_unknown_source``;
+- ``stats.other_gateways[]``: every DRO heard (name, id, version, its links with costs, last
+  activity on the wall clock).
+
+Fields the core does not count stay 0: the immediate-message (MIM/UIM), request and control
+message figures, ``*_bytes_forwarded``/``*_bytes_sent``, the recalculation durations, and the
+peer link's batching, keepalive RTT and UDP figures.
+
+Only the ``lbm`` transport and the ``pb`` format are implemented: :func:`monitor_settings` refuses
+anything else with a ConfigError before the daemon starts (UM's DRO with the ``csv`` format
+publishes library statistics only).  The deprecated ``<daemon-monitor>`` binary structures are not
+published (use ``<monitor>`` with ``pb``, or ``--metrics``).
+
+**Prometheus** (``--metrics``): :func:`register_metrics` exports the same messages, built by the
+same function, as ``pyum_dro_local_*``, ``pyum_dro_portal_*``, ``pyum_dro_endpoint_*``,
+``pyum_dro_endpoint_receive_*``, ``pyum_dro_endpoint_send_*``, ``pyum_dro_peer_*``,
+``pyum_dro_peer_receive_*``, ``pyum_dro_peer_send_*`` (label ``portal``), and the core's own
+counters that UM's messages have no field for as ``pyum_dro_portal_core_*`` (ACL rejections,
+hop-limit drops, sources refused, ...) plus ``pyum_dro_portal_up``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from umcore.config.dro import DROConfig
+from umcore.daemon.statspub import MonitorSettings, StatsPublisher, StatsService, sender_address
+from umcore.dro import DroCore, InterestKey
+from umcore.errors import ConfigError, LocalProtocolError
+from umcore.monitor.automatic import AutomaticMonitor, start_automatic_monitoring
+from umcore.monitor.control import ControlReply
+from umcore.monitor.framing import PacketType
+from umcore.monitor.modopts import MonitorSettings as LibraryMonitorSettings
+from umcore.monitor.modopts import TransportOpts, monitoring_attributes, parse_transport_opts
+from umcore.monitor.pb import dro_mon_pb2
+from umcore.monitor.prometheus import StatsCollector
+
+__all__ = [
+    "DRO_CATEGORY",
+    "MAX_CONFIG_TEXT",
+    "MAX_PORTALS_PER_MESSAGE",
+    "PORTAL_TYPE",
+    "DroMonitor",
+    "DroRuntime",
+    "DroStatsContent",
+    "PortalView",
+    "configs_pb",
+    "context_appids",
+    "dro_publisher",
+    "interest_counts",
+    "malloc_info",
+    "monitor_settings",
+    "register_metrics",
+    "stats_pb",
+    "topology_signature",
+]
+
+log = logging.getLogger("tnwgd.monitor")
+
+DROMonMsg = dro_mon_pb2.DROMonMsg
+
+DRO_CATEGORY = "dro"
+"""The publisher's one category: the DRO publishes everything at the ``<monitor>`` interval."""
+
+PORTAL_TYPE = {"endpoint": 0, "peer": 1}
+"""``Configs.Portal.portal_type``: TNWG_DSTAT_Portal_Type_Endpoint / _Peer."""
+
+MAX_CONFIG_TEXT = 60_000
+"""Bytes of the configuration file put in ``config_data``.  An lbmmon packet's data length is a
+16-bit field (65,535 bytes); a larger file is cut there (and the cut logged) rather than making
+the configuration message impossible to send."""
+
+MAX_PORTALS_PER_MESSAGE = 32
+"""Portals per statistics message: a portal's statistics take up to ~900 bytes, so 32 stay well
+inside an lbmmon packet's 64 KiB; a DRO with more portals publishes several messages, each with
+``stats.local`` and its share of the portals."""
+
+ROLE_SUFFIXES = ("rcv_ctx", "src_ctx")
+"""The application-id suffixes of an endpoint portal's contexts, in ``contexts()`` order."""
+
+_U32 = 2**32 - 1
+
+
+class PortalView(Protocol):
+    """One portal of the running DRO as the monitor reads it (the runtime's portal object)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def domain_id(self) -> int | None: ...
+    @property
+    def kind(self) -> str:
+        """``endpoint`` or ``peer``."""
+        ...
+
+    def contexts(self) -> Sequence[Any]:
+        """The portal's running UM contexts (:class:`umcore.engine.Engine`): an endpoint's
+        receiver context then its source context; none for a peer or a portal that is down."""
+        ...
+
+
+class DroRuntime(Protocol):
+    """What the monitor, the web monitor and the metrics read of a running tnwgd."""
+
+    @property
+    def core(self) -> DroCore: ...
+    @property
+    def config(self) -> DROConfig: ...
+    @property
+    def portals(self) -> Mapping[str, PortalView]: ...
+    @property
+    def started_at(self) -> float:
+        """``loop.time()`` when the daemon started (the monitors' monotonic clock)."""
+        ...
+
+
+# ----------------------------------------------------------------------------- content
+
+
+def interest_counts(pairs: Iterable[tuple[InterestKey, int]]) -> tuple[int, int, int]:
+    """(topics, PCRE patterns, REGEX patterns) among the distinct keys of ``pairs``."""
+    keys = {k for k, _ in pairs}
+    counts = [0, 0, 0]
+    for k in keys:
+        if 0 <= k.pattern_type <= 2:
+            counts[k.pattern_type] += 1
+    return counts[0], counts[1], counts[2]
+
+
+def topology_signature(core: DroCore) -> int:
+    """pyum's topology signature: CRC-32 of the sorted map (our links and every DRO heard with
+    its links); equal on two DROs that know the same map, different after any link change."""
+    own = core.router.own_route_info()
+    parts = [(own.node_id, tuple((a.node, a.cost) for a in own.adjacencies))]
+    for node_id, heard in core.router.heard.items():
+        parts.append((node_id, tuple((a.node, a.cost) for a in heard.info.adjacencies)))
+    return zlib.crc32(repr(sorted(parts)).encode())
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+_mallinfo2: Any = None
+_looked_up = False
+
+
+def malloc_info() -> dict[str, int] | None:
+    """glibc's ``mallinfo2()`` (the fields UM's "GNU malloc info" shows), None elsewhere."""
+    global _mallinfo2, _looked_up
+    if not _looked_up:
+        _looked_up = True
+        try:
+            fn = ctypes.CDLL(ctypes.util.find_library("c")).mallinfo2
+            fn.restype = _MallInfo2
+            fn.argtypes = []
+            _mallinfo2 = fn
+        except (OSError, AttributeError, TypeError):
+            _mallinfo2 = None
+    if _mallinfo2 is None:
+        return None
+    mi = _mallinfo2()
+    names = ("arena", "ordblks", "hblks", "hblkhd", "uordblks", "fordblks")
+    return {n: int(getattr(mi, n)) for n in names}
+
+
+def configs_pb(config: DROConfig, portals: Mapping[str, PortalView], text: str, out: Any) -> None:
+    """``DROMonMsg.Configs``: the configuration file's text, each portal's name, index, type."""
+    out.gateway.config_data = text
+    for p in portals.values():
+        c = out.portals.add()
+        c.portal_name = p.name
+        c.portal_index = p.index
+        c.portal_type = PORTAL_TYPE.get(p.kind, 0)
+
+
+def _portal_pb(rt: DroRuntime, p: PortalView, out: Any) -> None:
+    core = rt.core
+    cfg = rt.config.portal(p.name)
+    st = core.stats(p.name)
+    q = core.queue(p.name)
+    out.portal_name = p.name
+    out.portal_index = p.index
+    out.cost = cfg.cost
+    out.proxy_receivers = sum(1 for name, _ in core.proxy_receivers() if name == p.name)
+    out.proxy_sources = sum(1 for name, _ in core.proxy_sources() if name == p.name)
+    out.receiver_topics, out.receiver_pcre_patterns, out.receiver_regex_patterns = (
+        interest_counts(core.advertised_interest(p.name))
+    )  # fmt: skip
+    taken = max(0, q.enqueued - len(q))
+    if p.kind == "peer":
+        e = out.peer
+        adj = core.router.own.get(p.name)
+        if adj is not None and adj.node[0] == 1:
+            e.adjacent_gateway_id = adj.node[1]
+        e.interest_topics, e.interest_pcre_patterns, e.interest_regex_patterns = (
+            interest_counts(core.interest(p.name))
+        )  # fmt: skip
+        r = e.receive
+        r.data_msgs_rcvd = r.transport_topic_fragment_data_msgs_rcvd = st.frames_received
+        r.data_msg_bytes_rcvd = st.bytes_received
+        r.transport_topic_fragment_data_msg_bytes_rcvd = st.bytes_received
+        r.transport_topic_fragment_data_msgs_rcvd_unknown_source = st.unknown_source
+        s = e.send
+        s.data_fragments_forwarded = q.enqueued
+        s.data_fragments_sent = taken
+        s.data_fragments_dropped_dup = st.dropped_dup
+        s.data_fragments_dropped_would_block = q.dropped_would_block
+        s.data_fragment_bytes_dropped_would_block = q.dropped_bytes
+        s.data_bytes_enqueued = q.bytes_enqueued
+        s.data_bytes_enqueued_max = q.bytes_enqueued_max
+        s.data_bytes_enqueued_limit = q.limit
+    else:
+        e = out.endpoint
+        e.domain_id = p.domain_id or 0
+        pairs = core.interest(p.name)
+        local = [(k, d) for k, d in pairs if d == p.domain_id]
+        remote = [(k, d) for k, d in pairs if d != p.domain_id]
+        e.local_interest_topics, e.local_interest_pcre_patterns, e.local_interest_regex_patterns = (
+            interest_counts(local)
+        )  # fmt: skip
+        (
+            e.remote_interest_topics,
+            e.remote_interest_pcre_patterns,
+            e.remote_interest_regex_patterns,
+        ) = interest_counts(remote)
+        r = e.receive
+        r.transport_topic_fragments_rcvd = st.frames_received
+        r.transport_topic_fragment_bytes_rcvd = st.bytes_received
+        s = e.send
+        s.transport_topic_fragments_forwarded = q.enqueued
+        s.transport_topic_fragments_sent = taken
+        s.transport_topic_fragments_dropped_dup = st.dropped_dup
+        s.transport_topic_fragments_dropped_would_block = q.dropped_would_block
+        s.transport_topic_fragment_bytes_dropped_would_block = q.dropped_bytes
+        s.data_bytes_enqueued = q.bytes_enqueued
+        s.data_bytes_enqueued_max = q.bytes_enqueued_max
+        s.data_bytes_enqueued_limit = q.limit
+
+
+def _local_pb(rt: DroRuntime, out: Any) -> None:
+    core = rt.core
+    router = core.router
+    out.gateway_name = rt.config.daemon.name or ""
+    out.gateway_id = core.node_id
+    out.version = router.version & _U32
+    out.topology_signature = topology_signature(core)
+    out.graph_version = router.recalcs & _U32
+    out.gateway_count = 1 + len(router.heard)
+    out.trd_count = len(router.domains())
+    mi = malloc_info()
+    if mi is not None:
+        for name, value in mi.items():
+            setattr(out.malloc_info, name, min(value, _U32))
+
+
+def _others_pb(rt: DroRuntime, out: Any, wall_offset: float) -> None:
+    for node_id, heard in sorted(rt.core.router.heard.items()):
+        info = heard.info
+        g = out.add()
+        g.gateway_name = info.name
+        g.gateway_id = node_id
+        g.version = info.version & _U32
+        g.topology_signature = zlib.crc32(
+            repr(sorted((a.node, a.cost) for a in info.adjacencies)).encode()
+        )
+        wall = max(0.0, heard.last + wall_offset)
+        g.last_activity_sec = int(wall)
+        g.last_activity_usec = int((wall - int(wall)) * 1e6)
+        for a in info.adjacencies:
+            o = g.other_portals.add()
+            o.cost = a.cost
+            if a.node[0] == 0:
+                o.adjacent_domain_id = a.node[1]
+            else:
+                o.adjacent_gateway_id = a.node[1]
+
+
+def stats_pb(
+    rt: DroRuntime,
+    out: Any,
+    *,
+    wall_offset: float = 0.0,
+    portals: Sequence[PortalView] | None = None,
+) -> None:
+    """Fill ``DROMonMsg.Stats`` (see the module docstring); ``portals``: only these (default:
+    all).  ``wall_offset`` turns the core's clock into the wall clock (other DROs' activity)."""
+    _local_pb(rt, out.local)
+    for p in portals if portals is not None else list(rt.portals.values()):
+        _portal_pb(rt, p, out.portals.add())
+    _others_pb(rt, out.other_gateways, wall_offset)
+
+
+def config_text(config: DROConfig) -> str:
+    """The configuration file as read (empty when it was not loaded from a file), cut at
+    :data:`MAX_CONFIG_TEXT` bytes."""
+    path = Path(config.source)
+    try:
+        data = path.read_bytes() if path.is_file() else b""
+    except OSError:
+        data = b""
+    if len(data) > MAX_CONFIG_TEXT:
+        log.warning(
+            "configuration file %s is %d bytes: config_data carries the first %d",
+            config.source,
+            len(data),
+            MAX_CONFIG_TEXT,
+        )
+        data = data[:MAX_CONFIG_TEXT]
+    return data.decode("utf-8", errors="replace")
+
+
+class DroStatsContent:
+    """The DRO's content for :class:`~umcore.daemon.statspub.StatsPublisher`."""
+
+    packet_type = PacketType.GATEWAY
+    categories: tuple[str, ...] = (DRO_CATEGORY,)
+    publish_at_start: tuple[str, ...] = (DRO_CATEGORY,)
+
+    def __init__(
+        self,
+        runtime: DroRuntime,
+        *,
+        text: str | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.runtime = runtime
+        self.text = config_text(runtime.config) if text is None else text
+        self.monotonic = monotonic
+        #: True once the configuration went out (it goes with the first statistics).
+        self.configs_sent = False
+
+    def accepts(self, event: object) -> bool:
+        return False  # the DRO publishes no events
+
+    def messages(self, *, with_configs: bool, wall_offset: float) -> list[Any]:
+        """The messages of one publication: ``configs`` (if asked) with the first share of
+        the portals, at most :data:`MAX_PORTALS_PER_MESSAGE` portals per message."""
+        rt = self.runtime
+        views = list(rt.portals.values())
+        chunks = [
+            views[i : i + MAX_PORTALS_PER_MESSAGE]
+            for i in range(0, len(views), MAX_PORTALS_PER_MESSAGE)
+        ] or [[]]
+        out = []
+        for n, chunk in enumerate(chunks):
+            msg = DROMonMsg()
+            if with_configs and n == 0:
+                configs_pb(rt.config, rt.portals, self.text, msg.configs)
+            stats_pb(rt, msg.stats, wall_offset=wall_offset, portals=chunk)
+            out.append(msg)
+        return out
+
+    def publish(self, pub: StatsPublisher[Any], category: str, snapshot: bool) -> None:
+        if category != DRO_CATEGORY:
+            return
+        first = not self.configs_sent
+        offset = pub.wall_clock() - self.monotonic()
+        for msg in self.messages(with_configs=first, wall_offset=offset):
+            try:
+                pub.send_pb(msg)
+            except LocalProtocolError:
+                # configuration and statistics together too large: send them apart
+                configs = DROMonMsg()
+                configs.configs.CopyFrom(msg.configs)
+                msg.ClearField("configs")
+                pub.send_pb(configs)
+                pub.send_pb(msg)
+        self.configs_sent = True
+
+
+class _NoControl:
+    """The DRO's ``<monitor>`` statistics take no control requests (UM's deprecated DRO control
+    requests belong to ``<daemon-monitor>``, which pyum does not run)."""
+
+    def handle(self, payload: bytes | bytearray | memoryview) -> ControlReply:
+        return ControlReply("ERROR: tnwgd takes no control requests", False)
+
+
+NO_CONTROL = _NoControl()
+
+
+def monitor_settings(config: DROConfig) -> tuple[int, TransportOpts] | None:
+    """``<monitor>``'s interval (s) and transport options; None when off.  ConfigError (file,
+    element, what is allowed) for a transport or format module pyum does not implement."""
+    d = config.daemon
+    if d.monitor_interval <= 0:
+        return None
+    if d.monitor_transport.lower() != "lbm":
+        raise ConfigError(
+            f"the {d.monitor_transport!r} monitoring transport module is not implemented",
+            source=config.source,
+            what="<monitor><transport-module>",
+            allowed="lbm",
+        )
+    if d.monitor_format.lower() != "pb":
+        raise ConfigError(
+            f"the {d.monitor_format!r} monitoring format module is not implemented by pyum",
+            source=config.source,
+            what="<monitor><format-module>",
+            allowed='pb (<format-module module="pb"/>)',
+        )
+    opts = parse_transport_opts(
+        d.monitor_transport_options or "", source=f"{config.source}: <transport-module options>"
+    )
+    return d.monitor_interval, opts
+
+
+def context_appids(portal: str) -> tuple[str, ...]:
+    """UM's application ids of an endpoint portal's contexts, in ``contexts()`` order."""
+    return tuple(f"Gateway_Portal_{portal}_{suffix}" for suffix in ROLE_SUFFIXES)
+
+
+def dro_publisher(
+    runtime: DroRuntime,
+    sink: Callable[[bytes], None],
+    *,
+    now: float,
+    interval_s: int,
+    wall_clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+    topic: str = "/29west/statistics",
+    text: str | None = None,
+    pid: int = 0,
+) -> StatsPublisher[Any]:
+    """A sans-IO publisher of this DRO's ``DROMonMsg`` into ``sink`` (tests, tools)."""
+    return StatsPublisher(
+        _daemon_settings(runtime.config, interval_s, topic),
+        DroStatsContent(runtime, text=text, monotonic=monotonic),
+        sink,
+        NO_CONTROL,
+        now=now,
+        wall_clock=wall_clock,
+        sender_ipv4=sender_address("localhost"),
+        pid=pid,
+    )
+
+
+def _daemon_settings(
+    config: DROConfig, interval_s: int, topic: str, context_attributes: Any = None
+) -> MonitorSettings:
+    return MonitorSettings(
+        topic,
+        format="pb",
+        default_ms=interval_s * 1000,
+        application_id=config.daemon.name or "",
+        context_attributes=context_attributes,
+    )
+
+
+# ------------------------------------------------------------------------- on the loop
+
+
+class DroMonitor:
+    """``<monitor>`` running: the daemon statistics service and one automatic monitor per
+    portal context (kept in step with the portals' contexts every interval).
+
+    :meth:`open` (None when ``<monitor>`` is off or the statistics source cannot open: logged,
+    the DRO runs without statistics); :meth:`close` at stop."""
+
+    def __init__(
+        self,
+        runtime: DroRuntime,
+        interval_s: int,
+        opts: TransportOpts,
+        service: StatsService[Any] | None,
+    ) -> None:
+        self.runtime = runtime
+        self.interval_s = interval_s
+        self.opts = opts
+        self.service = service
+        #: Automatic monitors by (portal, context id).
+        self.library: dict[tuple[str, int], AutomaticMonitor] = {}
+        #: Portal contexts whose monitor could not start (logged once each).
+        self.library_failed = 0
+        self._failed: set[tuple[str, int]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def publisher(self) -> StatsPublisher[Any] | None:
+        return self.service.publisher if self.service is not None else None
+
+    @classmethod
+    async def open(
+        cls,
+        runtime: DroRuntime,
+        *,
+        monitor_file: str | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> DroMonitor | None:
+        settings = monitor_settings(runtime.config)
+        if settings is None:
+            return None
+        interval_s, opts = settings
+        loop = asyncio.get_running_loop()
+        try:
+            attrs = monitoring_attributes(opts)["context"]
+        except ConfigError as exc:
+            log.error("statistics not published: %s", exc)
+            return None
+        service = await StatsService.start(
+            _daemon_settings(runtime.config, interval_s, opts.topic, attrs),
+            DroStatsContent(runtime, monotonic=loop.time),
+            NO_CONTROL,
+            sender_ipv4=_sender(runtime),
+            log=log,
+            monitor_file=monitor_file,
+            wall_clock=wall_clock,
+            pid=os.getpid(),
+        )
+        mon = cls(runtime, interval_s, opts, service)
+        await mon.sync()
+        mon._task = loop.create_task(mon._keep_in_step())
+        return mon
+
+    async def sync(self) -> None:
+        """Start monitors for portal contexts that have none, close those of contexts gone."""
+        want: dict[tuple[str, int], tuple[Any, str]] = {}
+        for p in self.runtime.portals.values():
+            if p.kind != "endpoint":
+                continue
+            for ctx, appid in zip(p.contexts(), context_appids(p.name), strict=False):
+                want[(p.name, id(ctx))] = (ctx, appid)
+        for key in [k for k in self.library if k not in want]:
+            await self.library.pop(key).close()
+        for key, (ctx, appid) in want.items():
+            if key in self.library or key in self._failed:
+                continue
+            settings = LibraryMonitorSettings(
+                interval=self.interval_s, transport_opts=self.opts, format="pb", appid=appid
+            )
+            try:
+                mon = await start_automatic_monitoring(ctx, settings)
+            except Exception as exc:  # the portal works without its statistics
+                self._failed.add(key)
+                self.library_failed += 1
+                log.error("library statistics of %s not published: %s", appid, exc)
+                continue
+            if mon is not None:
+                self.library[key] = mon
+
+    async def _keep_in_step(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.sync()
+            except Exception:  # never let monitoring take the daemon down
+                log.exception("portal context monitors not updated")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for mon in self.library.values():
+            await mon.close()
+        self.library.clear()
+        if self.service is not None:
+            await self.service.close()
+            self.service = None
+
+
+def _sender(runtime: DroRuntime) -> str:
+    """The first endpoint context's advertised address, else the host's."""
+    for p in runtime.portals.values():
+        for ctx in p.contexts():
+            ip = getattr(ctx, "advertised_ip", None)
+            if ip:
+                return str(ip)
+    return sender_address("localhost")
+
+
+# ----------------------------------------------------------------------------- Prometheus
+
+_PORTAL_EXCLUDE = {"portal_index", "recalc_duration_sec", "recalc_duration_usec"} | {
+    "proxy_rec_recalc_duration_sec",
+    "proxy_rec_recalc_duration_usec",
+}
+_CORE_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("dropped_old", "frames below the duplicate window, dropped"),
+    ("unknown_source", "frames from a source the portal has not reported"),
+    ("acl_rejected", "sources refused by an inbound or outbound ACL"),
+    ("hop_limit_dropped", "sources that had crossed max-hop-count DROs already"),
+    ("own_sources_ignored", "our own proxy sources seen by our proxy receivers"),
+    ("sources_refused", "sources refused because the source table was full"),
+    ("tqrs_from_dros_ignored", "TQRs of other DROs' proxy receivers, ignored"),
+)
+
+
+class _CoreCollector:
+    """The core's per-portal counters that UM's messages have no field for, and portal up."""
+
+    def __init__(self, runtime: DroRuntime) -> None:
+        self.runtime = runtime
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        core = self.runtime.core
+        names = list(self.runtime.portals)
+        for field, text in _CORE_COUNTERS:
+            fam = CounterMetricFamily(
+                f"pyum_dro_portal_core_{field}", f"DRO core, per portal: {text}", labels=["portal"]
+            )
+            for name in names:
+                fam.add_metric([name], getattr(core.stats(name), field))
+            yield fam
+        up = GaugeMetricFamily(
+            "pyum_dro_portal_up",
+            "1 while the portal's contexts or peer link run",
+            labels=["portal"],
+        )
+        for name in names:
+            up.add_metric([name], 1 if name in core.router.own else 0)
+        yield up
+
+
+def register_metrics(
+    registry: CollectorRegistry, runtime: DroRuntime, monitor: DroMonitor | None = None
+) -> None:
+    """Register the DRO's collectors (module docstring) with a daemon's own registry; with a
+    running ``monitor``, also its messages published and refused."""
+    Stats = DROMonMsg.Stats
+
+    def portal_msgs() -> list[tuple[PortalView, Any]]:
+        out = []
+        for p in runtime.portals.values():
+            msg = Stats.Portal()
+            _portal_pb(runtime, p, msg)
+            out.append((p, msg))
+        return out
+
+    def local() -> Iterator[tuple[Any, Mapping[str, str]]]:
+        msg = Stats.Local()
+        _local_pb(runtime, msg)
+        yield msg, {}
+
+    def portals() -> Iterator[tuple[Any, Mapping[str, str]]]:
+        for p, m in portal_msgs():
+            yield m, {"portal": p.name}
+
+    def part(kind: str, *path: str) -> Callable[[], Iterator[tuple[Any, Mapping[str, str]]]]:
+        def read() -> Iterator[tuple[Any, Mapping[str, str]]]:
+            for p, m in portal_msgs():
+                if p.kind != kind:
+                    continue
+                sub = getattr(m, kind)
+                for name in path:
+                    sub = getattr(sub, name)
+                yield sub, {"portal": p.name}
+
+        return read
+
+    levels = {"data_bytes_enqueued", "data_bytes_enqueued_max", "data_bytes_enqueued_limit"}
+    collectors = [
+        StatsCollector(
+            "pyum", "dro_local", Stats.Local.DESCRIPTOR, local,  # type: ignore[arg-type]
+            exclude={"gateway_id", "topology_signature", "recalc_duration_sec", "recalc_duration_usec"},
+        ),
+        StatsCollector(
+            "pyum", "dro_portal", Stats.Portal.DESCRIPTOR, portals,  # type: ignore[arg-type]
+            labelnames=("portal",), exclude=_PORTAL_EXCLUDE,
+        ),
+        StatsCollector(
+            "pyum", "dro_endpoint", Stats.Portal.Endpoint.DESCRIPTOR,  # type: ignore[arg-type]
+            part("endpoint"), labelnames=("portal",), exclude={"domain_id"},
+        ),
+        StatsCollector(
+            "pyum", "dro_endpoint_receive",
+            Stats.Portal.Endpoint.Receive.DESCRIPTOR,  # type: ignore[arg-type]
+            part("endpoint", "receive"), labelnames=("portal",),
+        ),
+        StatsCollector(
+            "pyum", "dro_endpoint_send",
+            Stats.Portal.Endpoint.Send.DESCRIPTOR,  # type: ignore[arg-type]
+            part("endpoint", "send"), labelnames=("portal",), gauges=levels,
+        ),
+        StatsCollector(
+            "pyum", "dro_peer", Stats.Portal.Peer.DESCRIPTOR,  # type: ignore[arg-type]
+            part("peer"), labelnames=("portal",), exclude={"adjacent_gateway_id"},
+        ),
+        StatsCollector(
+            "pyum", "dro_peer_receive",
+            Stats.Portal.Peer.Receive.DESCRIPTOR,  # type: ignore[arg-type]
+            part("peer", "receive"), labelnames=("portal",),
+        ),
+        StatsCollector(
+            "pyum", "dro_peer_send", Stats.Portal.Peer.Send.DESCRIPTOR,  # type: ignore[arg-type]
+            part("peer", "send"), labelnames=("portal",), gauges=levels | {"last_ka_time"},
+        ),
+    ]  # fmt: skip
+    for c in collectors:
+        registry.register(c)
+    registry.register(_CoreCollector(runtime))
+    if monitor is not None:
+        registry.register(_MonitorCollector(monitor))
+
+
+class _MonitorCollector:
+    def __init__(self, monitor: DroMonitor) -> None:
+        self.monitor = monitor
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        pub = self.monitor.publisher
+        yield CounterMetricFamily(
+            "pyum_dro_monitor_messages_published",
+            "DROMonMsg statistics messages published",
+            value=pub.published if pub is not None else 0,
+        )
+        yield CounterMetricFamily(
+            "pyum_dro_monitor_library_packets_published",
+            "library statistics packets of the portal contexts published",
+            value=sum(m.published for m in self.monitor.library.values()),
+        )
+        yield CounterMetricFamily(
+            "pyum_dro_monitor_library_packets_dropped",
+            "library statistics packets of the portal contexts dropped (source blocked)",
+            value=sum(m.dropped for m in self.monitor.library.values()),
+        )
