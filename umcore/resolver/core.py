@@ -45,6 +45,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from umcore.config.options import OptionReader
+from umcore.resolver.dro import (
+    DomainTable,
+    TrLimiter,
+    UseAnswers,
+    is_final_advertisement,
+    is_proxy_source,
+    use_queries,
+)
 from umcore.resolver.names import ContextName, ContextNames, NameEvent, NameTimings
 from umcore.resolver.schedule import (
     PhaseSchedule,
@@ -54,6 +62,12 @@ from umcore.resolver.schedule import (
 )
 from umcore.resolver.unicast import UnicastDaemons, UnicastTimings
 from umcore.wire import lbmr, lbmr_options
+from umcore.wire.lbmr_ext import (
+    TMR_FLAG_WILDCARD_PCRE,
+    TRREQ_ADVERTISEMENT,
+    TRREQ_QUERY,
+    TRREQ_WILDCARD_QUERY,
+)
 
 __all__ = [
     "DEFAULT_MULTICAST_ADDRESS",
@@ -80,6 +94,9 @@ _TCP_BLOCK = 10
 # Wildcard TQRs per datagram: a pattern is at most 255 bytes plus its type byte and NUL, so 30
 # of them fit the default 8192-byte resolver_datagram_max_size.
 _WC_PER_DATAGRAM = 30
+# Packet options a context propagating its domain id appends: LOCAL_DOMAIN (8) and the option
+# length record (4); the packers keep this much of each datagram free for them.
+_PROPAGATION_BYTES = 12
 # Datagrams waiting to be sent: the caller drains them after every call, so this bound only
 # trips when the caller stops draining; what it refuses is counted in stats.outbox_dropped.
 MAX_OUTBOX = 4096
@@ -92,16 +109,19 @@ class ResolverConfig:
         "advertisement",
         "context_names",
         "datagram_max_size",
+        "domain_id_propagation_timeout",
         "force_alive",
         "ignore_unknown_source",
         "multicast_address",
         "multicast_port",
+        "pattern_answer_limits",
         "query",
         "query_threshold",
         "receiver_map_max",
         "security_flags",
         "send_immediate_response",
         "send_initial_advertisement",
+        "topic_answer_limits",
         "unicast_daemons",
         "unicast_timings",
     )
@@ -124,8 +144,17 @@ class ResolverConfig:
         receiver_map_max: int = 131111,
         context_names: NameTimings | None = None,
         security_flags: int = 0,
+        domain_id_propagation_timeout: int = 0,
+        topic_answer_limits: tuple[int, int] = (0, 0),
+        pattern_answer_limits: tuple[int, int] = (0, 0),
     ) -> None:
         self.unicast_daemons = list(unicast_daemons)
+        #: ``resolver_domain_id_active_propagation_timeout`` (seconds; -1, 0 or N).
+        self.domain_id_propagation_timeout = domain_id_propagation_timeout
+        #: (bits/s, records/s) budgets of Use Query Responses for topics and for patterns
+        #: (:mod:`umcore.resolver.dro`; 0 = no limit).
+        self.topic_answer_limits = topic_answer_limits
+        self.pattern_answer_limits = pattern_answer_limits
         #: This context's TLS/LZ4 bits (``use_tls``, ``compression``): TIRs of sources whose
         #: bits differ are ignored and counted (seed 10.4.4, 10.5.1).
         self.security_flags = security_flags
@@ -162,6 +191,18 @@ class ResolverConfig:
             context_names=NameTimings.from_options(o),
             security_flags=(lbmr_options.EXFUNC_TLS if bool(o.get("use_tls")) else 0)
             | (lbmr_options.EXFUNC_COMPRESSION if str(o.get("compression")) == "lz4" else 0),
+            domain_id_propagation_timeout=int(
+                o.get("resolver_domain_id_active_propagation_timeout")
+            ),
+            # [inferred] use-query answers are receiver-side TR traffic (umcore.resolver.dro)
+            topic_answer_limits=(
+                int(o.get("resolver_sustain_query_bps")),
+                int(o.get("resolver_sustain_queries_per_second")),
+            ),
+            pattern_answer_limits=(
+                int(o.get("resolver_wildcard_query_bps")),
+                int(o.get("resolver_wildcard_queries_per_second")),
+            ),
         )
 
 
@@ -188,12 +229,15 @@ class ResolverStats:
         "datagrams_dropped_unknown_source",
         "datagrams_received",
         "datagrams_sent",
+        "final_advertisements",
         "keepalives_sent",
         "outbox_dropped",
         "tirs_received",
         "tirs_sent",
         "tqrs_received",
         "tqrs_sent",
+        "tr_requests_received",
+        "use_queries_received",
     )
 
     def __init__(self) -> None:
@@ -211,6 +255,9 @@ class ResolverStats:
         self.keepalives_sent = 0
         self.cache_refused = 0  # receiver-side cache full (resolver_receiver_map_tablesz)
         self.outbox_dropped = 0  # datagrams refused because the caller stopped draining
+        self.use_queries_received = 0  # TOPIC_USE queries (TMRs) from DRO portals
+        self.tr_requests_received = 0  # topic resolution requests (LBMR ext 0x04)
+        self.final_advertisements = 0  # TIRs marking a (proxy) source's end
 
 
 # Transports this client can join (TIRs of other types are cached nowhere and ignored).
@@ -226,7 +273,9 @@ class SourceInfo:
     source.  ``transport`` is the codec's transport-info object (TCP, LBT-RU or LBT-RM).
     """
 
-    __slots__ = ("index", "ip", "key", "options", "port", "session_id", "topic", "transport")
+    __slots__ = (
+        "index", "ip", "key", "options", "port", "proxy", "session_id", "topic", "transport",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -234,8 +283,13 @@ class SourceInfo:
         index: int,
         transport: lbmr.TCPInfo | lbmr.LBTRMInfo,
         options: tuple[Any, ...] = (),
+        *,
+        proxy: bool = False,
     ) -> None:
         self.topic = topic
+        #: Published by a DRO proxy source (:func:`umcore.resolver.dro.is_proxy_source`): the
+        #: ``transport_*_dro_loss_recovery_timeout`` options apply to its session.
+        self.proxy = proxy
         self.index = index
         self.transport = transport
         #: The TIR's topic options (late join 0x04, extended functionality 0x0E, ...).
@@ -340,6 +394,16 @@ class TopicResolver:
         self._alive = config.force_alive
         #: The context-name table (:mod:`umcore.resolver.names`).
         self.names = ContextNames(config.context_names, instance=instance)
+        #: This context's TRD id and the routes to other domains, as the DROs advertise them
+        #: (:mod:`umcore.resolver.dro`).
+        self.domains = DomainTable(config.domain_id_propagation_timeout)
+        #: Use Query Responses waiting for their rate budget.
+        self.use_answers = UseAnswers(
+            TrLimiter(*config.topic_answer_limits, now),
+            TrLimiter(*config.pattern_answer_limits, now),
+        )
+        # Sources whose final advertisement arrived, for take_ended().
+        self._ended: list[SourceInfo] = []
 
     # ----------------------------------------------------------------- local objects
     @property
@@ -522,11 +586,17 @@ class TopicResolver:
             st.datagrams_dropped_malformed += 1
             return []
         found: list[SourceInfo] = []
-        if type(packet.body) is lbmr.ContextInfo:
-            self.names.receive_record(packet.body, now)
+        from_dro = False
+        if packet.options:
+            from_dro = self._packet_options(packet.options, now)
+        body = packet.body
+        if type(body) is lbmr.ContextInfo:
+            self.names.receive_record(body, now)
             self._flush_names(now)
             return found
         if packet.type not in (lbmr.LBMR_TYPE_NORMAL, lbmr.LBMR_TYPE_WC_TQRS):
+            if body is not None:
+                self._receive_other(body, now)
             return []  # keepalives (lbmrd's type 0 has no records) and other types
         for tqr in packet.tqrs:
             if type(tqr) is lbmr.WildcardTQR:
@@ -550,7 +620,16 @@ class TopicResolver:
                 continue  # other transports (IPC, SMX, ...) are not implemented by this client
             if self.security_mismatch(tir.options):
                 continue
-            info = SourceInfo(tir.topic, tir.index, transport, tir.options)
+            info = SourceInfo(
+                tir.topic,
+                tir.index,
+                transport,
+                tir.options,
+                proxy=is_proxy_source(tir.options, from_dro=from_dro),
+            )
+            if is_final_advertisement(tir.options):
+                self._final(info)
+                continue
             self._remember(info)
             rcv = self._receivers.get(tir.topic)
             if rcv is None:
@@ -561,6 +640,94 @@ class TopicResolver:
                 if len(self._cache[tir.topic]) >= rcv.threshold:
                     rcv.schedule.stop()
         return found
+
+    # ----------------------------------------------------------------- DROs
+    def _packet_options(self, options: tuple[Any, ...], now: float) -> bool:
+        """A datagram's packet options (LOCAL_DOMAIN, SRC_TYPE); True if a DRO sent it."""
+        self.domains.receive_packet(options, now)
+        return any(
+            type(o) is lbmr_options.SrcTypeOption and o.src_type == lbmr_options.SRC_TYPE_TNWGD
+            for o in options
+        )
+
+    def _receive_other(self, body: Any, now: float) -> None:
+        """Topic management (use queries), TR requests and remote domain routes."""
+        t = type(body)
+        if t is lbmr.TopicManagement:
+            for symbol, pattern_flag in use_queries(body):
+                self.stats.use_queries_received += 1
+                if pattern_flag:
+                    # our wildcard receivers are PCRE (their TQRs say so)
+                    if pattern_flag & TMR_FLAG_WILDCARD_PCRE and symbol in self._wildcards:
+                        self.use_answers.add(symbol, TMR_FLAG_WILDCARD_PCRE)
+                elif symbol in self._receivers:
+                    self.use_answers.add(symbol)
+            self._send_use_answers(now)
+        elif t is lbmr.TopicResRequest:
+            self.stats.tr_requests_received += 1
+            self.receive_tr_request(body.flags, now)
+        elif t is lbmr.RemoteDomainRoute:
+            self.domains.receive_route(body.ip, body.port, body.domains, now)
+
+    def receive_tr_request(self, flags: int, now: float) -> None:
+        """A topic resolution request (LBMR ext 0x04) with ``flags`` TRREQ_*: receivers and
+        wildcard receivers answer with Use Query Responses, sources restart advertising."""
+        if flags & TRREQ_QUERY:
+            for topic in self._receivers:
+                self.use_answers.add(topic)
+        if flags & TRREQ_WILDCARD_QUERY:
+            for pattern in self._wildcards:
+                self.use_answers.add(pattern, TMR_FLAG_WILDCARD_PCRE)
+        if flags & TRREQ_ADVERTISEMENT:
+            for s in self._sources.values():
+                s.schedule.restart_sustaining(now)
+        self._send_use_answers(now)
+
+    def _send_use_answers(self, now: float) -> None:
+        tmrs = self.use_answers.take(now)
+        if not tmrs:
+            return
+        # TMB head + LBMR header, then TMRs up to the datagram size
+        limit = self.config.datagram_max_size - _LBMR_HEADER - 4 - self._reserve()
+        chunk: list[lbmr.TMR] = []
+        size = 0
+        out: list[bytes] = []
+        for tmr in tmrs:
+            n = 5 + len(tmr.topic.encode())
+            if chunk and size + n > limit:
+                out.append(self._tmb(chunk))
+                chunk, size = [], 0
+            chunk.append(tmr)
+            size += n
+        if chunk:
+            out.append(self._tmb(chunk))
+        self._emit(out, now)
+
+    @staticmethod
+    def _tmb(tmrs: list[lbmr.TMR]) -> bytes:
+        body = lbmr.TopicManagement(tmrs)
+        return lbmr.encode(lbmr.LBMRPacket(lbmr.LBMR_TYPE_TOPIC_MGMT, body=body))
+
+    def _final(self, info: SourceInfo) -> None:
+        """A final advertisement: forget the source; its receivers get EOS (take_ended)."""
+        self.stats.final_advertisements += 1
+        per_topic = self._cache.get(info.topic)
+        if per_topic is not None and per_topic.pop((info.key, info.index), None) is not None:
+            self._cache_size -= 1
+            if not per_topic:
+                del self._cache[info.topic]
+        if info.topic in self._receivers or (self._wildcards and self._wildcard_wants(info.topic)):
+            self._ended.append(info)
+
+    def take_ended(self) -> list[SourceInfo]:
+        """Sources whose final advertisement arrived since the last call (for EOS)."""
+        out, self._ended = self._ended, []
+        return out
+
+    def _reserve(self) -> int:
+        """Bytes kept free in our datagrams for the LOCAL_DOMAIN packet options."""
+        d = self.domains
+        return _PROPAGATION_BYTES if d.domain_id is not None and d.propagation_timeout else 0
 
     def security_mismatch(self, options: tuple[Any, ...]) -> bool:
         """Do a source's TIR ``options`` advertise TLS/LZ4 settings other than this context's?
@@ -598,7 +765,7 @@ class TopicResolver:
     def _pack(self, tqrs: list[str], tirs: list[lbmr.TIR]) -> list[bytes]:
         """LBMR datagrams holding ``tqrs`` then ``tirs``, each within the datagram max size."""
         out: list[bytes] = []
-        limit = self.config.datagram_max_size
+        limit = self.config.datagram_max_size - self._reserve()
         cur_q: list[lbmr.TQR] = []
         cur_t: list[lbmr.TIR] = []
         size = _LBMR_HEADER
@@ -627,6 +794,13 @@ class TopicResolver:
         flush()
         return out
 
+    def emit_datagram(self, data: bytes, now: float) -> None:
+        """Queue one LBMR datagram built by the caller (a DRO portal's interest, use queries,
+        domain routes) to where this resolver's datagrams go: the multicast group, or the
+        current lbmrd (nothing is sent in unicast mode before the context is alive)."""
+        self._alive = True
+        self._emit([data], now)
+
     def _emit(self, datagrams: list[bytes], now: float) -> None:
         uc = self.unicast
         if uc is not None:
@@ -637,6 +811,10 @@ class TopicResolver:
             uc.sent_to(uc.current, now)
         else:
             dest = self.multicast_group
+        domain = self.domains.propagate(now)
+        if domain is not None:
+            trailer = lbmr_options.encode_packet_options((lbmr_options.LocalDomainOption(domain),))
+            datagrams = [bytes((d[0] | lbmr.HDR_OPTS_FLAG,)) + d[1:] + trailer for d in datagrams]
         for d in datagrams:
             if len(self._outbox) >= MAX_OUTBOX:
                 self.stats.outbox_dropped += 1
@@ -702,6 +880,7 @@ class TopicResolver:
                 wc.append(lbmr.WildcardTQR(lbmr.PATTERN_PCRE, pattern))
         self.names.handle_timer(now)
         self._flush_names(now)
+        self._send_use_answers(now)
         uc = self.unicast
         if uc is not None:
             uc.advance(now)
@@ -742,6 +921,9 @@ class TopicResolver:
             if d is not None and (deadline is None or d < deadline):
                 deadline = d
         d = self.names.next_timer()
+        if d is not None and (deadline is None or d < deadline):
+            deadline = d
+        d = self.use_answers.next_timer()
         if d is not None and (deadline is None or d < deadline):
             deadline = d
         uc = self.unicast
