@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from umcore.api.eventqueue import EventQueue
+from umcore.api.hfspectrum import ReceiverExtras, SourceExtras
 from umcore.api.immediate import FeatureAPI
 from umcore.engine.context import Engine
 from umcore.engine.features import Request
@@ -50,7 +51,7 @@ from umcore.wire import lbmc
 __all__ = ["MAX_RECEIVER_QUEUE", "Context", "Receiver", "Source"]
 
 
-class Source(EngineSource):
+class Source(EngineSource, SourceExtras):
     """A topic source (``lbm_src_t``); create with :meth:`Context.create_source`.
 
     ``send(data, flush=False, properties=None, app_headers=())`` sends one message and returns
@@ -99,7 +100,7 @@ class Source(EngineSource):
         return Request(feat, qidx)
 
 
-class Receiver(Subscriber):
+class Receiver(ReceiverExtras, Subscriber):
     """A topic receiver (``lbm_rcv_t``); create with :meth:`Context.create_receiver`.
 
     With ``on_message`` every delivery calls it on the loop (the fast path); without, deliveries
@@ -137,6 +138,7 @@ class Receiver(Subscriber):
         """Delete the receiver; no callback runs after this returns."""
         if self.closed:
             return
+        self.cancel_hf_timers()
         self.context.unsubscribe(self)
 
 
@@ -240,6 +242,7 @@ class Context(Engine, FeatureAPI):
             r.on_registration = on_registration
             r.on_recovery_sequence = on_recovery_sequence
             base(r)
+            r.apply_channel_options()  # null_channel_behavior "discard" (Spectrum)
 
         r = self.subscribe(topic, on_message, options, setup)
         assert isinstance(r, Receiver)
@@ -269,8 +272,57 @@ class Context(Engine, FeatureAPI):
                 f"cannot compile wildcard pattern: {exc}", source="API", what=pattern
             ) from None
         options = Options("wildcard_receiver", attributes, pattern)
-        setup = self._setup(on_messages, event_queue)
+        base = self._setup(on_messages, event_queue)
+
+        def setup(r: Subscriber) -> None:
+            assert isinstance(r, Receiver)
+            base(r)
+            r.apply_channel_options()
+            if bool(options.get("hf_receiver")):  # HF wildcard receiver (seed 10.17.3)
+                r.enable_hot_failover(options)
+
         r = self.subscribe_pattern(regex, on_message, options, setup)
+        assert isinstance(r, Receiver)
+        return r
+
+    async def create_hf_source(
+        self,
+        topic: str,
+        *,
+        attributes: Any = None,
+        on_event: OnSourceEvent | None = None,
+        event_queue: EventQueue | None = None,
+    ) -> Source:
+        """``lbm_hf_src_create``: a source whose :meth:`Source.send_hf` tags messages with HF
+        sequence numbers (:mod:`umcore.api.hfspectrum`)."""
+        src = await self.create_source(
+            topic, attributes=attributes, on_event=on_event, event_queue=event_queue
+        )
+        src.hf_source = True
+        return src
+
+    async def create_hf_receiver(
+        self,
+        topic: str,
+        on_message: OnMessage | None = None,
+        *,
+        attributes: Any = None,
+        event_queue: EventQueue | None = None,
+    ) -> Receiver:
+        """``lbm_hf_rcv_create``: a receiver delivering each HF sequence number once across
+        the topic's HF sources (``hf_duplicate_delivery``, ``hf_optional_messages`` and
+        ``ordered_delivery`` from its attributes; :mod:`umcore.api.hfspectrum`)."""
+        self.check()
+        options = Options("receiver", attributes, topic)
+        base = self._setup(None, event_queue)
+
+        def setup(r: Subscriber) -> None:
+            assert isinstance(r, Receiver)
+            r.enable_hot_failover(options)  # before any delivery (BOS may come at once)
+            base(r)
+            r.apply_channel_options()
+
+        r = self.subscribe(topic, on_message, options, setup)
         assert isinstance(r, Receiver)
         return r
 

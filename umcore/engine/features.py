@@ -54,12 +54,14 @@ from umcore.engine.receive import Fanout, Subscriber
 from umcore.engine.source import EngineSource
 from umcore.errors import LocalProtocolError, UMError
 from umcore.features import immediate as im
+from umcore.features.hotfailover import hf_info
 from umcore.features.latejoin import LateJoinConfig, LateJoinService, parse_otid, tir_options
 from umcore.features.otr import OtrConfig, otr_enabled
 from umcore.features.properties import AppHeader, MessageProperties, decode_extras, encode_extras
 from umcore.features.recovery import DELIVER_BURST, DELIVER_DATA, TopicRecovery
 from umcore.features.request import RequestTable, ResponseAddress
 from umcore.features.retention import RetentionBuffer
+from umcore.features.spectrum import channel_of
 from umcore.wire import lbmc, lbmr_options
 
 __all__ = ["ContextFeatures", "Request", "Response"]
@@ -581,6 +583,7 @@ class ContextFeatures:
         msg.flags = flags
         msg.properties = props
         msg.app_headers = app
+        chain_fields(msg, headers)
         if req is not None and self.port is not None:
             msg.response = Response(self, ResponseAddress(lbmc.ip4_to_str(req.ipaddr), req.port,
                                                           req.qidx))  # fmt: skip
@@ -698,3 +701,19 @@ class ContextFeatures:
         for msg in msgs:
             if msg.msg_type == lbmc.MSG_DATA:
                 self.immediate(msg, f"LBTRM:{addr[0]}:{addr[1]}")
+
+
+def chain_fields(msg: Message, headers: tuple[Any, ...] | list[Any]) -> None:
+    """A received message's Spectrum channel (``msg.channel_info``) and HF fields
+    (``msg.hf_sequence_number``, flags HF_32/HF_64/HF_OPTIONAL, ``msg.hf_info``) from its
+    APPHDR_CHAIN (umcore.features.spectrum / hotfailover)."""
+    channel = channel_of(headers)
+    if channel is not None:
+        msg.channel_info = channel
+    hf = hf_info(headers)
+    if hf is not None:
+        msg.hf_info = hf
+        msg.hf_sequence_number = hf.sqn
+        msg.flags |= (m.MSG_FLAG_HF_32 if hf.bits == 32 else m.MSG_FLAG_HF_64) | (
+            m.MSG_FLAG_HF_OPTIONAL if hf.optional else 0
+        )

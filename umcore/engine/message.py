@@ -20,10 +20,16 @@ __all__ = [
     "MSG_BOS",
     "MSG_DATA",
     "MSG_EOS",
+    "MSG_FLAG_HF_32",
+    "MSG_FLAG_HF_64",
+    "MSG_FLAG_HF_DUPLICATE",
+    "MSG_FLAG_HF_OPTIONAL",
+    "MSG_FLAG_HF_PASS_THROUGH",
     "MSG_FLAG_IMMEDIATE",
     "MSG_FLAG_OTR",
     "MSG_FLAG_RETRANSMIT",
     "MSG_FLAG_TOPICLESS",
+    "MSG_HF_RESET",
     "MSG_REQUEST",
     "MSG_RESPONSE",
     "MSG_UNRECOVERABLE_LOSS",
@@ -44,10 +50,16 @@ MSG_UNRECOVERABLE_LOSS_BURST = 5  # LBM_MSG_UNRECOVERABLE_LOSS_BURST: a gap beyo
 MSG_BOS = 20  # LBM_MSG_BOS: first activity seen on a joined transport session
 
 # lbm_msg_t.flags bits (lbm.h)
+MSG_FLAG_HF_PASS_THROUGH = 0x4  # an HF receiver's message not ordered by HF sequence number
 MSG_FLAG_RETRANSMIT = 0x8  # delivered through late join
 MSG_FLAG_IMMEDIATE = 0x10  # a UIM or MIM
+MSG_FLAG_HF_DUPLICATE = 0x20  # an HF duplicate delivered (hf_duplicate_delivery 1)
 MSG_FLAG_TOPICLESS = 0x100  # an immediate message without topic
+MSG_FLAG_HF_OPTIONAL = 0x400  # sent as an optional HF message
+MSG_FLAG_HF_32 = 0x800  # hf_sequence_number is a 32-bit HF sequence number
+MSG_FLAG_HF_64 = 0x1000  # hf_sequence_number is a 64-bit HF sequence number
 MSG_FLAG_OTR = 0x2000  # delivered through off-transport recovery
+MSG_HF_RESET = 27  # LBM_MSG_HF_RESET: an HF source reset the HF receivers' sequence state
 
 SRC_EVENT_CONNECT = 1  # LBM_SRC_EVENT_CONNECT: a receiver joined the transport session
 SRC_EVENT_DISCONNECT = 2  # LBM_SRC_EVENT_DISCONNECT: a receiver left it
@@ -61,6 +73,7 @@ _TYPE_NAMES = {
     MSG_BOS: "BOS",
     MSG_REQUEST: "REQUEST",
     MSG_RESPONSE: "RESPONSE",
+    MSG_HF_RESET: "HF_RESET",
 }
 
 
@@ -92,6 +105,18 @@ class Message:
     #: ``lbm_msg_retrieve_fragment_info``: (first sqn, offset, total length) of a fragment
     #: delivered on its own (``ordered_delivery`` 0); None otherwise.
     fragment_info: tuple[int, int, int] | None = None
+    #: Spectrum: the channel number the message was sent on (None: no channel).
+    channel_info: int | None = None
+    #: Hot Failover: the HF sequence number (flags HF_32 / HF_64 tell its size; 0: none).
+    hf_sequence_number = 0
+    #: Hot Failover: the decoded HF element (umcore.features.hotfailover.HfInfo) or None.
+    hf_info: Any = None
+    #: ``lbm_msg_retrieve_original_sequence_number``: an HF receiver's message keeps the topic
+    #: sequence number here (``sequence_number`` then holds the 32-bit HF one, or 0).
+    original_sequence_number: int | None = None
+    #: ``hr_timestamp`` (sec, nsec): the kernel's receive time of the datagram (LBT-RM with
+    #: ``transport_lbtrm_receiver_timestamp`` 1 and SO_TIMESTAMPNS available); (0, 0) = none.
+    hr_timestamp: tuple[int, int] = (0, 0)
 
     def __init__(
         self,

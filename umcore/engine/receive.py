@@ -208,6 +208,12 @@ class Subscriber:
         self._queue.append(msg)
         self._queued()
 
+    def enqueue(self, msg: Message) -> None:
+        """Queue one delivery for the async iterator whatever the callback (a filter installed
+        as the callback -- Spectrum, Hot Failover -- hands on what it keeps for the queue)."""
+        self._queue.append(msg)
+        self._queued()
+
     def _deliver_many(self, msgs: list[Message]) -> None:
         """Queue a run of messages for the async iterator (same bound as :meth:`deliver`)."""
         self._queue.extend(msgs)

@@ -160,13 +160,20 @@ class MessageProperties:
 
 
 def encode_extras(
-    properties: MessageProperties | None, app_headers: Sequence[AppHeader] = ()
+    properties: MessageProperties | None,
+    app_headers: Sequence[AppHeader | lbmc.ApphdrElement] = (),
 ) -> tuple[list[lbmc.Header], bytes]:
     """The APPHDR_CHAIN header list (empty when there is nothing) and the payload tail."""
     if properties is None and not app_headers:
         return [], b""
     elements: list[lbmc.ApphdrElement] = []
-    for subtype, data in app_headers:
+    for item in app_headers:
+        if type(item) is lbmc.ApphdrElement:
+            # A ready element (a Spectrum channel or an HF sequence number: umcore.features.
+            # spectrum / hotfailover) rides in the chain as it is.
+            elements.append(item)
+            continue
+        subtype, data = item  # type: ignore[misc]  # (the element case is handled above)
         if not 0 <= subtype <= 0xFFFF:
             raise LocalProtocolError(f"application header subtype out of range: {subtype}")
         if len(data) > MAX_APPHDR_DATA:
