@@ -14,7 +14,8 @@ publishes both on the monitoring topic (default ``/29west/statistics``):
   transport-module options configure (``config=FILE``, ``topic=``, ``context|opt=value``);
 - **daemon statistics** as ``DROMonMsg`` (lbmmon packet type 7, ``GATEWAY``) with application id
   ``<daemon><name>``, every N seconds, by the daemons' shared publisher
-  (:class:`~umcore.daemon.statspub.StatsPublisher`; one category, ``dro``).  The first message
+  (:class:`~umcore.daemon.statspub.StatsPublisher`; one category, ``dro``; the first
+  publication one interval after start, so that collectors have resolved the topic).  The first message
   carries ``configs`` (the whole XML file in ``configs.gateway.config_data``, each portal's name,
   index and type) *and* ``stats``; later ones ``stats`` only, as UM's do (mcs_demo's output).
 
@@ -64,22 +65,23 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from umcore.aio.timer import CoreTimer
 from umcore.config.dro import DROConfig
-from umcore.daemon.statspub import MonitorSettings, StatsPublisher, StatsService, sender_address
+from umcore.daemon.statspub import MonitorSettings, StatsPublisher, sender_address
 from umcore.dro import DroCore, InterestKey
 from umcore.errors import ConfigError, LocalProtocolError
-from umcore.monitor.automatic import AutomaticMonitor, start_automatic_monitoring
+from umcore.monitor.automatic import AutomaticMonitor, MonitoringPublisher
 from umcore.monitor.control import ControlReply
 from umcore.monitor.framing import PacketType
 from umcore.monitor.modopts import MonitorSettings as LibraryMonitorSettings
-from umcore.monitor.modopts import TransportOpts, monitoring_attributes, parse_transport_opts
+from umcore.monitor.modopts import TransportOpts, parse_transport_opts
 from umcore.monitor.pb import dro_mon_pb2
 from umcore.monitor.prometheus import StatsCollector
 
@@ -379,7 +381,9 @@ class DroStatsContent:
 
     packet_type = PacketType.GATEWAY
     categories: tuple[str, ...] = (DRO_CATEGORY,)
-    publish_at_start: tuple[str, ...] = (DRO_CATEGORY,)
+    # The first publication is one interval after start, as UM samples: a collector has that
+    # long to resolve the topic before the message with the configuration goes out.
+    publish_at_start: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -500,15 +504,9 @@ def dro_publisher(
     )
 
 
-def _daemon_settings(
-    config: DROConfig, interval_s: int, topic: str, context_attributes: Any = None
-) -> MonitorSettings:
+def _daemon_settings(config: DROConfig, interval_s: int, topic: str) -> MonitorSettings:
     return MonitorSettings(
-        topic,
-        format="pb",
-        default_ms=interval_s * 1000,
-        application_id=config.daemon.name or "",
-        context_attributes=context_attributes,
+        topic, format="pb", default_ms=interval_s * 1000, application_id=config.daemon.name or ""
     )
 
 
@@ -516,98 +514,113 @@ def _daemon_settings(
 
 
 class DroMonitor:
-    """``<monitor>`` running: the daemon statistics service and one automatic monitor per
-    portal context (kept in step with the portals' contexts every interval).
+    """``<monitor>`` running: one monitoring context (``29west_statistics_context``, configured
+    by the transport-module options) and its source on the statistics topic, carrying both the
+    daemon statistics (:class:`~umcore.daemon.statspub.StatsPublisher` on a timer of its own)
+    and one :class:`~umcore.monitor.automatic.AutomaticMonitor` per portal context, kept in step
+    with the portals' contexts every interval (a portal restarted gets monitors for its new
+    contexts).  A statistics message the source cannot take is dropped and counted, never queued.
 
-    :meth:`open` (None when ``<monitor>`` is off or the statistics source cannot open: logged,
-    the DRO runs without statistics); :meth:`close` at stop."""
+    :meth:`open` (None when ``<monitor>`` is off, or when the monitoring context cannot be
+    created: logged, the DRO runs without statistics); :meth:`close` at stop."""
 
     def __init__(
         self,
         runtime: DroRuntime,
         interval_s: int,
         opts: TransportOpts,
-        service: StatsService[Any] | None,
+        sink: MonitoringPublisher,
+        *,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.runtime = runtime
         self.interval_s = interval_s
         self.opts = opts
-        self.service = service
+        self.sink = sink
+        sink.refs += 1  # ours: the library monitors closing never close the shared context
+        self.loop = asyncio.get_running_loop()
+        self.publisher: StatsPublisher[Any] = StatsPublisher(
+            _daemon_settings(runtime.config, interval_s, opts.topic),
+            DroStatsContent(runtime, monotonic=self.loop.time),
+            self._send,
+            NO_CONTROL,
+            now=self.loop.time(),
+            wall_clock=wall_clock,
+            sender_ipv4=sink.sender_ipv4,
+            pid=os.getpid(),
+        )
+        #: DROMonMsg messages the statistics source refused (would block).
+        self.dropped = 0
+        self.timer = CoreTimer(self.loop, self._on_timer)
+        self.timer.arm(self.publisher.next_timer())
         #: Automatic monitors by (portal, context id).
         self.library: dict[tuple[str, int], AutomaticMonitor] = {}
-        #: Portal contexts whose monitor could not start (logged once each).
-        self.library_failed = 0
-        self._failed: set[tuple[str, int]] = set()
         self._task: asyncio.Task[None] | None = None
-
-    @property
-    def publisher(self) -> StatsPublisher[Any] | None:
-        return self.service.publisher if self.service is not None else None
 
     @classmethod
     async def open(
-        cls,
-        runtime: DroRuntime,
-        *,
-        monitor_file: str | None = None,
-        wall_clock: Callable[[], float] = time.time,
+        cls, runtime: DroRuntime, *, wall_clock: Callable[[], float] = time.time
     ) -> DroMonitor | None:
+        """Start ``<monitor>`` for ``runtime`` (ConfigError as :func:`monitor_settings`)."""
         settings = monitor_settings(runtime.config)
         if settings is None:
             return None
         interval_s, opts = settings
-        loop = asyncio.get_running_loop()
+        from umcore.api import Context  # only when statistics are published
+
+        sink = MonitoringPublisher(opts, ("tnwgd", *opts.key()), Context.create)
         try:
-            attrs = monitoring_attributes(opts)["context"]
-        except ConfigError as exc:
+            await sink.open()
+        except Exception as exc:  # the DRO does its work even without statistics
             log.error("statistics not published: %s", exc)
             return None
-        service = await StatsService.start(
-            _daemon_settings(runtime.config, interval_s, opts.topic, attrs),
-            DroStatsContent(runtime, monotonic=loop.time),
-            NO_CONTROL,
-            sender_ipv4=_sender(runtime),
-            log=log,
-            monitor_file=monitor_file,
-            wall_clock=wall_clock,
-            pid=os.getpid(),
+        mon = cls(runtime, interval_s, opts, sink, wall_clock=wall_clock)
+        mon.sync()
+        mon._task = mon.loop.create_task(mon._keep_in_step())
+        log.info(
+            "publishing DRO and portal context statistics every %d s on topic %s (pb)",
+            interval_s,
+            opts.topic,
         )
-        mon = cls(runtime, interval_s, opts, service)
-        await mon.sync()
-        mon._task = loop.create_task(mon._keep_in_step())
         return mon
 
-    async def sync(self) -> None:
-        """Start monitors for portal contexts that have none, close those of contexts gone."""
+    def _send(self, data: bytes) -> None:
+        self.dropped += self.sink.publish([data])
+
+    def _on_timer(self) -> None:
+        self.publisher.handle_timer(self.loop.time())
+        self.timer.arm(self.publisher.next_timer())
+
+    def sync(self) -> list[Awaitable[None]]:
+        """Start monitors for portal contexts that have none; stop those of contexts gone
+        (returns their closings, which :meth:`_keep_in_step` awaits)."""
         want: dict[tuple[str, int], tuple[Any, str]] = {}
         for p in self.runtime.portals.values():
             if p.kind != "endpoint":
                 continue
             for ctx, appid in zip(p.contexts(), context_appids(p.name), strict=False):
                 want[(p.name, id(ctx))] = (ctx, appid)
-        for key in [k for k in self.library if k not in want]:
-            await self.library.pop(key).close()
+        closing: list[Awaitable[None]] = [
+            self.library.pop(k).close() for k in list(self.library) if k not in want
+        ]
         for key, (ctx, appid) in want.items():
-            if key in self.library or key in self._failed:
+            if key in self.library:
                 continue
             settings = LibraryMonitorSettings(
                 interval=self.interval_s, transport_opts=self.opts, format="pb", appid=appid
             )
-            try:
-                mon = await start_automatic_monitoring(ctx, settings)
-            except Exception as exc:  # the portal works without its statistics
-                self._failed.add(key)
-                self.library_failed += 1
-                log.error("library statistics of %s not published: %s", appid, exc)
-                continue
-            if mon is not None:
-                self.library[key] = mon
+            self.sink.refs += 1  # released by the monitor's close
+            mon = AutomaticMonitor(ctx, settings, self.sink)
+            mon.start()
+            self.library[key] = mon
+        return closing
 
     async def _keep_in_step(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
             try:
-                await self.sync()
+                for c in self.sync():
+                    await c
             except Exception:  # never let monitoring take the daemon down
                 log.exception("portal context monitors not updated")
 
@@ -617,22 +630,12 @@ class DroMonitor:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.timer.cancel()
         for mon in self.library.values():
             await mon.close()
         self.library.clear()
-        if self.service is not None:
-            await self.service.close()
-            self.service = None
-
-
-def _sender(runtime: DroRuntime) -> str:
-    """The first endpoint context's advertised address, else the host's."""
-    for p in runtime.portals.values():
-        for ctx in p.contexts():
-            ip = getattr(ctx, "advertised_ip", None)
-            if ip:
-                return str(ip)
-    return sender_address("localhost")
+        self.sink.refs -= 1
+        await self.sink.close()
 
 
 # ----------------------------------------------------------------------------- Prometheus
@@ -772,9 +775,14 @@ class _MonitorCollector:
     def collect(self) -> Iterator[Metric]:
         pub = self.monitor.publisher
         yield CounterMetricFamily(
+            "pyum_dro_monitor_messages_dropped",
+            "DROMonMsg statistics messages the statistics source refused (would block)",
+            value=self.monitor.dropped,
+        )
+        yield CounterMetricFamily(
             "pyum_dro_monitor_messages_published",
             "DROMonMsg statistics messages published",
-            value=pub.published if pub is not None else 0,
+            value=pub.published,
         )
         yield CounterMetricFamily(
             "pyum_dro_monitor_library_packets_published",

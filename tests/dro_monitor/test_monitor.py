@@ -114,10 +114,12 @@ def test_configs_first_then_statistics_only(tmp_path: Path) -> None:
     sent: list[bytes] = []
     wall = [1_800_000_000.0]
     pub = dro_publisher(rt, sent.append, now=0.0, interval_s=5, wall_clock=lambda: wall[0], pid=7)
-    assert pub.next_timer() == 0.0  # at start
-    pub.handle_timer(0.0)
-    assert pub.next_timer() == 5.0
+    assert pub.next_timer() == 5.0  # one interval after start
+    pub.handle_timer(4.9)
+    assert sent == []
     pub.handle_timer(5.0)
+    assert pub.next_timer() == 10.0
+    pub.handle_timer(10.0)
     first, second = (decode_stats(b) for b in sent)
     for sm in (first, second):
         assert sm.packet_type == PacketType.GATEWAY
