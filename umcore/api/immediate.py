@@ -45,7 +45,9 @@ class FeatureAPI:
         properties: MessageProperties | None = None,
         app_headers: Sequence[AppHeader] = (),
     ) -> None:
-        """Unicast immediate message to ``"TCP:ip:port"`` (``lbm_unicast_immediate_message``);
+        """Unicast immediate message to ``"TCP:ip:port"`` or ``"SOURCE:" + msg.source`` (the
+        context of a source this context receives from, seed 10.15: its receivers of ``topic``
+        or its immediate-message callbacks get it) (``lbm_unicast_immediate_message``);
         queued, not awaited: raises WouldBlock when the connection's queue is full."""
         self._uim(dest, data, topic, None, properties, app_headers)
 
@@ -75,7 +77,10 @@ class FeatureAPI:
     ) -> None:
         feat = self.features
         port = feat.require_port()
-        addr = im.parse_destination(dest)
+        if dest[:7].upper() == "SOURCE:":  # sending to a source (seed 10.15)
+            addr = feat.source_address(dest[7:])
+        else:
+            addr = im.parse_destination(dest)
         extra, tail = encode_extras(properties, app_headers)
         stream, sqn = port.next_stream(addr)
         raw = im.encode_uim(bytes(data) + tail, topic=topic, ctxinst=feat.ctxinst,

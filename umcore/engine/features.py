@@ -197,6 +197,8 @@ class ContextFeatures:
         self._mim_rx: DatagramEndpoint | None = None
         self._mim_core = im.MimReceiver()
         self.dropped_unknown = 0
+        #: Source string -> (its request address, fan-outs holding it): "SOURCE:" UIMs.
+        self._source_addresses: dict[str, tuple[tuple[str, int] | None, int]] = {}
         #: Persistent sources and receivers (umcore.engine.persist).
         self.persist = ContextPersistence(self)
 
@@ -305,7 +307,10 @@ class ContextFeatures:
                          '(source "%s")', src.topic)  # fmt: skip
         elif not bool(opts.get("late_join")) or self.service is None or self.port is None:
             src.set_extension(_SourceExt(None, tix))
-            return ()
+            if self.port is None:
+                return ()
+            # The request port, so that receivers can send to this source ("SOURCE:" UIMs).
+            return (lbmr_options.ExFuncOption(self.port.port, self.ip, 0),)
         assert self.service is not None and self.port is not None
         rb = RetentionBuffer(
             int(opts.get("retransmit_retention_size_threshold")),
@@ -396,6 +401,7 @@ class ContextFeatures:
         """A joined topic source: attach late join / OTR recovery when configured, and the
         persistence glue when the source is persistent (its TIR's UME option) and the receiver
         uses the Store (``ume_use_store``)."""
+        self._learn_source_address(fan.source, options)
         if self.port is None:
             return
         ume = self.persist.receiver_wanted(options, ropts)
@@ -443,7 +449,37 @@ class ContextFeatures:
             rec.start_late_join(self._loop.time())
         self._flush(fan)
 
+    def _learn_source_address(self, source: str, options: tuple[Any, ...]) -> None:
+        """Sending to sources (seed 10.15): a joined source's request port, from its TIR's
+        EXFUNC (or late-join) option, kept while a fan-out of that source string exists."""
+        for opt in options:
+            if type(opt) in (lbmr_options.ExFuncOption, lbmr_options.LateJoinOption):
+                port = int(opt.src_tcp_port)
+                if port:
+                    n = self._source_addresses.get(source, (None, 0))[1]
+                    self._source_addresses[source] = ((str(opt.src_ip_addr), port), n + 1)
+                return
+
+    def source_address(self, source: str) -> tuple[str, int]:
+        """The request port of a joined source named by its source string (an optional
+        trailing ``[topic index]`` ignored): where ``"SOURCE:"`` UIMs go.  UMError when no
+        joined source of that string advertised one."""
+        key = source.split("[", 1)[0]
+        hit = self._source_addresses.get(key)
+        if hit is None or hit[0] is None:
+            raise UMError(
+                f"unknown source {source!r}: a UIM to SOURCE: needs a source this context "
+                "receives from (its topic resolution gave the source's request port)"
+            )
+        return hit[0]
+
     def fanout_removed(self, fan: Fanout) -> None:
+        hit = self._source_addresses.get(fan.source)
+        if hit is not None:
+            if hit[1] <= 1:
+                del self._source_addresses[fan.source]
+            else:
+                self._source_addresses[fan.source] = (hit[0], hit[1] - 1)
         if fan.persist is not None:
             self.persist.fanout_removed(fan.persist)
             fan.persist = None
