@@ -48,7 +48,7 @@ from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
 from umcore.aio.tls import Security
 from umcore.aio.udp import DatagramEndpoint
-from umcore.engine import lbt, srsresolve
+from umcore.engine import lbt, shm, srsresolve
 from umcore.engine.features import ContextFeatures
 from umcore.engine.message import Message
 from umcore.engine.names import EngineNames, NameResolution, OnResolved
@@ -345,6 +345,8 @@ class Engine:
     async def session_for(self, o: Options) -> SourceSession:
         """The session a new source with options ``o`` maps onto (existing or new)."""
         kind = lbt.transport_kind(o)
+        if kind in shm.KINDS:
+            return await shm.source_session(self, kind, o)
         if kind != "tcp":
             return await lbt.source_session(self, kind, o)
         maximum = int(self.options.get("transport_tcp_maximum_ports"))
@@ -570,11 +572,18 @@ class Engine:
     def open_join(self, info: SourceInfo, options: Options | None) -> JoinedSession:
         """A new joined session for ``info``, not connected yet (:meth:`join` connects it)."""
         js = self.joined[info.key] = JoinedSession(self, info)
-        if js.kind != "TCP":
+        if js.kind in shm.JOIN_KINDS:
+            if not shm.prepare_join(self, js, info, options):
+                js.closed = True  # another host's LBT-IPC/SMX: nothing to join (seed 6.4.2)
+        elif js.kind != "TCP":
             lbt.prepare_join(self, js, info, options)
         return js
 
     async def _connect(self, js: JoinedSession, info: SourceInfo) -> None:
+        if js.kind in shm.JOIN_KINDS:
+            if not js.closed:
+                await shm.join(self, js, info)
+            return
         if js.kind != "TCP":
             await lbt.join(self, js, info)
             return

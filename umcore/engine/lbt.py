@@ -84,10 +84,13 @@ class LbtHost(SourceHost, Protocol):
 
 
 def transport_kind(o: Options) -> str:
-    """``tcp``, ``lbtru`` or ``lbtrm`` from a source's options (others are refused)."""
+    """``tcp``, ``lbtru``, ``lbtrm``, ``lbtipc`` or ``lbtsmx`` from a source's options (the
+    last two are :mod:`umcore.engine.shm`'s; others are refused)."""
     kind = str(o.get("transport")).lower().replace("-", "")
-    if kind not in ("tcp", "lbtru", "lbtrm"):
-        raise UMError(f"transport {kind!r} is not implemented (tcp, lbtru and lbtrm are)")
+    if kind not in ("tcp", "lbtru", "lbtrm", "lbtipc", "lbtsmx"):
+        raise UMError(
+            f"transport {kind!r} is not implemented (tcp, lbtru, lbtrm, lbtipc and lbtsmx are)"
+        )
     return kind
 
 

@@ -261,7 +261,7 @@ class ResolverStats:
 
 
 # Transports this client can join (TIRs of other types are cached nowhere and ignored).
-_JOINABLE = (lbmr.TCPInfo, lbmr.LBTRUInfo, lbmr.LBTRMInfo)
+_JOINABLE = (lbmr.TCPInfo, lbmr.LBTRUInfo, lbmr.LBTRMInfo, lbmr.LBTIPCInfo, lbmr.LBTSMXInfo)
 _SECURITY_FLAGS = lbmr_options.EXFUNC_TLS | lbmr_options.EXFUNC_COMPRESSION
 
 
@@ -270,7 +270,8 @@ class SourceInfo:
 
     ``key`` identifies the transport session (type, ip, port, session id; LBT-RM adds group and
     destination port, ``port`` being its NAK port); with ``index`` it identifies the topic
-    source.  ``transport`` is the codec's transport-info object (TCP, LBT-RU or LBT-RM).
+    source.  ``transport`` is the codec's transport-info object (TCP, LBT-RU, LBT-RM, LBT-IPC or
+    LBT-SMX; the last two keyed by host id, session id and transport id).
     """
 
     __slots__ = (
@@ -295,10 +296,17 @@ class SourceInfo:
         #: The TIR's topic options (late join 0x04, extended functionality 0x0E, ...).
         self.options = options
         self.session_id: int | None
-        if isinstance(transport, lbmr.LBTRMInfo):
+        self.key: tuple[object, ...]
+        shm: Any = transport
+        if isinstance(shm, lbmr.LBTIPCInfo):  # LBT-IPC and LBT-SMX: one host's memory
+            self.ip, self.port = "", shm.xport_id
+            self.session_id = shm.session_id
+            kind = "LBT-SMX" if type(shm) is lbmr.LBTSMXInfo else "LBT-IPC"
+            self.key = (kind, shm.host_id, shm.session_id, shm.xport_id)
+        elif isinstance(transport, lbmr.LBTRMInfo):
             self.ip, self.port = transport.src_ip, transport.sport
             self.session_id = transport.session_id
-            self.key: tuple[object, ...] = (
+            self.key = (
                 "LBTRM",
                 transport.src_ip,
                 transport.sport,
@@ -617,7 +625,7 @@ class TopicResolver:
             st.tirs_received += 1
             transport = tir.transport_info
             if type(transport) not in _JOINABLE:
-                continue  # other transports (IPC, SMX, ...) are not implemented by this client
+                continue  # other transports (RDMA, unknown) are not implemented by this client
             if self.security_mismatch(tir.options):
                 continue
             info = SourceInfo(

@@ -1,0 +1,763 @@
+"""Asyncio adapters of LBT-IPC / LBT-SMX: segments, doorbells, the source and receiver ends.
+
+Theory of operation
+-------------------
+**Segments.**  A source session's ring (:mod:`umcore.transport.shmring`) lives in a POSIX
+shared-memory object ``/dev/shm/LBTIPC_<sid hex>_<xport id>`` (``LBTSMX_...`` for SMX; seed
+6.4.1 / 6.5.1 names).  It is created with ``O_EXCL`` and mapped with :mod:`mmap`; a receiver
+opens it, reads and checks the header with ``pread`` *before* mapping anything
+(:func:`open_segment`: missing, not ours, another version, sizes that do not match the file --
+each refused with :class:`~umcore.transport.shmring.SegmentError` naming the command that
+cleans up).  Why not :class:`multiprocessing.shared_memory.SharedMemory`: on Python < 3.13 it
+registers every segment it *attaches* with the resource tracker, which unlinks the source's
+segment when the receiver exits (``track=False`` arrived in 3.13); ``os.open`` + ``mmap`` on
+``/dev/shm`` is what it does underneath on Linux, without that.  Receiver slots are claimed
+under ``flock`` on the segment (several receivers may attach at once).
+
+**Doorbells** (UM's per-receiver semaphore, seed 6.4.2).  Each receiving end and each source
+end binds a UNIX datagram socket in the abstract namespace (``\\0pyum-shm-<pid>-<hex>``, no file
+to leak) and stores its name in the ring.  The loop watches it with ``add_reader``: a wake-up is
+one byte.  ``transport_lbtipc_receiver_thread_behavior`` ``pend`` (default): after the ring runs
+dry the receiver looks again ``transport_lbtipc_pend_behavior_linger_loop_count`` times, then
+sets its pending flag and sleeps on the doorbell; the source rings the doorbells of pending
+receivers after each commit.  ``busy_wait``: the receiver never sleeps; it polls the ring on
+every loop iteration (``call_soon``), which is UM's 100% CPU, without starving the loop's other
+callbacks.  LBT-SMX receivers busy-wait (seed 6.5: the only style SMX has) for
+:data:`SMX_SPIN_S` after the last record, then pend like IPC: a context that busy-waits forever
+in a shared Python loop would take a core from every other callback and process.
+
+**Liveness** (seed 6.4.2 "Receiver Monitoring").  Both ends check the other every
+:data:`LIVENESS_S`: a receiver whose source's pid is gone, or whose heartbeat is older than the
+activity timeout, or whose ring says CLOSED, reads what was committed and ends the session
+(EOS): a source killed mid-record never committed it, so no torn message is ever delivered, and
+loss shows as the sequence-number gap or TSNI the next source would reveal, or simply as EOS.
+A source drops the slots of receivers whose pid is gone, so a dead receiver never holds a
+receiver-paced source.  The same timer is the fallback for a wake-up lost to the flag race
+(:mod:`umcore.transport.shmring`, "Ordering").
+
+**Pacing.**  Source-paced: :meth:`ShmSourceEndpoint.write` always succeeds.  Receiver-paced
+(IPC's option, SMX always): a write that finds no room is held (the session's ``paused`` is
+set, sends wait, UM's blocking send) and retried when a receiver rings the source's doorbell
+(it does when SOURCE_WAITING is set) or on a :data:`BLOCKED_POLL_S` timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import mmap
+import os
+import secrets
+import socket
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from umcore.errors import TransportError, UMError, WouldBlock
+from umcore.transport import shmring
+from umcore.transport.shmring import RingReader, RingWriter, SegmentError
+
+__all__ = [
+    "BLOCKED_POLL_S",
+    "LIVENESS_S",
+    "SHM_DIR",
+    "SMX_SPIN_S",
+    "Doorbell",
+    "SegmentReport",
+    "ShmReceiverConnection",
+    "ShmSourceEndpoint",
+    "create_segment",
+    "host_id",
+    "open_segment",
+    "pid_alive",
+    "reclaim",
+    "scan_segments",
+    "segment_name",
+]
+
+log = logging.getLogger("umcore.aio.shm")
+
+#: Where POSIX shared-memory objects live (Linux tmpfs).
+SHM_DIR = "/dev/shm"
+#: How often each end checks the other is alive (and re-reads the ring: the lost-wake-up bound).
+LIVENESS_S = 0.2
+#: While a receiver-paced source is blocked, how often it re-reads the receivers' positions
+#: when no doorbell came (a receiver that died holds it at most this long plus LIVENESS_S).
+BLOCKED_POLL_S = 0.005
+#: LBT-SMX receivers poll the ring (each loop iteration) this long after the last record before
+#: they pend (module docstring).
+SMX_SPIN_S = 0.0005
+#: Records delivered per loop callback before yielding to the loop's other work.
+READ_BUDGET = 2048
+#: Writes a blocked receiver-paced source holds (the engine stops sending while paused: only
+#: what was in flight when the ring filled lands here); beyond this a write raises WouldBlock.
+MAX_HELD = 1024
+PREFIXES = {shmring.KIND_IPC: "LBTIPC", shmring.KIND_SMX: "LBTSMX"}
+
+
+def segment_name(kind: int, session_id: int, xport_id: int) -> str:
+    """UM's name for a session's shared memory: ``LBTIPC_<sid hex>_<xport id>``."""
+    return f"{PREFIXES[kind]}_{session_id:x}_{xport_id}"
+
+
+def _path(name: str) -> str:
+    return os.path.join(SHM_DIR, name)
+
+
+def host_id() -> int:
+    """This host's id as advertised in LBT-IPC/SMX TIRs: CRC-32 of the machine id (of the host
+    name when there is none); receivers ignore TIRs of other hosts (seed 6.4.2)."""
+    for p in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        with contextlib.suppress(OSError):
+            with open(p, "rb") as f:
+                mid = f.read().strip()
+            if mid:
+                return zlib.crc32(mid) or 1
+    return zlib.crc32(socket.gethostname().encode()) or 1
+
+
+def pid_alive(pid: int) -> bool:
+    """Is process ``pid`` alive (on this host, in this pid namespace)?"""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, another user's
+    return True
+
+
+class Segment:
+    """A mapped segment: its file descriptor (for flock), mapping and view."""
+
+    def __init__(self, name: str, fd: int, size: int) -> None:
+        self.name = name
+        self.fd = fd
+        self.map = mmap.mmap(fd, size)
+        self.view = memoryview(self.map)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        self.view.release()
+        try:
+            self.map.close()
+        except BufferError:  # an application kept a view into it: the GC unmaps it later
+            log.warning("segment %s: a delivered memoryview is still held", self.name)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def unlink(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_path(self.name))
+
+
+def create_segment(name: str, size: int) -> Segment:
+    """A new zero-filled segment of ``size`` bytes (FileExistsError when the name is taken)."""
+    if not os.path.isdir(SHM_DIR):
+        raise UMError(f"LBT-IPC/SMX need POSIX shared memory in {SHM_DIR} (Linux)")
+    fd = os.open(_path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        return Segment(name, fd, size)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(_path(name))
+        raise
+
+
+def read_header(name: str) -> tuple[int, shmring.RingHeader]:
+    """The segment's size and checked header, read without mapping it (SegmentError)."""
+    try:
+        fd = os.open(_path(name), os.O_RDONLY)
+    except FileNotFoundError:
+        raise SegmentError(
+            f"{name}: no such segment in {SHM_DIR} (the source is gone or was never on this host)"
+        ) from None
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, shmring.HEADER_FIXED, 0)
+    finally:
+        os.close(fd)
+    return size, shmring.check_header(head, size, name)
+
+
+def open_segment(name: str) -> Segment:
+    """Map an existing segment for reading and slot updates, its header checked first."""
+    size, _ = read_header(name)
+    fd = os.open(_path(name), os.O_RDWR)
+    try:
+        if os.fstat(fd).st_size != size:
+            raise SegmentError(f"{name}: the segment changed size while being opened")
+        seg = Segment(name, fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    return seg
+
+
+class Doorbell:
+    """A UNIX datagram socket in the abstract namespace the loop watches (module docstring)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_ring: Callable[[], None]) -> None:
+        self.loop = loop
+        self.name = f"\0pyum-shm-{os.getpid()}-{secrets.token_hex(4)}".encode()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.sock.bind(self.name)
+        self._on_ring = on_ring
+        loop.add_reader(self.sock.fileno(), self._readable)
+        self.rings = 0
+
+    def _readable(self) -> None:
+        sock = self.sock
+        while True:
+            try:
+                sock.recv(64)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+        self.rings += 1
+        self._on_ring()
+
+    def ring(self, name: bytes) -> None:
+        """Ring another end's doorbell; a gone or full one is ignored (its liveness timer
+        covers it)."""
+        with contextlib.suppress(OSError):
+            self.sock.sendto(b"\1", name)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+
+
+class ShmSourceEndpoint:
+    """The writing end of one LBT-IPC / LBT-SMX source session (the engine's Writer shape)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        core: Any,
+        *,
+        kind: int,
+        session_id: int,
+        xport_id: int,
+        data_size: int,
+        max_receivers: int,
+        max_record: int,
+        receiver_paced: bool,
+        sm_interval: float,
+    ) -> None:
+        self.loop = loop
+        self.core = core
+        self.kind = kind
+        self.paused = False
+        self.single: Any = None
+        self.port = xport_id
+        self.on_connect: Callable[[str], None] | None = None
+        self.on_disconnect: Callable[[str], None] | None = None
+        self.on_unblock: Callable[[], None] | None = None
+        self.doorbell = Doorbell(loop, self._on_ring)
+        name = segment_name(kind, session_id, xport_id)
+        hsize = shmring.header_size_for(max_receivers)
+        self.segment = create_segment(name, hsize + data_size)
+        self.name = name
+        try:
+            shmring.init_header(
+                self.segment.view,
+                kind=kind,
+                data_size=data_size,
+                session_id=session_id,
+                xport_id=xport_id,
+                pid=os.getpid(),
+                max_receivers=max_receivers,
+                max_record=max_record,
+                receiver_paced=receiver_paced,
+                doorbell=self.doorbell.name,
+                now_ns=time.time_ns(),
+            )
+            self.ring = RingWriter(self.segment.view, name)
+        except BaseException:
+            self._release()
+            raise
+        self._held: deque[bytes] = deque()
+        #: Record size a refused zero-copy reserve waits for (0: none).
+        self._want = 0
+        #: Writes refused because :data:`MAX_HELD` were held already.
+        self.refused = 0
+        self._waiters: list[asyncio.Future[None]] = []
+        self._known: dict[int, int] = {}  # slot -> pid, as last scanned
+        self._sm_interval = sm_interval
+        self._next_beat = loop.time() + sm_interval
+        self._timer: asyncio.TimerHandle | None = loop.call_later(LIVENESS_S, self._tick)
+        self._poll: asyncio.TimerHandle | None = None
+        self.closed = False
+
+    # -------------------------------------------------------------- Writer shape
+    @property
+    def receivers(self) -> int:
+        return len(self.ring.receivers())
+
+    @property
+    def buffered_bytes(self) -> int:
+        return sum(map(len, self._held))
+
+    def write(self, data: bytes) -> None:
+        """One record (a batch of LBMC messages); held while receiver-paced and full."""
+        if self._held:
+            if len(self._held) >= MAX_HELD:
+                self.refused += 1
+                raise WouldBlock(f"{self.name}: receiver-paced ring full")
+            self._held.append(data)
+            return
+        ring = self.ring
+        if ring.write(data):
+            bells = ring.take_wakeups()
+            if bells:
+                ring_ = self.doorbell.ring
+                for b in bells:
+                    ring_(b)
+            return
+        self._held.append(data)
+        self._block()
+
+    def _block(self) -> None:
+        if not self.paused:
+            self.paused = True
+            self.ring.set_waiting(True)
+        if self._poll is None:
+            self._poll = self.loop.call_later(BLOCKED_POLL_S, self._retry)
+
+    def _on_ring(self) -> None:
+        if self.paused:
+            self._drain()
+
+    def _retry(self) -> None:
+        self._poll = None
+        self._drop_dead_receivers()
+        self._drain()
+
+    def _drain(self) -> None:
+        """Write what is held while there is room; unblock when all went."""
+        ring = self.ring
+        held = self._held
+        while held:
+            if not ring.write(held[0]):
+                self._block()
+                return
+            held.popleft()
+        if self._want and not ring.has_room(self._want):
+            self._block()  # a zero-copy reserve is waiting for this much room
+            return
+        self._want = 0
+        for b in ring.take_wakeups():
+            self.doorbell.ring(b)
+        if self.paused:
+            self.paused = False
+            ring.set_waiting(False)
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+            if self.on_unblock is not None:
+                self.on_unblock()
+
+    async def writable(self) -> None:
+        if not self.paused:
+            return
+        w = self.loop.create_future()
+        self._waiters.append(w)
+        await w
+
+    # -------------------------------------------------------------- zero copy (SMX)
+    def reserve(self, n: int) -> int | None:
+        """Room for an ``n``-byte record written in place: its offset in :attr:`view`, None
+        when receiver-paced and full."""
+        if self._held:
+            return None
+        return self.ring.reserve(n)
+
+    @property
+    def view(self) -> memoryview:
+        return self.segment.view
+
+    def commit(self) -> None:
+        ring = self.ring
+        ring.commit()
+        for b in ring.take_wakeups():
+            self.doorbell.ring(b)
+
+    def cancel(self) -> None:
+        self.ring.cancel()
+
+    def wait_for_room(self, n: int) -> None:
+        """A reserve of ``n`` bytes found no room: block the session until receivers free
+        enough."""
+        self._want = max(self._want, n)
+        self._block()
+
+    # -------------------------------------------------------------- liveness
+    def _drop_dead_receivers(self) -> None:
+        ring = self.ring
+        for i in ring.receivers():
+            pid = ring.slot(i)[1]
+            if not pid_alive(pid):
+                log.info("%s: receiver process %d is gone: slot %d freed", self.name, pid, i)
+                with self.segment.locked():
+                    ring.free_slot(i)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        now = self.loop.time()
+        if now >= self._next_beat:
+            self.ring.beat(time.time_ns())
+            self._next_beat = now + self._sm_interval
+        self._drop_dead_receivers()
+        ring = self.ring
+        current = {i: ring.slot(i)[1] for i in ring.receivers()}
+        for i, pid in current.items():
+            if self._known.get(i) != pid and self.on_connect is not None:
+                self.on_connect(f"{PREFIXES[self.kind]}:pid {pid}")
+        for i, pid in self._known.items():
+            if current.get(i) != pid and self.on_disconnect is not None:
+                self.on_disconnect(f"{PREFIXES[self.kind]}:pid {pid}")
+        self._known = current
+        self.core.clients = len(current)
+        for b in ring.take_wakeups():  # the fallback for a lost wake-up
+            self.doorbell.ring(b)
+        if self.paused:
+            self._drain()
+        self._timer = self.loop.call_later(LIVENESS_S, self._tick)
+
+    # -------------------------------------------------------------- end
+    async def close(self, linger: float = 1.0) -> None:
+        """End the session: held writes go out first (receiver-paced: for at most ``linger``
+        seconds while live receivers read), then CLOSED is set and the receivers are woken (they
+        read what is committed, then EOS); the name is unlinked, our mapping released."""
+        if self.closed:
+            return
+        deadline = self.loop.time() + linger
+        while self._held and self.loop.time() < deadline:
+            self._drain()
+            if self._held:
+                await asyncio.sleep(BLOCKED_POLL_S)
+        if self._held:
+            log.warning(
+                "%s: closed with %d records no receiver made room for", self.name, len(self._held)
+            )
+        self.closed = True
+        self.ring.close()
+        for i in self.ring.receivers():
+            bell = self.ring.slot(i)[4]
+            if bell:
+                self.doorbell.ring(bell)
+        self._release()
+
+    def _release(self) -> None:
+        for h in (self._timer, self._poll):
+            if h is not None:
+                h.cancel()
+        self._timer = self._poll = None
+        self.segment.unlink()
+        self.segment.close()
+        self.doorbell.close()
+
+
+class ShmReceiverConnection:
+    """The reading end of one joined LBT-IPC / LBT-SMX session (the engine's Connection shape:
+    ``pause_reading``, ``resume_reading``, ``abort``).
+
+    ``on_record`` gets each record: ``bytes`` (IPC: copied, then checked whole) or a
+    ``memoryview`` into the segment valid during the call (SMX); ``on_lost`` the ring bytes a
+    source-paced writer overwrote before they were read; ``on_end`` the end of the session
+    (None: the source closed it; else why).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        name: str,
+        *,
+        on_record: Callable[[Any], object],
+        on_end: Callable[[Exception | None], None],
+        on_lost: Callable[[int], None] | None = None,
+        busy_wait: bool = False,
+        linger: int = 1,
+        activity_timeout: float = 60.0,
+        zero_copy: bool = False,
+    ) -> None:
+        self.loop = loop
+        self.segment = open_segment(name)
+        self.name = name
+        try:
+            self.ring = RingReader(self.segment.view, name)
+            self.doorbell = Doorbell(loop, self._wake)
+        except BaseException:
+            self.segment.close()
+            raise
+        with self.segment.locked():
+            try:
+                self.ring.attach(os.getpid(), self.doorbell.name, time.time_ns())
+            except BaseException:
+                self.doorbell.close()
+                self.segment.close()
+                raise
+        self.on_record = on_record
+        self.on_end = on_end
+        self.on_lost = on_lost
+        self.busy_wait = busy_wait
+        self.linger = max(0, linger)
+        self.activity_timeout = activity_timeout
+        self.zero_copy = zero_copy
+        self.paused = False
+        self.closed = False
+        self._scheduled = False
+        self._spin_until = 0.0
+        self._timer: asyncio.TimerHandle | None = loop.call_later(LIVENESS_S, self._tick)
+        self._schedule()
+
+    @property
+    def source_pid(self) -> int:
+        return self.ring.pid
+
+    # -------------------------------------------------------------- reading
+    def _wake(self) -> None:
+        if not self.paused and not self.closed:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._scheduled = False
+        if self.closed or self.paused:
+            return
+        try:
+            got = self._read(READ_BUDGET)
+        except (TransportError, SegmentError) as exc:
+            self._end(exc)
+            return
+        if self.closed:
+            return
+        if got == READ_BUDGET or self.busy_wait:
+            self._schedule()  # more to read, or busy-wait: next loop iteration
+            return
+        if got:
+            self._spin_until = self.loop.time() + (SMX_SPIN_S if self.zero_copy else 0.0)
+        if self.zero_copy and self.loop.time() < self._spin_until:
+            self._schedule()
+            return
+        ring = self.ring
+        for _ in range(self.linger):  # transport_lbtipc_pend_behavior_linger_loop_count
+            if ring.next_record()[0] != -1:
+                self._schedule()
+                return
+        ring.set_pending(True)
+        if ring.next_record()[0] != -1:  # committed meanwhile: no doorbell will come for it
+            ring.set_pending(False)
+            self._schedule()
+
+    def _read(self, budget: int) -> int:
+        """Deliver up to ``budget`` committed records; publish our position."""
+        ring = self.ring
+        view = self.segment.view
+        on_record = self.on_record
+        n = 0
+        try:
+            while n < budget and not self.closed and not self.paused:
+                off, length = ring.next_record()
+                if off == -1:
+                    break
+                if off == -2:
+                    if self.on_lost is not None:
+                        self.on_lost(length)
+                    continue
+                if self.zero_copy:
+                    rec = view[off : off + length]
+                    try:
+                        on_record(rec)
+                    finally:
+                        rec.release()
+                else:
+                    data = bytes(view[off : off + length])
+                    if not ring.still_valid():
+                        continue  # overwritten while copied: next_record reports the loss
+                    on_record(data)
+                ring.consume(length)
+                n += 1
+        finally:
+            ring.publish()
+            if n and ring.source_waiting:
+                bell = ring.source_doorbell
+                if bell:
+                    self.doorbell.ring(bell)
+        return n
+
+    # -------------------------------------------------------------- liveness
+    def _tick(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        ring = self.ring
+        why: Exception | None = None
+        ended = False
+        if ring.closed:
+            ended = True
+        elif not pid_alive(ring.pid):
+            ended = True
+            why = TransportError(f"{self.name}: source process {ring.pid} is gone")
+        elif time.time_ns() - ring.heartbeat > self.activity_timeout * 1e9:
+            ended = True
+            why = TransportError(
+                f"{self.name}: no heartbeat for {self.activity_timeout:g} s (activity timeout)"
+            )
+        if ended:
+            # Whatever was committed is whole: deliver it, then end.
+            try:
+                while not self.closed and not self.paused and self._read(READ_BUDGET):
+                    pass
+            except (TransportError, SegmentError) as exc:
+                why = exc
+            self._end(why)
+            return
+        if not self.paused:
+            self._schedule()  # the fallback for a lost wake-up
+        self._timer = self.loop.call_later(LIVENESS_S, self._tick)
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        if self.paused:
+            self.paused = False
+            self._schedule()
+
+    def _end(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self._close()
+        self.on_end(exc)
+
+    def abort(self) -> None:
+        """Leave the session (no EOS: the engine left it)."""
+        self._close()
+
+    def _close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        with contextlib.suppress(OSError, ValueError), self.segment.locked():
+            self.ring.detach()
+        self.doorbell.close()
+        self.segment.close()
+
+
+# ------------------------------------------------------------------ resource manager
+class SegmentReport:
+    """One ``LBTIPC_*`` / ``LBTSMX_*`` object in /dev/shm as the resource manager sees it."""
+
+    __slots__ = ("header", "name", "problem", "receivers", "size", "source_alive")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.size = 0
+        self.header: shmring.RingHeader | None = None
+        #: Why the segment is unusable (None: it is a valid pyum ring).
+        self.problem: str | None = None
+        self.source_alive = False
+        #: (slot, pid, alive) of each attached receiver.
+        self.receivers: list[tuple[int, int, bool]] = []
+
+    @property
+    def stale(self) -> bool:
+        """Left by a dead source (or unreadable): safe to remove."""
+        return self.problem is not None or not self.source_alive
+
+    def describe(self) -> str:
+        if self.header is None:
+            return f"{self.name}: {self.problem}"
+        h = self.header
+        state = "alive" if self.source_alive else "NOT FOUND"
+        extra = ", closed" if h.closed else ""
+        rcv = ", ".join(f"pid {p} ({'alive' if a else 'NOT FOUND'})" for _, p, a in self.receivers)
+        return (
+            f"Memory resource: {h.kind_name} Process ID: {h.pid} ({state}) "
+            f"SessionID: {h.session_id:x} XportID: {h.xport_id} size {self.size}{extra}"
+            f"; receivers: {rcv or 'none'}"
+        )
+
+
+def scan_segments(directory: str | None = None) -> list[SegmentReport]:
+    """Every LBT-IPC / LBT-SMX segment in ``directory`` (/dev/shm), checked without mapping an
+    invalid one: header, creator pid, receivers' pids."""
+    d = directory or SHM_DIR
+    out: list[SegmentReport] = []
+    try:
+        names = sorted(os.listdir(d))
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if not name.startswith(tuple(p + "_" for p in PREFIXES.values())):
+            continue
+        rep = SegmentReport(name)
+        path = os.path.join(d, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            rep.problem = f"cannot open: {exc.strerror}"
+            out.append(rep)
+            continue
+        try:
+            rep.size = os.fstat(fd).st_size
+            head = os.pread(fd, shmring.HEADER_FIXED, 0)
+            h = shmring.check_header(head, rep.size, name)
+            rep.header = h
+            rep.source_alive = pid_alive(h.pid) and not h.closed
+            slots = os.pread(fd, h.header_size - shmring.HEADER_FIXED, shmring.HEADER_FIXED)
+            for i in range(h.max_receivers):
+                o = i * shmring.SLOT_SIZE
+                state = int.from_bytes(slots[o : o + 4], "little")
+                pid = int.from_bytes(slots[o + 4 : o + 8], "little")
+                if state:
+                    rep.receivers.append((i, pid, pid_alive(pid)))
+        except SegmentError as exc:
+            rep.problem = str(exc).split(";", 1)[0]
+        except OSError as exc:
+            rep.problem = f"cannot read: {exc.strerror}"
+        finally:
+            os.close(fd)
+        out.append(rep)
+    return out
+
+
+def reclaim(report: SegmentReport, directory: str | None = None) -> bool:
+    """Remove a stale segment's name (mappings of live processes stay valid until they unmap)."""
+    if not report.stale:
+        return False
+    try:
+        os.unlink(os.path.join(directory or SHM_DIR, report.name))
+    except FileNotFoundError:
+        return False
+    return True
