@@ -257,6 +257,7 @@ class Peer(Portal):
     udp: Udp | None = None
     max_datagram: int = 65500
     batching: Batching = field(default_factory=Batching)
+    batching_configured: bool = False  # <batching> present: without it the link does not batch
     gateway_keepalive: GatewayKeepalive = field(default_factory=GatewayKeepalive)
 
 
@@ -581,6 +582,7 @@ class _Builder:
             elif tag == "udp" and isinstance(portal, Peer):
                 portal.udp = self.udp(child)
             elif tag == "batching" and isinstance(portal, Peer):
+                portal.batching_configured = True
                 for sub in child:
                     if sub.tag == "min-length":
                         portal.batching.min_length = self.int_text(sub)

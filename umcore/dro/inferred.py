@@ -46,13 +46,49 @@ Listed (the constants live where they are used, each marked [inferred]):
 * domains learned only from remote domain route records count
   :data:`umcore.dro.routing.DOMAIN_ROUTE_HOP_COST` per hop (the record carries no cost);
 * our own links coming up are routed at once; every other change waits the backoff.
+
+The peer link (:mod:`umcore.dro.peer`) is pyum's own protocol throughout: UM documents what a
+peer portal does (notes A3: one TCP connection, ``<gateway-keepalive>``, batching) and Wireshark
+names the LBMC headers DROs use (TNWG_CAPABILITIES, TNWG_KA, ROUTE_INFO, ...; wire-lbmc-ump.md
+section 7), but not which messages a DRO sends, in what order, or what each field means to it.
+So the stream is back-to-back LBMC messages (LBT-TCP framing: ``tshark -d tcp.port==N,lbttcp``
+decodes it) and the choices below are ours:
+
+* :data:`PEER_PROTOCOL_VERSION` in the flags of the TNWG_CAPABILITIES header of the *hello*,
+  the first message each side sends (with ROUTE_INFO naming its node id and GATEWAY_NAME);
+  a version outside :data:`SUPPORTED_PEER_VERSIONS` refuses the link;
+* :data:`PEER_HANDSHAKE_TIMEOUT`: the hello must arrive within it (UM's peer-link TLS
+  negotiation timeout is hard-coded to 5 s: the same bound);
+* keepalive: TNWG_KA with flag Q (query, sender's clock in ts_seconds/ts_microseconds) answered
+  by flag R echoing index and time; with ``idle="yes"`` a side queries only after an interval in
+  which it heard nothing;
+* route information: ROUTE_INFO (``node_id``; ``gateway_version`` = version modulo 2**32;
+  ``topology`` = hop count) + GATEWAY_NAME + one ROUTE_INFO_NEIGHBOR per adjacency (``flags`` =
+  the node kind of :data:`NodeKey`, ``node_id`` = its id, both costs = the link's cost);
+* interest: TOPICNAME + TOPIC_INTEREST, or TOPICNAME + PATTERN_INTEREST (flags cancel/refresh
+  as documented for those headers), one record per CONTROL message;
+* sources: OTID + TOPICNAME + ADVERTISEMENT (``cost``, ``hop_count``, ``domain_id`` = origin
+  domain; flag 0x10 "change" for an update, 0x40 EOS for a source gone);
+* data: a source is bound to a link topic index by a CONTROL message OTID + TOPICNAME +
+  TOPIC_IDX; each frame is then a bare LBMC data message (tidx = that index, sqn = the
+  originating sequence number, payload = the frame), 12 bytes of overhead;
+* a ``<peer>`` without ``<batching>`` does not batch (data goes out as soon as the adapter
+  writes); max-queue bounds the batches not yet written plus at most one open batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RELAY_SUPPRESSION", "Adjacency", "NodeKey", "RouteInfo"]
+__all__ = [
+    "PEER_HANDSHAKE_TIMEOUT",
+    "PEER_PROTOCOL_VERSION",
+    "RELAY_SUPPRESSION",
+    "SUPPORTED_PEER_VERSIONS",
+    "Adjacency",
+    "NodeKey",
+    "RouteInfo",
+]
 
 # A node of the topology map: (kind, id); kinds 0 = TRD (domain id), 1 = DRO (node id), 2 = a
 # DRO known only by the ip and port of its portal in a domain route record (ip << 16 | port).
@@ -61,6 +97,12 @@ NodeKey = tuple[int, int]
 # Route information of one DRO is relayed at most once per this fraction of the
 # propagation interval (see the module docstring).
 RELAY_SUPPRESSION = 0.5
+
+# The peer-link protocol version pyum speaks (see the module docstring), and those it accepts.
+PEER_PROTOCOL_VERSION = 1
+SUPPORTED_PEER_VERSIONS = frozenset({PEER_PROTOCOL_VERSION})
+# Seconds for the other side's hello after the connection (and TLS, if any) is up.
+PEER_HANDSHAKE_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,128 @@
+"""What joins a :class:`~umcore.dro.peer.PeerLink` to the :class:`~umcore.dro.DroCore` (sans-IO).
+
+Theory of operation
+-------------------
+The routing core speaks of portals; a peer portal's link speaks bytes.  The daemon's runtime
+takes the core's outputs once per turn and hands each portal its share; for a peer portal these
+functions turn that share into link calls, and the link's events and frames back into core
+inputs.  Everything stays sans-IO: the runtime (or a test) calls them with ``now``.
+
+Core -> link (call for the outputs whose portal is this peer portal):
+
+* :func:`link_command` -- ``CreateProxySource``/``UpdateProxySource`` advertise the source to
+  the other DRO, the first ``FinalAdvertisement`` and ``DeleteProxySource`` withdraw it; proxy
+  receiver commands need no message on a peer link (the interest records already told the
+  other DRO what we receive) and return False;
+* :func:`link_lbmr` -- the core's TNWG interest for this portal, one interest record each (other
+  LBMR bodies are topic resolution for endpoints and are not sent over a link);
+* ``link.send_route_info(info, now)`` for each ``take_route_info()`` entry of this portal;
+* :func:`drain_queue` -- forwarded frames from the core's egress queue while the link is
+  writable (what does not fit stays in that queue, which drops and counts past max-queue).
+
+Link -> core: :func:`deliver` (events and frames).  A ``LinkUp`` is
+``receive_portal_up(peer_node_id=...)``, a ``LinkDown`` is ``receive_portal_down``; route
+information, interest and sources go to the matching ``receive_*``; frames to
+``receive_frame``.
+"""
+
+from __future__ import annotations
+
+from umcore.dro.core import DroCore, SourceAdvert
+from umcore.dro.events import (
+    CreateProxySource,
+    DeleteProxySource,
+    FinalAdvertisement,
+    PortalCommand,
+    SourceKey,
+    UpdateProxySource,
+)
+from umcore.dro.interest import InterestKey
+from umcore.dro.peer import (
+    InterestReceived,
+    LinkDown,
+    LinkUp,
+    PeerLink,
+    RouteInfoReceived,
+    SourceGoneReceived,
+    SourceReceived,
+)
+from umcore.events import CoreEvent
+from umcore.wire import lbmr
+from umcore.wire.lbmr_ext import (
+    TNWG_INTEREST_FLAG_CANCEL,
+    TNWG_INTEREST_FLAG_PATTERN,
+    TNWG_INTEREST_FLAG_REFRESH,
+)
+
+__all__ = ["deliver", "drain_queue", "link_command", "link_lbmr"]
+
+
+def link_command(link: PeerLink, cmd: PortalCommand, now: float) -> bool:
+    """Send what ``cmd`` (for ``link``'s portal) means on the link; False if nothing."""
+    if isinstance(cmd, CreateProxySource):
+        return link.send_source(cmd.source, cmd.cost, cmd.hop_count, cmd.origin_domain, now)
+    if isinstance(cmd, UpdateProxySource):
+        return link.send_source(cmd.source, cmd.cost, cmd.hop_count, None, now, change=True)
+    if isinstance(cmd, (FinalAdvertisement, DeleteProxySource)):
+        # the burst is for UM receivers' EOS; over a link the first one withdraws the source
+        # and the rest (and the deletion) find nothing left to withdraw
+        return link.send_source_gone(cmd.source, now)
+    return False
+
+
+def link_lbmr(link: PeerLink, packet: lbmr.LBMRPacket, now: float) -> int:
+    """Send the interest records of one of the core's LBMR packets for this portal; returns
+    how many records were sent."""
+    body = packet.body
+    if not isinstance(body, lbmr.TNWGInterest):
+        return 0
+    sent = 0
+    for rec in body.records:
+        pattern = bool(rec.flags & TNWG_INTEREST_FLAG_PATTERN)
+        key = InterestKey(rec.symbol, rec.pattern_type if pattern else 0)
+        sent += link.send_interest(
+            key,
+            rec.domain_id,
+            now,
+            cancel=bool(rec.flags & TNWG_INTEREST_FLAG_CANCEL),
+            refresh=bool(rec.flags & TNWG_INTEREST_FLAG_REFRESH),
+        )
+    return sent
+
+
+def drain_queue(core: DroCore, link: PeerLink, now: float) -> int:
+    """Move frames from the core's egress queue of this portal to the link while it is
+    writable; returns how many moved."""
+    queue = core.queue(link.portal)
+    moved = 0
+    while link.writable:
+        frame = queue.peek()
+        if frame is None:
+            break
+        queue.pop()
+        link.send_data(SourceKey(frame.otid, frame.topic), frame.sqn, frame.data, now)
+        moved += 1
+    return moved
+
+
+def deliver(core: DroCore, link: PeerLink, now: float) -> list[CoreEvent]:
+    """Hand the link's events and frames to the core; returns the events (for logs)."""
+    portal = link.portal
+    events = link.take_events()
+    for ev in events:
+        if isinstance(ev, LinkUp):
+            core.receive_portal_up(portal, now, peer_node_id=ev.node_id)
+        elif isinstance(ev, LinkDown):
+            core.receive_portal_down(portal, now)
+        elif isinstance(ev, RouteInfoReceived):
+            core.receive_route_info(portal, ev.info, now)
+        elif isinstance(ev, InterestReceived):
+            core.receive_interest(portal, ev.key, ev.domain, now, cancel=ev.cancel)
+        elif isinstance(ev, SourceReceived):
+            advert = SourceAdvert(ev.source, None, ev.cost, ev.hop_count, ev.origin_domain)
+            core.receive_source(portal, advert, now)
+        elif isinstance(ev, SourceGoneReceived):
+            core.receive_source_gone(portal, ev.source, now)
+    for source, sqn, data in link.take_frames():
+        core.receive_frame(portal, source, sqn, data)
+    return events
