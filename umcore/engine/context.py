@@ -70,14 +70,23 @@ from umcore.resolver.core import (
 from umcore.resolver.names import ContextName, NameRow
 from umcore.resolver.schedule import advertisement_timings_from, query_timings_from
 from umcore.transport.tcp import TcpSourceSession
-from umcore.wire import lbmr_options
+from umcore.wire import lbmr, lbmr_options
 
-__all__ = ["CONNECT_TIMEOUT_S", "Engine"]
+__all__ = ["CONNECT_TIMEOUT_S", "Engine", "with_packet_options"]
 
 log = logging.getLogger("umcore.engine")
 
 # Bound on one connect attempt to a source's TCP port.
 CONNECT_TIMEOUT_S = 5.0
+
+
+def with_packet_options(data: bytes, trailer: bytes) -> bytes:
+    """An LBMR datagram with the packet-option ``trailer`` appended and the header's options
+    bit set; a datagram that carries options already is returned as it is."""
+    head = data[0]
+    if head & lbmr.HDR_OPTS_FLAG:
+        return data
+    return bytes((head | lbmr.HDR_OPTS_FLAG,)) + data[1:] + trailer
 
 
 class Engine:
@@ -135,6 +144,12 @@ class Engine:
         self.mim_loss_callback: Callable[[int], object] | None = None
         #: Context names advertised and resolved (:mod:`umcore.engine.names`).
         self.ctx_names = EngineNames(self)
+        #: A DRO portal's hooks (:mod:`daemons.tnwgd.portal`): ``tr_listener(data, addr)`` is
+        #: handed every topic resolution datagram heard, before the resolver reads it;
+        #: ``tr_packet_options`` (an encoded LBMR packet-option trailer, e.g. source type TNWGD)
+        #: is appended to every datagram this context's resolver sends.
+        self.tr_listener: Callable[[bytes | memoryview, tuple[str, int]], object] | None = None
+        self.tr_packet_options = b""
 
     # -------------------------------------------------------------- topic resolution
     async def start(self) -> None:
@@ -195,6 +210,8 @@ class Engine:
             ep.close()
 
     def _on_datagram(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
+        if self.tr_listener is not None:
+            self.tr_listener(data, addr)
         found = self.resolver.receive_datagram(data, addr, self.loop.time())
         for info in found:
             self.join(info)
@@ -239,12 +256,21 @@ class Engine:
         ep = self.endpoint
         if ep is not None:
             per_daemon = self._daemon_endpoints
+            trailer = self.tr_packet_options
             for data, addr in self.resolver.take_datagrams():
+                if trailer:
+                    data = with_packet_options(data, trailer)
                 (per_daemon.get(addr, ep) if per_daemon else ep).sendto(data, addr)
         self._timer.arm(self.resolver.next_timer())
         events = self.resolver.take_name_events()
         if events:
             self.ctx_names.dispatch(events)
+
+    def send_topic_resolution(self, data: bytes) -> None:
+        """Send one LBMR datagram built elsewhere (a DRO portal's interest, use queries, domain
+        routes) where this context's topic resolution goes: its multicast group or lbmrd."""
+        self.resolver.emit_datagram(data, self.loop.time())
+        self.flush_resolver()
 
     def topic_resolution_request(self) -> None:
         """``lbm_context_topic_resolution_request()``: restart sustaining phases."""
@@ -562,12 +588,36 @@ class Engine:
         raw.attached.clear()
 
     async def open_raw_source(
-        self, topic: str, *, attributes: Any = None, on_event: OnSourceEvent | None = None
+        self,
+        topic: str,
+        *,
+        attributes: Any = None,
+        on_event: OnSourceEvent | None = None,
+        tir_options: tuple[Any, ...] = (),
     ) -> RawSource:
         """A raw source of ``topic`` (:mod:`umcore.engine.raw`): pre-framed messages sent
-        keeping their sequence numbers; source-scope ``attributes`` pick its transport."""
-        src = await self.open_source(topic, Options("source", attributes, topic), on_event)
+        keeping their sequence numbers; source-scope ``attributes`` pick its transport;
+        ``tir_options``: TIR topic options it advertises (a DRO proxy source's OTID, COST and
+        DOMAIN_ID)."""
+        src = await self.open_source(
+            topic, Options("source", attributes, topic), on_event, tir_options=tir_options
+        )
         return RawSource(src)
+
+    def readvertise(self, src: EngineSource, tir_options: tuple[Any, ...]) -> None:
+        """Advertise ``src`` from now on with ``tir_options`` in place of the TIR options of the
+        same types it had (a DRO proxy source's new COST after a route change)."""
+        replaced = {type(o) for o in tir_options}
+        now = self.loop.time()
+        for info in self.resolver.cached_sources(src.topic):
+            if info.index == src.tidx and info.transport == src.transport_info:
+                kept = tuple(o for o in info.options if type(o) not in replaced)
+                self.resolver.remove_source(src.topic, src.tidx, src.transport_info)
+                self.resolver.add_source(
+                    src.topic, src.tidx, src.transport_info, now, options=(*tir_options, *kept)
+                )
+                self.flush_resolver()
+                return
 
     def open_join(self, info: SourceInfo, options: Options | None) -> JoinedSession:
         """A new joined session for ``info``, not connected yet (:meth:`join` connects it)."""

@@ -1,0 +1,647 @@
+"""A DRO endpoint portal: two UM contexts in one topic resolution domain, driven by the core.
+
+Theory of operation
+-------------------
+An endpoint portal (notes A2) is a **receiver context** and a **source context**
+(:class:`~umcore.engine.context.Engine` objects) in its TRD, built from the portal's
+``<lbm-config>``/``<lbm-attributes>`` (and the daemon's ``<xml-config>``): topic resolution by
+multicast, lbmrd or the SRS, whatever those options say.  Their monitoring application ids are
+UM's ``Gateway_Portal_<name>_rcv_ctx`` / ``_src_ctx`` (:meth:`EndpointPortal.context_app_ids`).
+
+The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it says:
+
+* **Topic resolution in.**  Every datagram the receiver context hears
+  (:attr:`Engine.tr_listener <umcore.engine.context.Engine.tr_listener>`) is decoded and given to
+  ``core.receive_lbmr`` -- except those this portal sent itself (a short-lived multiset of the
+  exact bytes, so multicast loopback does not feed the core its own interest).  Every datagram
+  both contexts send carries the packet option *source type TNWGD*, so the core of this and every
+  other DRO ignores the TQRs of DRO proxy receivers (seed 7.3 "its TQR is ignored there").  A
+  datagram that does not decode is counted (``tr_malformed``) and dropped: it costs only itself.
+* **Topic resolution out.**  ``core.take_lbmr()`` packets for this portal get the same option and
+  leave through the receiver context's resolver (its multicast group or lbmrd).  A TRD resolved by
+  the SRS only has no datagram path: they are counted in ``tr_unsent``.
+* **Proxy receivers.**  :class:`~umcore.dro.CreateProxyReceiver` for a topic opens a raw receiver
+  (:meth:`Engine.open_raw_receiver`) on the receiver context.  For a pattern the resolver queries
+  the pattern (wildcard TQRs) and every TIR heard whose topic matches opens a raw receiver for that
+  topic.  A raw receiver's session BOS becomes ``core.receive_source`` (the TIR's OTID, COST and
+  DOMAIN_ID options, read like :func:`umcore.dro.advert_from_tir`), its EOS
+  ``core.receive_source_gone``, and every data frame of its topic index ``core.receive_frame``
+  with the frame's own sequence number: fragments stay frames, nothing is reassembled.
+* **Proxy sources.**  :class:`~umcore.dro.CreateProxySource` opens a raw source
+  (:meth:`Engine.open_raw_source`) on the source context whose TIRs carry OTID, COST (cost, hop
+  count) and DOMAIN_ID; :class:`~umcore.dro.UpdateProxySource` re-advertises the new COST
+  (:meth:`Engine.readvertise`); :class:`~umcore.dro.DeleteProxySource` closes it.  Commands are
+  applied in order by one task per portal (opening a source awaits a listener).
+* **Forwarding.**  :meth:`EndpointPortal.drain` sends the portal's egress queue
+  (``core.queue(name)``) through the proxy sources with ``send_nowait``: a
+  :class:`~umcore.errors.WouldBlock` leaves the frame at the head of the queue until the proxy
+  source's WAKEUP; the queue's ``<max-queue>`` bound drops (and counts) what does not fit, in the
+  core.  Nothing here awaits on the data path, so a blocked portal never slows another.
+
+OTIDs.  A source with an OTID option (a proxy source of another DRO) keeps it; for a source in
+this TRD the portal derives one from its transport session identity (UM's source string): the
+SHA-256 of it, 32 bytes.  How UM forms an OTID is not documented; only equality matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from umcore.config.attributes import Attributes
+from umcore.config.dro import DROConfig, Endpoint
+from umcore.config.umxml import UMXml
+from umcore.dro import (
+    CreateProxyReceiver,
+    CreateProxySource,
+    DeleteProxyReceiver,
+    DeleteProxySource,
+    DroCore,
+    FinalAdvertisement,
+    InterestKey,
+    PortalCommand,
+    SourceAdvert,
+    SourceKey,
+    SourceTransport,
+    UpdateProxySource,
+    advert_from_tir,
+)
+from umcore.engine import Engine, RawReceiver, RawSession, RawSource
+from umcore.engine.message import SRC_EVENT_WAKEUP
+from umcore.engine.srsresolve import parse_source_string
+from umcore.errors import UMError, WouldBlock
+from umcore.resolver.core import SourceInfo
+from umcore.wire import lbmr
+from umcore.wire.lbmr_options import (
+    SRC_TYPE_TNWGD,
+    CostOption,
+    DomainIdOption,
+    OTIDOption,
+    SrcTypeOption,
+    encode_packet_options,
+)
+
+__all__ = ["EndpointPortal", "PortalHost", "derive_otid", "source_transport"]
+
+log = logging.getLogger("tnwgd")
+
+# The LBMC data frame header: ver/type, next header, msglen, topic index, sqn.
+_HEAD = struct.Struct("!BBHII")
+_DATA = 0x00
+# The packet-option trailer on every TR datagram a portal's contexts send: "a DRO sent this".
+TNWGD_TRAILER = encode_packet_options((SrcTypeOption(SRC_TYPE_TNWGD),))
+# How long a datagram this portal sent is remembered to recognise it coming back (multicast
+# loopback echoes within milliseconds; lbmrd does not echo, so entries must expire).
+OWN_ECHO_S = 2.0
+# Datagrams remembered at once: the core sends a few per second per portal; beyond this the
+# oldest are forgotten (one echo of them may then reach the core, which tolerates it).
+MAX_OWN_ECHOES = 1024
+
+
+class PortalHost(Protocol):
+    """What a portal needs from the daemon: the core, the clock and a way to say "pump"."""
+
+    core: DroCore
+
+    def now(self) -> float: ...
+
+    def kick(self) -> None: ...
+
+
+def derive_otid(transport: Any) -> bytes:
+    """The 32-byte OTID of a source in this TRD: the SHA-256 of its transport session's
+    identity (kind, address, port, session id; LBT-RM adds group and destination port)."""
+    key = SourceInfo("", 0, transport).key
+    return hashlib.sha256(repr(key).encode()).digest()
+
+
+def source_transport(session: RawSession) -> SourceTransport | None:
+    """What an inbound ACL may test about a joined source, from its source string."""
+    parts = session.source_string.split(":")
+    try:
+        if parts[0] == "TCP":
+            return SourceTransport("tcp", source_ip=parts[1], tcp_source_port=int(parts[2]))
+        if parts[0] == "LBT-RU":
+            return SourceTransport("lbtru", source_ip=parts[1], udp_source_port=int(parts[2]))
+        if parts[0] == "LBTRM":
+            return SourceTransport(
+                "lbtrm",
+                source_ip=parts[1],
+                udp_source_port=int(parts[2]),
+                multicast_group=parts[4],
+                udp_destination_port=int(parts[5]),
+            )
+    except (IndexError, ValueError):
+        return None
+    return None
+
+
+def _from_dro(packet: lbmr.LBMRPacket) -> bool:
+    return any(
+        isinstance(o, SrcTypeOption) and o.src_type == SRC_TYPE_TNWGD for o in packet.options
+    )
+
+
+class _OwnEchoes:
+    """Datagrams we sent, to drop their loopback copies (a multiset with expiry)."""
+
+    __slots__ = ("counts", "order")
+
+    def __init__(self) -> None:
+        self.counts: dict[bytes, int] = {}
+        self.order: deque[tuple[float, bytes]] = deque()
+
+    def sent(self, data: bytes, now: float) -> None:
+        self._expire(now)
+        if len(self.order) >= MAX_OWN_ECHOES:
+            self._forget(self.order.popleft()[1])
+        self.order.append((now + OWN_ECHO_S, data))
+        self.counts[data] = self.counts.get(data, 0) + 1
+
+    def consume(self, data: bytes, now: float) -> bool:
+        self._expire(now)
+        n = self.counts.get(data)
+        if not n:
+            return False
+        # the copy is consumed; its expiry entry stays and is skipped when it falls due
+        if n == 1:
+            del self.counts[data]
+        else:
+            self.counts[data] = n - 1
+        return True
+
+    def _forget(self, data: bytes) -> None:
+        n = self.counts.get(data)
+        if n is None:
+            return
+        if n <= 1:
+            del self.counts[data]
+        else:
+            self.counts[data] = n - 1
+
+    def _expire(self, now: float) -> None:
+        order = self.order
+        while order and order[0][0] <= now:
+            self._forget(order.popleft()[1])
+
+
+class _ProxyReceiver:
+    __slots__ = ("raw", "reasons", "sessions")
+
+    def __init__(self, raw: RawReceiver) -> None:
+        self.raw = raw
+        self.reasons: set[InterestKey] = set()
+        #: sessions that gave BOS and no EOS yet, with their source key
+        self.sessions: dict[RawSession, SourceKey] = {}
+
+
+class _ProxySource:
+    __slots__ = ("key", "raw")
+
+    def __init__(self, key: SourceKey) -> None:
+        self.key = key
+        self.raw: RawSource | None = None  # None while it opens
+
+
+class EndpointPortal:
+    """One endpoint portal (see the module docstring).  Public, read-only for monitoring:
+    ``name``, ``index``, ``domain_id``, ``kind``, ``cost``, :meth:`contexts`, the counters."""
+
+    kind = "endpoint"
+
+    def __init__(
+        self,
+        host: PortalHost,
+        config: DROConfig,
+        endpoint: Endpoint,
+        index: int,
+        *,
+        xml: UMXml | None = None,
+        base: Path | None = None,
+    ) -> None:
+        self.host = host
+        self.core = host.core
+        self.config = endpoint
+        self.name = endpoint.name
+        self.index = index
+        self.domain_id = endpoint.domain_id
+        self.cost = endpoint.cost
+        attrs = config.portal_attributes
+
+        def build(scope: str, role: str | None = None) -> Attributes:
+            return attrs(endpoint, scope, xml=xml, base=base, role=role)
+
+        self.receiver_context_attributes = build("context", "receiver")
+        self.source_context_attributes = build("context", "source")
+        self.source_attributes = build("source")
+        self.receiver_attributes = build("receiver")
+        self.rcv: Engine | None = None
+        self.src: Engine | None = None
+        self.up = False
+        self.receivers: dict[str, _ProxyReceiver] = {}
+        self.patterns: dict[InterestKey, Any] = {}
+        self.sources: dict[tuple[bytes, str], _ProxySource] = {}
+        self._commands: deque[PortalCommand] = deque()
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._echoes = _OwnEchoes()
+        self._session_keys: dict[RawSession, SourceKey] = {}
+        # counters (cumulative)
+        self.tr_received = 0
+        self.tr_malformed = 0
+        self.tr_from_dro_ignored = 0
+        self.tr_sent = 0
+        self.tr_unsent = 0
+        self.frames_forwarded = 0
+        self.bytes_forwarded = 0
+        self.would_block = 0
+        self.dropped_no_proxy = 0
+        self.send_errors = 0
+        self.command_errors = 0
+        self.final_advertisements = 0
+
+    # ------------------------------------------------------------------ life
+    def context_names(self) -> tuple[str | None, str | None]:
+        """(receiver, source) context names: ``<receiver-/source-context-name>``, else the
+        ``context_name`` option of the portal's attributes."""
+        cfg = self.config
+        rcv = cfg.receiver_context_name or self.receiver_context_attributes.get_typed(
+            "context_name"
+        )
+        src = cfg.source_context_name or self.source_context_attributes.get_typed("context_name")
+        return (rcv or None, src or None)
+
+    def context_app_ids(self) -> list[tuple[str, Engine]]:
+        """UM's monitoring application ids of the portal's contexts, with the contexts."""
+        out: list[tuple[str, Engine]] = []
+        if self.rcv is not None:
+            out.append((f"Gateway_Portal_{self.name}_rcv_ctx", self.rcv))
+        if self.src is not None:
+            out.append((f"Gateway_Portal_{self.name}_src_ctx", self.src))
+        return out
+
+    def contexts(self) -> list[Engine]:
+        """The portal's contexts (receiver, source) once started."""
+        return [e for e in (self.rcv, self.src) if e is not None]
+
+    async def start(self) -> None:
+        """Create and start both contexts; then the core hears the portal is up."""
+        rcv_name, src_name = self.context_names()
+        rcv = Engine(self.receiver_context_attributes, name=rcv_name)
+        src = Engine(self.source_context_attributes, name=src_name)
+        rcv.tr_packet_options = TNWGD_TRAILER
+        src.tr_packet_options = TNWGD_TRAILER
+        await rcv.start()
+        try:
+            await src.start()
+        except BaseException:
+            await rcv.close()
+            raise
+        self.rcv, self.src = rcv, src
+        rcv.tr_listener = self._on_tr
+        self._worker = asyncio.get_running_loop().create_task(self._work())
+        port = src.features.port.port if src.features.port is not None else 0
+        self.up = True
+        self.core.receive_portal_up(self.name, self.host.now(), address=(src.advertised_ip, port))
+        self.host.kick()
+
+    async def close(self) -> None:
+        """Tell the core the portal is down, close proxies and both contexts."""
+        if self.up:
+            self.up = False
+            self.core.receive_portal_down(self.name, self.host.now())
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        self._commands.clear()
+        rcv, src = self.rcv, self.src
+        if rcv is not None:
+            rcv.tr_listener = None
+            for pr in self.receivers.values():
+                rcv.close_raw_receiver(pr.raw)
+            for pattern in self.patterns:
+                rcv.resolver.remove_wildcard_receiver(pattern.symbol)
+        self.receivers.clear()
+        self.patterns.clear()
+        for px in list(self.sources.values()):
+            if px.raw is not None:
+                await px.raw.close()
+        self.sources.clear()
+        for eng in (src, rcv):
+            if eng is not None:
+                await eng.close()
+        self.rcv = self.src = None
+
+    # ------------------------------------------------------------------ topic resolution
+    def _on_tr(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
+        raw = bytes(data)
+        now = self.host.now()
+        if self._echoes.consume(raw, now):
+            return
+        self.tr_received += 1
+        try:
+            packet = lbmr.decode(raw)
+        except lbmr.LBMRError:
+            self.tr_malformed += 1
+            return
+        if packet.type == lbmr.LBMR_TYPE_TOPIC_MGMT and _from_dro(packet):
+            # A DRO proxy receiver answering a use query is not a receiver of this TRD (as its
+            # TQRs are not, which the core ignores itself).
+            self.tr_from_dro_ignored += 1
+            return
+        try:
+            self.core.receive_lbmr(self.name, packet, now)
+        except Exception:  # the core promises not to raise on TRD input; never let it kill us
+            self.tr_malformed += 1
+            log.exception("portal %s: topic resolution datagram from %s refused", self.name, addr)
+            return
+        if packet.tirs:
+            for tir in packet.tirs:
+                for key, regex in self.patterns.items():
+                    if regex is not None and regex.search(tir.topic):
+                        self._open_topic(tir.topic, key)
+                if tir.topic in self.receivers:
+                    self._resolved(tir, now)
+        self.host.kick()
+
+    def _resolved(self, tir: lbmr.TIR, now: float) -> None:
+        """A proxy receiver's topic was advertised: the core hears of the source (UM creates
+        proxy sources on resolution, before any data)."""
+        info = tir.transport_info
+        if not isinstance(info, (lbmr.TCPInfo, lbmr.LBTRMInfo)):
+            return  # a transport this client cannot join (IPC, SMX, RDMA)
+        try:
+            advert = advert_from_tir(tir, derive_otid(info))
+        except ValueError:
+            return
+        self.core.receive_source(self.name, advert, now)
+
+    def send_lbmr(self, packet: lbmr.LBMRPacket) -> None:
+        """Send one of the core's packets into the TRD (with the TNWGD source type)."""
+        rcv = self.rcv
+        if rcv is None or rcv.endpoint is None:
+            self.tr_unsent += 1  # SRS-only TRD (or not started): no datagram path
+            return
+        opts = (*packet.options, SrcTypeOption(SRC_TYPE_TNWGD))
+        pkt = lbmr.LBMRPacket(
+            packet.type, packet.tqrs, packet.tirs, opts, packet.version, packet.body
+        )
+        try:
+            data = lbmr.encode(pkt)
+        except UMError as exc:
+            self.tr_unsent += 1
+            log.warning("portal %s: cannot encode topic resolution: %s", self.name, exc)
+            return
+        self._echoes.sent(data, self.host.now())
+        rcv.send_topic_resolution(data)
+        self.tr_sent += 1
+
+    # ------------------------------------------------------------------ commands
+    def apply(self, commands: list[PortalCommand]) -> None:
+        """Queue the core's commands for this portal (applied in order by the worker)."""
+        self._commands.extend(commands)
+        self._wake.set()
+
+    async def _work(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._commands:
+                cmd = self._commands.popleft()
+                try:
+                    await self._apply(cmd)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.command_errors += 1
+                    log.error("portal %s: %s failed: %s", self.name, type(cmd).__name__, exc)
+                self.host.kick()
+
+    async def _apply(self, cmd: PortalCommand) -> None:
+        if isinstance(cmd, CreateProxyReceiver):
+            self._create_receiver(cmd.key)
+        elif isinstance(cmd, DeleteProxyReceiver):
+            self._delete_receiver(cmd.key)
+        elif isinstance(cmd, CreateProxySource):
+            await self._create_source(cmd)
+        elif isinstance(cmd, UpdateProxySource):
+            px = self.sources.get(cmd.source)
+            if px is not None and px.raw is not None and self.src is not None:
+                self.src.readvertise(px.raw.source, (CostOption(cmd.hop_count, cmd.cost),))
+        elif isinstance(cmd, FinalAdvertisement):
+            # The engine has no final-advertisement record yet: counted; closing the proxy
+            # source (DeleteProxySource) ends its session for the receivers.
+            self.final_advertisements += 1
+        elif isinstance(cmd, DeleteProxySource):
+            px = self.sources.pop(cmd.source, None)
+            if px is not None and px.raw is not None:
+                await px.raw.close()
+
+    # ------------------------------------------------------------------ proxy receivers
+    def _create_receiver(self, key: InterestKey) -> None:
+        rcv = self.rcv
+        if rcv is None:
+            return
+        if not key.is_pattern:
+            self._open_topic(key.symbol, key)
+            return
+        if key in self.patterns:
+            return
+        try:
+            found = rcv.resolver.add_wildcard_receiver(key.symbol, self.host.now())
+        except Exception as exc:  # re.error: the core compiled it, but be safe
+            log.warning("portal %s: pattern %r refused: %s", self.name, key.symbol, exc)
+            return
+        self.patterns[key] = rcv.resolver.wildcard_pattern(key.symbol)
+        rcv.flush_resolver()
+        for info in found:
+            self._open_topic(info.topic, key)
+
+    def _open_topic(self, topic: str, reason: InterestKey) -> None:
+        rcv = self.rcv
+        if rcv is None:
+            return
+        pr = self.receivers.get(topic)
+        if pr is None:
+            holder: list[_ProxyReceiver] = []
+            raw = rcv.open_raw_receiver(
+                topic,
+                on_frames=self._frames_handler(holder),
+                on_session=self._session_handler(holder),
+                attributes=self.receiver_attributes,
+            )
+            pr = self.receivers[topic] = _ProxyReceiver(raw)
+            holder.append(pr)
+        pr.reasons.add(reason)
+
+    def _delete_receiver(self, key: InterestKey) -> None:
+        rcv = self.rcv
+        if key.is_pattern and self.patterns.pop(key, None) is not None and rcv is not None:
+            rcv.resolver.remove_wildcard_receiver(key.symbol)
+        for topic in [t for t, pr in self.receivers.items() if key in pr.reasons]:
+            pr = self.receivers[topic]
+            pr.reasons.discard(key)
+            if pr.reasons:
+                continue
+            del self.receivers[topic]
+            if rcv is not None:
+                rcv.close_raw_receiver(pr.raw)
+            now = self.host.now()
+            for sk in pr.sessions.values():
+                self.core.receive_source_gone(self.name, sk, now)
+            pr.sessions.clear()
+
+    def _source_key(self, session: RawSession) -> SourceKey:
+        sk = self._session_keys.get(session)
+        if sk is None:
+            otid: bytes | None = None
+            for opt in session.options:
+                if isinstance(opt, OTIDOption):
+                    otid = bytes(opt.otid)
+            if otid is None:
+                transport = parse_source_string(session.source_string)
+                otid = derive_otid(transport) if transport is not None else bytes(32)
+            sk = self._session_keys[session] = SourceKey(otid, session.topic)
+        return sk
+
+    def _session_handler(self, holder: list[_ProxyReceiver]) -> Callable[[RawSession, bool], None]:
+        def on_session(session: RawSession, active: bool) -> None:
+            pr = holder[0]
+            sk = self._source_key(session)
+            now = self.host.now()
+            if active:
+                # known since its TIR (:meth:`_resolved`); said again in case that was missed
+                cost = hops = 0
+                domain: int | None = None
+                for opt in session.options:
+                    if isinstance(opt, CostOption):
+                        cost, hops = opt.cost, opt.hop_count
+                    elif isinstance(opt, DomainIdOption):
+                        domain = opt.domain_id
+                pr.sessions[session] = sk
+                advert = SourceAdvert(sk, source_transport(session), cost, hops, domain)
+                self.core.receive_source(self.name, advert, now)
+            else:
+                pr.sessions.pop(session, None)
+                self._session_keys.pop(session, None)
+                self.core.receive_source_gone(self.name, sk, now)
+            self.host.kick()
+
+        return on_session
+
+    def _frames_handler(
+        self, holder: list[_ProxyReceiver]
+    ) -> Callable[[RawSession, list[bytes]], None]:
+        unpack = _HEAD.unpack_from
+        name = self.name
+        receive = self.core.receive_frame
+        keys = self._session_keys
+        kick = self.host.kick
+
+        def on_frames(session: RawSession, frames: list[bytes]) -> None:
+            sk = keys.get(session)
+            if sk is None:
+                sk = self._source_key(session)
+            tidx = session.topic_index
+            queued = False
+            for f in frames:
+                if len(f) < 16:
+                    continue
+                ver_type, _nh, _len, ftidx, sqn = unpack(f)
+                if ver_type != _DATA or ftidx != tidx:
+                    continue
+                queued = receive(name, sk, sqn, f) or queued
+            if queued:
+                kick()
+
+        return on_frames
+
+    # ------------------------------------------------------------------ proxy sources
+    async def _create_source(self, cmd: CreateProxySource) -> None:
+        src = self.src
+        if src is None or cmd.source in self.sources:
+            return
+        px = self.sources[cmd.source] = _ProxySource(cmd.source)
+        options = (
+            OTIDOption(cmd.source.otid),
+            CostOption(cmd.hop_count, cmd.cost),
+            DomainIdOption(cmd.origin_domain),
+        )
+        kick = self.host.kick
+
+        def on_event(code: int, info: object) -> None:
+            if code == SRC_EVENT_WAKEUP:
+                kick()
+
+        try:
+            raw = await src.open_raw_source(
+                cmd.source.topic,
+                attributes=self.source_attributes,
+                on_event=on_event,
+                tir_options=options,
+            )
+        except BaseException:
+            self.sources.pop(cmd.source, None)
+            raise
+        if self.sources.get(cmd.source) is px:
+            px.raw = raw
+        else:  # deleted while it opened
+            await raw.close()
+
+    def drain(self, max_frames: int = 0) -> bool:
+        """Send what the core queued for this portal until a proxy source would block (or
+        ``max_frames`` were sent, 0 = no limit); True when it stopped at that limit."""
+        q = self.core.queue(self.name)
+        if not len(q):
+            return False
+        limited = False
+        sources = self.sources
+        touched: list[RawSource] = []
+        sent = nbytes = 0
+        while True:
+            if max_frames and sent >= max_frames:
+                limited = len(q) > 0
+                break
+            frame = q.peek()
+            if frame is None:
+                break
+            px = sources.get((frame.otid, frame.topic))
+            if px is None:
+                q.pop()
+                self.dropped_no_proxy += 1
+                continue
+            raw = px.raw
+            if raw is None:
+                break  # still opening: the worker kicks when it is open
+            try:
+                raw.send_nowait(frame.data)  # type: ignore[arg-type]
+            except WouldBlock:
+                self.would_block += 1
+                break  # WAKEUP kicks
+            except UMError as exc:
+                q.pop()
+                self.send_errors += 1
+                log.debug("portal %s: frame refused: %s", self.name, exc)
+                continue
+            q.pop()
+            sent += 1
+            nbytes += len(frame.data)
+            if not touched or touched[-1] is not raw:
+                touched.append(raw)
+        self.frames_forwarded += sent
+        self.bytes_forwarded += nbytes
+        for raw in set(touched):
+            try:
+                raw.flush()
+            except UMError:
+                self.send_errors += 1
+        return limited

@@ -1,0 +1,81 @@
+"""Messages through one DRO: TCP->TCP, LBT-RM->TCP, LBT-RU->TCP, in order, unrecoverable loss 0.
+
+One process holds the source's context (TRD1), the DRO (two endpoint portals, TRD1 and TRD2)
+and the receiver's context (TRD2), each TRD with its own multicast topic resolution on
+loopback.  Loopback reaches every address, so each test also checks that the traffic took the
+DRO path: the source's only transport peer is the DRO's proxy receiver, and the receiver's only
+joined session is the DRO's proxy source.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+
+from tests.dro_proc.kit import (
+    Recorder,
+    Trd,
+    dro_xml,
+    proxy_ready,
+    proxy_source_strings,
+    running_dro,
+)
+from tests.integration.helpers import until
+from umcore.api import Context
+
+TOPIC = "dro.fwd"
+_SEQ = struct.Struct("!I")
+# Large enough that this test's in-process receiver never makes the DRO drop (a DRO drops when
+# a receiver is slower than the source: no flow control crosses it).
+BIG_QUEUE = 256 << 20
+
+
+async def _through_dro(transport: str, count: int) -> None:
+    trd1, trd2 = Trd(), Trd()
+    xml = dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)], max_queue=BIG_QUEUE)
+    rec = Recorder()
+    rec.keep_payloads = True
+    async with (
+        running_dro(xml) as rt,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd2.context()) as b,
+    ):
+        rcv = await b.create_receiver(TOPIC, rec, attributes=trd2.receiver())
+        src = await a.create_source(TOPIC, attributes=trd1.source(transport))
+        await until(lambda: proxy_ready(rt, "TRD2", TOPIC), "the receiver joined the proxy")
+        t0 = time.perf_counter()
+        for i in range(count):
+            await src.send(_SEQ.pack(i) + bytes(12), flush=i % 500 == 499)
+        src.flush()
+        await until(lambda: len(rec.sqns) >= count, f"{count} messages", timeout=60)
+        elapsed = time.perf_counter() - t0
+        # in order, nothing lost, the payloads as sent
+        assert rec.sqns == list(range(rec.sqns[0], rec.sqns[0] + count))
+        assert [_SEQ.unpack_from(p)[0] for p in rec.payloads] == list(range(count))
+        assert rec.losses == 0
+        # the DRO path: the source's one peer is the DRO, the receiver's one session the proxy
+        if transport == "tcp":
+            assert src.receivers == 1
+        assert a.joined == {}
+        assert [js.source_string for js in b.joined.values()] == proxy_source_strings(
+            rt, "TRD2", TOPIC
+        )
+        assert rt.portals["TRD1"].rcv is not None
+        assert len(rt.portals["TRD1"].rcv.joined) == 1
+        assert rt.core.stats("TRD1").frames_received >= count
+        assert rt.portals["TRD2"].frames_forwarded >= count
+        assert rt.core.queue("TRD2").dropped_would_block == 0
+        print(f"{transport}: {count} messages in {elapsed:.2f} s")
+        await rcv.close()
+        await src.close()
+
+
+async def test_tcp_to_tcp_100k() -> None:
+    await _through_dro("tcp", 100_000)
+
+
+@pytest.mark.parametrize("transport", ["lbtrm", "lbtru"])
+async def test_lbt_to_tcp(transport: str) -> None:
+    await _through_dro(transport, 20_000)
