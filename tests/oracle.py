@@ -132,9 +132,11 @@ class Tshark:
         prefs: Mapping[str, str] | None = None,
         disable_heuristics: Iterable[str] = (),
         enable_heuristics: Iterable[str] = (),
+        raw: bool = False,
     ) -> Decoded:
         """Decode ``frames``; ``decode_as`` entries are tshark ``-d`` rules such as
-        ``"udp.port==15380,lbmr"``; ``prefs`` become ``-o name:value``."""
+        ``"udp.port==15380,lbmr"``; ``prefs`` become ``-o name:value``; ``raw`` (``-x``) adds
+        each field's bytes as ``<field>_raw`` ([hex, offset, length, mask, type]: five values)."""
         with tempfile.TemporaryDirectory(prefix="pyum-tshark-") as tmp:
             path = Path(tmp) / "capture.pcap"
             write_pcap(path, frames)
@@ -144,6 +146,7 @@ class Tshark:
                 prefs=prefs,
                 disable_heuristics=disable_heuristics,
                 enable_heuristics=enable_heuristics,
+                raw=raw,
             )
         if len(decoded) != len(frames):
             raise AssertionError(f"tshark decoded {len(decoded)} of {len(frames)} frames")
@@ -158,6 +161,7 @@ class Tshark:
         disable_heuristics: Iterable[str] = (),
         enable_heuristics: Iterable[str] = (),
         display_filter: str | None = None,
+        raw: bool = False,
     ) -> Decoded:
         """Decode a capture file (a live capture): the options are :meth:`decode`'s, and
         ``display_filter`` keeps only the packets matching it (``-Y``)."""
@@ -172,6 +176,8 @@ class Tshark:
             cmd += ["--enable-heuristic", name]
         if display_filter is not None:
             cmd += ["-Y", display_filter]
+        if raw:
+            cmd.append("-x")
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=TSHARK_TIMEOUT_S, check=False
         )

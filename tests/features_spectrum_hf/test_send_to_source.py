@@ -29,7 +29,9 @@ async def test_uim_to_source_string(opts: None) -> None:
         sub.send_uim("source:" + msg.source + "[0]", b"on topic", topic="refresh.requests")
         await wait_for(lambda: len(topicless) == 1 and len(on_topic) == 1)
         assert topicless[0].data == b"refresh please"
-        assert topicless[0].flags & m.MSG_FLAG_TOPICLESS and topicless[0].flags & m.MSG_FLAG_IMMEDIATE
+        assert (
+            topicless[0].flags & m.MSG_FLAG_TOPICLESS and topicless[0].flags & m.MSG_FLAG_IMMEDIATE
+        )
         assert on_topic[0].data == b"on topic" and on_topic[0].topic == "refresh.requests"
         with pytest.raises(UMError, match="unknown source"):
             sub.send_uim("SOURCE:TCP:10.9.9.9:1:00000001", b"nobody")
