@@ -100,7 +100,7 @@ def test_second_gap_gets_its_own_time() -> None:
 
 
 def test_tsni_tail_waits_too() -> None:
-    s, dc, sink, clock = make(timeout=1.0)
+    s, dc, sink, _clock = make(timeout=1.0)
     feed(s, 0, 1)
     tsni = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, 0, 0, [lbmc.Tsni(((1, 3),))], b""))
     s.receive_data(tsni)  # the source sent up to 3: 2 and 3 are on their way
@@ -111,15 +111,13 @@ def test_tsni_tail_waits_too() -> None:
 
 
 def test_fragments_reassemble_across_the_reordering() -> None:
-    s, dc, sink, clock = make()
+    s, _dc, sink, _clock = make()
     feed(s, 0)
     parts = [b"ab", b"cd", b"ef"]
     frags = []
     for i, p in enumerate(parts):
         frags.append(
-            lbmc.encode(
-                lbmc.LBMCMessage(lbmc.MSG_DATA, 1, 1 + i, [lbmc.Frag(1, 2 * i, 6)], p)
-            )
+            lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_DATA, 1, 1 + i, [lbmc.Frag(1, 2 * i, 6)], p))
         )
     s.receive_data(frags[0])
     s.receive_data(frags[2])
@@ -128,7 +126,7 @@ def test_fragments_reassemble_across_the_reordering() -> None:
 
 
 def test_hold_bound_gives_up_the_oldest_gap() -> None:
-    s, dc, sink, clock = make(timeout=100.0)
+    s, dc, sink, _clock = make(timeout=100.0)
     feed(s, 0)
     sqns = list(range(2, 2 + MAX_HELD + 1))
     for i in range(0, len(sqns), 256):  # reads of 256 messages

@@ -30,6 +30,9 @@ class FeatureAPI:
     """The context methods of immediate messaging and requests (mixed into Context)."""
 
     features: ContextFeatures
+    #: The engine's DRO routing (:mod:`umcore.engine.dro`): where a UIM goes and its headers.
+    uim_route: Callable[[str], tuple[tuple[str, int], list[Any]]]
+    source_uim_headers: Callable[[str], list[Any]]
 
     @property
     def request_address(self) -> str | None:
@@ -79,9 +82,11 @@ class FeatureAPI:
         port = feat.require_port()
         if dest[:7].upper() == "SOURCE:":  # sending to a source (seed 10.15)
             addr = feat.source_address(dest[7:])
+            via = self.source_uim_headers(dest[7:])  # a DRO proxy source: to its origin
         else:
-            addr = im.parse_destination(dest)
+            addr, via = self.uim_route(dest)  # another domain: through its DRO
         extra, tail = encode_extras(properties, app_headers)
+        extra = [*via, *extra] if via else extra
         stream, sqn = port.next_stream(addr)
         raw = im.encode_uim(bytes(data) + tail, topic=topic, ctxinst=feat.ctxinst,
                             stream_id=stream, sqn=sqn, request=request, extra=extra)  # fmt: skip

@@ -48,7 +48,7 @@ from umcore.aio.tcp import ReceiverConnection, SourceListener
 from umcore.aio.timer import CoreTimer
 from umcore.aio.tls import Security
 from umcore.aio.udp import DatagramEndpoint
-from umcore.engine import lbt, shm, srsresolve
+from umcore.engine import dro, lbt, shm, srsresolve
 from umcore.engine.features import ContextFeatures
 from umcore.engine.message import Message
 from umcore.engine.names import EngineNames, NameResolution, OnResolved
@@ -215,7 +215,50 @@ class Engine:
         found = self.resolver.receive_datagram(data, addr, self.loop.time())
         for info in found:
             self.join(info)
+        for info in self.resolver.take_ended():
+            self.source_ended(info)
         self.flush_resolver()
+
+    def source_ended(self, info: SourceInfo) -> None:
+        """A (proxy) source's final advertisement: EOS to its topic's receivers at once, and
+        leave that topic index (the session when it was the last; :mod:`umcore.engine.dro`)."""
+        js = self.joined.get(info.key)
+        if js is not None:
+            js.drop_topic(info.index, info.topic)
+
+    # -------------------------------------------------------------- DRO (umcore.engine.dro)
+    @property
+    def domain_id(self) -> int | None:
+        """This context's topic resolution domain id as a DRO advertised it (directly, through
+        the SRS, or from peers as ``resolver_domain_id_active_propagation_timeout`` allows);
+        None until then (no DRO: UM's domain 0)."""
+        return self.resolver.domains.domain_id
+
+    @property
+    def domain_routes(self) -> dict[int, Any]:
+        """Remote domain id -> :class:`~umcore.resolver.dro.DomainRoute` (the DRO portal's UIM
+        address ``ip:port`` that reaches it), as the DROs of this TRD advertise them."""
+        return self.resolver.domains.live_routes(self.loop.time())
+
+    def uim_route(self, dest: str) -> tuple[tuple[str, int], list[Any]]:
+        """Where a UIM to ``dest`` (``TCP:[domain:]ip:port``) is written and the LBMC headers it
+        needs: straight to ``ip:port``, or to the DRO route of another domain with a
+        DESTINATION header (:mod:`umcore.engine.dro`, contract item 4).  ValueError for a bad
+        address; UMError when no DRO advertises a route to the domain."""
+        feat = self.features
+        own = (feat.ip, feat.port.port if feat.port is not None else 0)
+        return dro.uim_route(self.resolver.domains, dest, own, self.loop.time())
+
+    def source_uim_headers(self, source: str) -> list[Any]:
+        """The headers a UIM to ``"SOURCE:" + source`` needs when that source is a DRO proxy
+        source (contract item 5); [] otherwise."""
+        key = source.split("[", 1)[0]
+        feat = self.features
+        own = (feat.ip, feat.port.port if feat.port is not None else 0)
+        for js in self.joined.values():
+            if js.source_string == key:
+                return dro.source_headers(js.options, self.resolver.domains.domain_id, own)
+        return []
 
     def _on_timer(self) -> None:
         self.resolver.handle_timer(self.loop.time())
@@ -622,6 +665,14 @@ class Engine:
     def open_join(self, info: SourceInfo, options: Options | None) -> JoinedSession:
         """A new joined session for ``info``, not connected yet (:meth:`join` connects it)."""
         js = self.joined[info.key] = JoinedSession(self, info)
+        if info.proxy and options is not None:
+            # DRO reliable loss (umcore.features.droloss): only for a proxy source's session
+            name = "transport_lbtipc_dro_loss_recovery_timeout" if js.kind == "LBT-IPC" else (
+                "transport_tcp_dro_loss_recovery_timeout" if js.kind == "TCP" else None
+            )  # fmt: skip
+            timeout = options.seconds(name) if name is not None else 0.0
+            if timeout > 0:
+                js.dc_factory = dro.loss_dc_factory(self.loop, timeout)
         if js.kind in shm.JOIN_KINDS:
             if not shm.prepare_join(self, js, info, options):
                 js.closed = True  # another host's LBT-IPC/SMX: nothing to join (seed 6.4.2)

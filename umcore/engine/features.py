@@ -42,6 +42,7 @@ from umcore.aio.timer import CoreTimer
 from umcore.aio.tls import Security
 from umcore.aio.udp import DatagramEndpoint
 from umcore.engine import message as m
+from umcore.engine.dro import uim_source
 from umcore.engine.message import DeliveredMessage, Message
 from umcore.engine.options import Options
 from umcore.engine.persist import (
@@ -675,7 +676,8 @@ class ContextFeatures:
                 log.exception("response callback failed")
             return
         if kind in (im.KIND_UIM, im.KIND_REQUEST):
-            self.immediate(msg, f"TCP:{peer_ip}")
+            # through a DRO: TCP:domain:ip:port of the originator (umcore.engine.dro)
+            self.immediate(msg, uim_source(msg, peer_ip))
         elif not self.persist.receive(msg, peer_ip):
             self.dropped_unknown += 1
 

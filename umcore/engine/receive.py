@@ -631,6 +631,9 @@ class JoinedSession:
         #: LBT-RU / LBT-RM: the options the session was joined with, and its statistics hook.
         self.join_options: Options | None = None
         self.sample: Callable[[], tuple[str, str, str, dict[str, int]]] | None = None
+        #: Builds the delivery controllers of a DRO proxy source's TCP/LBT-IPC session with
+        #: ``transport_*_dro_loss_recovery_timeout`` > 0 (umcore.engine.dro); None: the plain one.
+        self.dc_factory: Callable[..., Any] | None = None
 
     def set_core(self, core: Any, source_string: str) -> None:
         self.core = core
@@ -640,6 +643,8 @@ class JoinedSession:
         self, tidx: int, topic: str, deliver: Any, loss: Any, max_burst: int
     ) -> DeliveryController | Any:
         new = getattr(self.core, "new_dc", None)  # LBT-RU / LBT-RM receiver cores
+        if new is None and self.dc_factory is not None:
+            return self.dc_factory(tidx, topic, deliver, loss, max_burst_loss=max_burst)
         if new is None:
             return DeliveryController(tidx, topic, deliver, loss, max_burst_loss=max_burst)
         return new(tidx, topic, deliver, loss, max_burst_loss=max_burst)

@@ -73,6 +73,7 @@ from umcore.srs.client import (
     MAX_SERVERS,
     ContextNameAnswered,
     ContextNameEnded,
+    DroRecord,
     SourceResolved,
     SourceWithdrawn,
     SRSClient,
@@ -242,7 +243,9 @@ def info_from_sir(rec: srsm.SourceInfo) -> SourceInfo | None:
         if flags & lbmr_options.EXFUNC_LATE_JOIN and ident is not None:
             ip, port, tix = ident
             options = (lbmr_options.LateJoinOption(port, ip, tix, 0, 0), *options)
-    return SourceInfo(rec.topic, rec.topic_idx, transport, options)
+    # [inferred] a DRO's proxy source registers with the DRO's context type (umcore.engine.dro)
+    proxy = rec.context_type == srsm.APP_TYPE_TNWGD
+    return SourceInfo(rec.topic, rec.topic_idx, transport, options, proxy=proxy)
 
 
 def srs_servers(value: Any) -> list[tuple[str, int]]:
@@ -550,8 +553,23 @@ class SRSResolution:
                 self._withdrawn(ev)
             elif isinstance(ev, (ContextNameAnswered, ContextNameEnded)):
                 self._context_name(ev)
+            elif isinstance(ev, DroRecord):
+                self._dro_record(ev)
             else:
                 log.debug("SRS %s", ev)
+
+    def _dro_record(self, ev: DroRecord) -> None:
+        """A DRO's DIR / RTIR / RTER relayed by the SRS: the context's domain table
+        (:mod:`umcore.resolver.dro`; SRS routes hold until their RTER)."""
+        domains = self.ctx.resolver.domains
+        rec = ev.record
+        now = self.ctx.loop.time()
+        if isinstance(rec, srsm.DomainInfo):
+            domains.receive_dro_domain(rec.domain_id, now)
+        elif isinstance(rec, srsm.RouteEnd):
+            domains.end_route(rec.ip, rec.port, rec.domains)
+        else:
+            domains.receive_route(rec.ip, rec.port, rec.domains, now, lifetime=False)
 
     def _context_name(self, ev: ContextNameAnswered | ContextNameEnded) -> None:
         names = self.names

@@ -86,10 +86,13 @@ from umcore.wire.srs_messages import (
     ContextNameEnd,
     ContextNameInfo,
     ContextNameQuery,
+    DomainInfo,
     ReceiverDelete,
     ReceiverInfo,
     RegistrationRequest,
     RegistrationResponse,
+    RouteEnd,
+    RouteInfo,
     SourceDelete,
     SourceInfo,
     SRSError,
@@ -105,6 +108,7 @@ __all__ = [
     "SLOT_TRANSITIONS",
     "ContextNameAnswered",
     "ContextNameEnded",
+    "DroRecord",
     "Event",
     "Registered",
     "SRSClient",
@@ -212,6 +216,16 @@ class ContextNameEnded(Event):
     """An SRS relayed a CNER: the named context's record expired there."""
 
     record: ContextNameEnd
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class DroRecord(Event):
+    """An SRS relayed a DRO's record: DIR (its TRD's domain id), RTIR (a route through one of
+    its portals) or RTER (that route ended).  For the context's domain table
+    (:mod:`umcore.resolver.dro`)."""
+
+    record: DomainInfo | RouteInfo | RouteEnd
     slot: int
 
 
@@ -636,8 +650,12 @@ class SRSClient:
             assert isinstance(rec, ContextNameEnd)
             self._event(ContextNameEnded(rec, slot.index))
             return
+        if type(rec) in (DomainInfo, RouteInfo, RouteEnd):
+            assert isinstance(rec, (DomainInfo, RouteInfo, RouteEnd))
+            self._event(DroRecord(rec, slot.index))
+            return
         if type(rec) is not SourceInfo:
-            return  # RER/WER/DIR/RTIR...: for DROs, not an application
+            return  # RER/WER...: for DROs, not an application
         assert isinstance(rec, SourceInfo)
         self.sirs_received += 1
         key = (rec.otid, rec.topic)
