@@ -32,6 +32,7 @@ VALIDATE = {
     "SRS": ["daemons.srs", "-v"],
     "umestored": ["daemons.umestored", "-v"],
     "MCS": ["daemons.mcs", "-v"],
+    "tnwgd": ["daemons.tnwgd", "-v"],
 }
 
 
@@ -75,6 +76,44 @@ def test_the_store_and_the_resolvers_are_services() -> None:
     store = services["umestored"]
     assert any("umestored" in part for part in _command(store))
     assert store["stop_signal"] == "SIGINT"  # a clean shutdown finishes writes and state
+
+
+def test_the_dro_joins_the_lbmrd_and_srs_domains() -> None:
+    """The DRO's endpoints resolve through the compose lbmrd and SRS (two TRDs), its statistics
+    go over UM with a configuration file that exists in the image, and its health check probes
+    the web monitor it configures."""
+    from daemons.tnwgd.monitor import monitor_settings
+    from daemons.tnwgd.webmon import parse_web_monitor
+    from umcore.config.dro import load as load_dro
+
+    services = load()["services"]
+    dro = services["tnwgd"]
+    (name,) = _configs(dro)
+    cfg = load_dro(ROOT / "configs" / name)
+    lbmrd_ip = services["lbmrd"]["networks"]["pyum"]["ipv4_address"]
+    srs_ip = services["srs"]["networks"]["pyum"]["ipv4_address"]
+    resolvers = {
+        (s.name, s.text)
+        for ep in cfg.endpoints
+        for s in ep.lbm_attributes
+        if s.name in ("resolver_unicast_daemon", "resolver_service")
+    }
+    assert resolvers == {
+        ("resolver_unicast_daemon", f"{lbmrd_ip}:15380"),
+        ("resolver_service", f"{srs_ip}:27000"),
+    }
+    assert len({ep.domain_id for ep in cfg.endpoints}) == len(cfg.endpoints) == 2
+    settings = monitor_settings(cfg)
+    assert settings is not None
+    mon_cfg = settings[1].config
+    assert mon_cfg is not None and mon_cfg.startswith(IMAGE_CONFIGS)
+    assert (ROOT / "configs" / mon_cfg[len(IMAGE_CONFIGS) :]).is_file()
+    assert cfg.daemon.web_monitor is not None
+    _host, port = parse_web_monitor(cfg.daemon.web_monitor)
+    probe = " ".join(str(t) for t in dro["healthcheck"]["test"])
+    assert f":{port}/" in probe
+    assert any(str(p).endswith(f":{port}:{port}/tcp") for p in dro["ports"])
+    assert set(dro["depends_on"]) >= {"lbmrd", "srs"}
 
 
 def _command(service: dict[str, Any]) -> list[str]:
