@@ -92,23 +92,13 @@ _SIZE_OPTIONS = (
 def check_supported(
     config: DROConfig, *, xml: UMXml | None = None, base: Path | None = None
 ) -> list[str]:
-    """Refuse what UM does not support (ConfigError naming the portal's line): two endpoints with
-    one domain id, two endpoints in one TRD (the same topic resolution settings).  Returns
-    warnings for what UM warns about: datagram max sizes that differ between portals."""
-    seen_dom: dict[int, Endpoint] = {}
+    """Refuse what UM does not support (ConfigError naming the portal's line): two endpoints in
+    one TRD (the same topic resolution settings; two endpoints with one domain id are refused by
+    the loader already).  Returns warnings for what UM warns about: datagram max sizes that
+    differ between portals."""
     seen_trd: dict[tuple[object, ...], Endpoint] = {}
     sizes: dict[str, dict[str, str]] = {name: {} for name in _SIZE_OPTIONS}
     for p in config.endpoints:
-        other = seen_dom.get(p.domain_id)
-        if other is not None:
-            raise ConfigError(
-                f"endpoints {other.name!r} and {p.name!r} both have domain id {p.domain_id}: "
-                "one DRO has one endpoint per topic resolution domain",
-                source=config.source,
-                line=p.line,
-                what="<domain-id>",
-            )
-        seen_dom[p.domain_id] = p
         rcv = config.portal_attributes(p, xml=xml, base=base, role="receiver")
         src = config.portal_attributes(p, xml=xml, base=base, role="source")
         trd = _trd_identity(rcv)
@@ -176,6 +166,15 @@ class DroRuntime:
         """Pump once, soon (coalesced)."""
         if self._pump_handle is None and not self._closed:
             self._pump_handle = self.loop.call_soon(self._pump)
+
+    def drain(self) -> None:
+        """Send what the portals' queues hold now, as far as their proxy sources take it (the
+        data path calls this at the end of every read; the pump does the rest)."""
+        again = False
+        for p in self.portals.values():
+            again = p.drain(MAX_FRAMES_PER_PUMP) or again
+        if again:
+            self.kick()
 
     # ------------------------------------------------------------------ life
     async def start(self) -> None:

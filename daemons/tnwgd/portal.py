@@ -105,6 +105,12 @@ OWN_ECHO_S = 2.0
 MAX_OWN_ECHOES = 1024
 
 
+# Frames of one read queued before the egress queues are drained: a TCP read can hold hundreds
+# of frames, more than a small <max-queue>; draining every 64 keeps such a queue from dropping
+# while its proxy source is not even blocked, at the cost of one pass over the portals.
+DRAIN_EVERY = 64
+
+
 class PortalHost(Protocol):
     """What a portal needs from the daemon: the core, the clock and a way to say "pump"."""
 
@@ -113,6 +119,8 @@ class PortalHost(Protocol):
     def now(self) -> float: ...
 
     def kick(self) -> None: ...
+
+    def drain(self) -> None: ...
 
 
 def derive_otid(transport: Any) -> bytes:
@@ -547,20 +555,26 @@ class EndpointPortal:
         keys = self._session_keys
         kick = self.host.kick
 
+        drain = self.host.drain
+
         def on_frames(session: RawSession, frames: list[bytes]) -> None:
             sk = keys.get(session)
             if sk is None:
                 sk = self._source_key(session)
             tidx = session.topic_index
-            queued = False
+            queued = 0
             for f in frames:
                 if len(f) < 16:
                     continue
                 ver_type, _nh, _len, ftidx, sqn = unpack(f)
                 if ver_type != _DATA or ftidx != tidx:
                     continue
-                queued = receive(name, sk, sqn, f) or queued
+                if receive(name, sk, sqn, f):
+                    queued += 1
+                    if queued % DRAIN_EVERY == 0:
+                        drain()  # one read may hold more than a small <max-queue>
             if queued:
+                drain()
                 kick()
 
         return on_frames

@@ -39,6 +39,9 @@ class Trd:
     port: int = field(default_factory=free_udp_port)
     data_group: str = field(default_factory=_group)
     data_port: int = field(default_factory=free_udp_port)
+    #: The DRO portal's own extras: source-scope options of its proxy sources, its max-queue.
+    dro_source: dict[str, str] = field(default_factory=dict)
+    max_queue: int | None = None
 
     def context(self) -> dict[str, str]:
         """Context-scope options of an application (or a DRO portal) in this TRD."""
@@ -101,11 +104,12 @@ def dro_xml(
     parts.append("</daemon><portals>")
     for pname, dom, trd in portals:
         parts.append(f"<endpoint><name>{pname}</name><domain-id>{dom}</domain-id>")
-        if max_queue is not None:
-            parts.append(f"<max-queue>{max_queue}</max-queue>")
+        limit = trd.max_queue if trd.max_queue is not None else max_queue
+        if limit is not None:
+            parts.append(f"<max-queue>{limit}</max-queue>")
         parts.append("<lbm-attributes>")
         parts.append(_options("context", trd.context()))
-        parts.append(_options("source", trd.source(transport)))
+        parts.append(_options("source", {**trd.source(transport), **trd.dro_source}))
         parts.append(_options("receiver", trd.receiver()))
         parts.append("</lbm-attributes></endpoint>")
     parts.append("</portals></tnw-gateway>")
