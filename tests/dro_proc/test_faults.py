@@ -80,8 +80,9 @@ async def test_full_queue_drops_and_never_blocks_the_other_portal() -> None:
         stuck.setblocking(False)
         loop = asyncio.get_running_loop()
         try:
-            await loop.sock_connect(stuck, ("127.0.0.1", proxy.transport_info.port))
-            await loop.sock_sendall(stuck, encode_tcp_sid(proxy.session.core.session_id))
+            _tcp, ip, port, sid = proxy.source_string.split(":")  # TCP:ip:port:sid
+            await loop.sock_connect(stuck, (ip, int(port)))
+            await loop.sock_sendall(stuck, encode_tcp_sid(int(sid, 16)))
             await until(lambda: proxy.receivers >= 2, "the stalled receiver confirmed")
             for i in range(count):
                 await src.send(_SEQ.pack(i) + payload, flush=i % 100 == 99)
