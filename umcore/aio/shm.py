@@ -129,8 +129,14 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # exists, another user's
-    return True
+        pass  # exists, another user's
+    try:  # a zombie (killed, not yet reaped by its parent) is gone for our purposes
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True  # no /proc: what kill() said
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
 
 
 class Segment:
@@ -697,13 +703,13 @@ class SegmentReport:
 
     def describe(self) -> str:
         if self.header is None:
-            return f"{self.name}: {self.problem}"
+            return f"{self.problem}"  # (it starts with the name)
         h = self.header
         state = "alive" if self.source_alive else "NOT FOUND"
         extra = ", closed" if h.closed else ""
         rcv = ", ".join(f"pid {p} ({'alive' if a else 'NOT FOUND'})" for _, p, a in self.receivers)
         return (
-            f"Memory resource: {h.kind_name} Process ID: {h.pid} ({state}) "
+            f"Memory resource {self.name}: {h.kind_name} Process ID: {h.pid} ({state}) "
             f"SessionID: {h.session_id:x} XportID: {h.xport_id} size {self.size}{extra}"
             f"; receivers: {rcv or 'none'}"
         )
