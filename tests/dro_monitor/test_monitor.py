@@ -4,6 +4,7 @@ pb/lbm-only check, large DROs split over messages, and the exposition promtool a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from umcore.errors import ConfigError
 from umcore.monitor import protogen
 from umcore.monitor.attributes import decode_stats
 from umcore.monitor.framing import PacketType
-from umcore.monitor.textfmt import format_text
+from umcore.monitor.textfmt import format_json, format_text
 
 protogen.generate()
 
@@ -145,6 +146,9 @@ def test_lbmmon_prints_a_dro_message() -> None:
     assert "portal_name = TRD2" in text.replace("\t", "")
     assert "transport_topic_fragments_dropped_would_block = 2" in text.replace("\t", "")
     assert "config_data = <tnw-gateway/>" in text.replace("\t", "")
+    as_json = json.loads(format_json(decode_stats(sent[0])))  # lbmmon --json
+    portals = as_json["message"]["stats"]["portals"]
+    assert [p["portalName"] for p in portals] == ["TRD1", "TRD2", "PEER"]
 
 
 def test_a_large_dro_is_split_over_messages() -> None:
