@@ -271,6 +271,35 @@ class Security:
             timeout=timeout,
         )
 
+    @classmethod
+    def from_files(
+        cls,
+        *,
+        certificate: str | None,
+        certificate_key: str | None,
+        password: str | None = None,
+        trusted: str | None = None,
+        cipher_suites: str,
+        compression: bool = False,
+        timeout: float = 5.0,
+    ) -> Security:
+        """The same setting from file names given directly (a DRO peer portal's ``<tls>``):
+        TLS when ``certificate`` is given, else compression only (or plain).  The same
+        ConfigErrors as :meth:`from_options`, naming the ``tls_*`` option each file stands for."""
+        if not certificate:
+            return cls(compression=compression, timeout=timeout)
+        cert = _readable("tls_certificate", certificate)
+        key = _readable("tls_certificate_key", certificate_key or "")
+        if trusted:
+            trusted = _readable("tls_trusted_certificates", trusted)
+        args = (_suites(cipher_suites), cert, key, password, trusted)
+        return cls(
+            server_context=_ssl_context(True, *args),
+            client_context=_ssl_context(False, *args),
+            compression=compression,
+            timeout=timeout,
+        )
+
     # ------------------------------------------------------------------ properties
     @property
     def tls(self) -> bool:

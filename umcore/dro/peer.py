@@ -295,6 +295,7 @@ class PeerLink:
         "ka_idle",
         "ka_interval",
         "ka_timeout",
+        "last_down",
         "last_rx",
         "max_datagram",
         "max_queue",
@@ -335,6 +336,8 @@ class PeerLink:
         self.peer_version = 0
         self.handshake_deadline = 0.0
         self.last_rx = 0.0
+        #: The last session's end (also handed out as an event): what an adapter logs.
+        self.last_down: LinkDown | None = None
         self._events: list[CoreEvent] = []
         self._frames: list[tuple[SourceKey, int, memoryview]] = []
         self._out: list[bytes] = []
@@ -398,7 +401,8 @@ class PeerLink:
     def _lose(self, cause: DownCause, reason: str) -> None:
         self._to(LinkEvent.LOSE)
         self.stats.losses += 1
-        self._events.append(LinkDown(cause, reason))
+        self.last_down = LinkDown(cause, reason)
+        self._events.append(self.last_down)
         self._out.clear()
         self._out_bytes = self._ctl_bytes = 0
         self._batch = bytearray()
