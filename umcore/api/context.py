@@ -37,6 +37,7 @@ from typing import Any
 from umcore.api.eventqueue import EventQueue
 from umcore.api.hfspectrum import ReceiverExtras, SourceExtras
 from umcore.api.immediate import FeatureAPI
+from umcore.api.smartsource import SmartSource
 from umcore.engine.context import Engine
 from umcore.engine.features import Request
 from umcore.engine.message import Message
@@ -284,6 +285,24 @@ class Context(Engine, FeatureAPI):
         r = self.subscribe_pattern(regex, on_message, options, setup)
         assert isinstance(r, Receiver)
         return r
+
+    async def create_smart_source(
+        self,
+        topic: str,
+        *,
+        attributes: Any = None,
+        on_event: OnSourceEvent | None = None,
+    ) -> SmartSource:
+        """UM's Smart Source (``lbm_ssrc_create``): pre-allocated buffers, no allocation per
+        fixed-size message (:mod:`umcore.api.smartsource`); ``smart_src_*`` options from
+        ``attributes``."""
+        options = Options("source", attributes, topic)
+        src = await self.create_source(topic, attributes=attributes, on_event=on_event)
+        try:
+            return SmartSource(src, options)
+        except BaseException:
+            await src.close()
+            raise
 
     async def create_hf_source(
         self,

@@ -2541,6 +2541,29 @@ _TABLE: tuple[Option, ...] = (
         "0",
         "1 = create hot-failover receivers for matched topics.",
     ),
+    # Smart Sources (seed 003 11.x; umcore.api.smartsource)
+    _O(
+        "source",
+        "smart_src_max_message_length",
+        Int(1, 65535 - 64),
+        "368",
+        "Smart source: size of each pre-allocated message buffer (the largest message).",
+        unit="bytes",
+    ),
+    _O(
+        "source",
+        "smart_src_user_buffer_count",
+        Int(1, 1 << 20),
+        "32",
+        "Smart source: number of pre-allocated message buffers.",
+    ),
+    _O(
+        "source",
+        "smart_src_enable_spectrum_channel",
+        BOOL,
+        "0",
+        "Smart source: reserve the Spectrum channel header in every message.",
+    ),
     # LBT-IPC (seed-transports-tr)
     _O(
         "source",
