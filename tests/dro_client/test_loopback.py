@@ -11,6 +11,7 @@ frames in the order the test chooses."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ from umcore.engine import message as m
 from umcore.engine.message import Message
 from umcore.resolver.dro import FINAL_COST
 from umcore.wire import lbmc, lbmr
+from umcore.wire import srs as rs
+from umcore.wire import srs_messages as srsm
 
 WAIT = 10.0  # bound on every wait
 OTID = bytes(range(32))
@@ -71,8 +74,14 @@ class Portal(asyncio.DatagramProtocol):
             lbmr.LBMRPacket(lbmr.LBMR_TYPE_EXT, body=lbmr.RemoteDomainRoute(ip, port, domains))
         )
 
-    def tir(self, topic: str, port: int, *, cost: int = 3) -> None:
-        opts = (lbmr.OTIDOption(OTID), lbmr.CostOption(1, cost), lbmr.DomainIdOption(9))
+    def tir(self, topic: str, port: int, *, cost: int = 3, request_port: int = 0) -> None:
+        opts: tuple[Any, ...] = (
+            lbmr.OTIDOption(OTID),
+            lbmr.CostOption(1, cost),
+            lbmr.DomainIdOption(9),
+        )
+        if request_port:  # the proxy's portal request port, for "SOURCE:" UIMs
+            opts += (lbmr.ExFuncOption(request_port, "127.0.0.1", 0),)
         t = lbmr.TIR(topic, 4, lbmr.TCPInfo("127.0.0.1", port, 0x55), opts)
         self.send(lbmr.LBMRPacket(lbmr.LBMR_TYPE_NORMAL, tirs=[t]))
 
@@ -105,6 +114,8 @@ class FakeDro:
         d = msg.find(lbmc.Destination)
         assert d is not None, "a UIM reached the DRO without DESTINATION"
         self.forwarded.append(msg)
+        if d.ipaddr == 0:
+            return  # to a source by its OTID: the origin is not modelled here
         dest = (lbmc.ip4_to_str(d.ipaddr), d.port)
         headers = [
             lbmc.Destination(
@@ -290,3 +301,97 @@ async def test_proxy_source_without_the_timeout_loses_at_once() -> None:
         (m.MSG_DATA, 3),
         (m.MSG_DATA, 4),
     ]
+
+
+class FakeSrs:
+    """An SRS that registers one client and relays a DRO's DIR / RTIR / RTER records."""
+
+    def __init__(self) -> None:
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._conn, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(65536)  # SETUP + the registration request
+        writer.write(rs.encode(rs.Payload(1, srsm.RegistrationResponse(7), complete=True)))
+        self.writers.append(writer)
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(65536):
+                pass  # the stream request, our records, keepalives
+
+    def relay(self, *records: Any) -> None:
+        for w in self.writers:
+            w.write(rs.encode(rs.Payload(3, srsm.Batch(list(records)))))
+
+    async def close(self) -> None:
+        for w in self.writers:
+            w.close()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def test_domain_and_routes_from_the_srs() -> None:
+    srs = FakeSrs()
+    port = await srs.start()
+    ctx = await Context.create(
+        {
+            "resolver_service": f"127.0.0.1:{port}",
+            "resolver_disable_udp_topic_resolution": "1",
+            "request_tcp_interface": "127.0.0.1",
+            "request_tcp_port_low": "0",
+            "request_tcp_port_high": "0",
+        }
+    )
+    try:
+        await until(lambda: srs.writers, "the context registered")
+        srs.relay(
+            srsm.DomainInfo(5),
+            srsm.RouteInfo([6, 7], "127.0.0.1", 14391),
+        )
+        await until(lambda: ctx.domain_id == 5 and len(ctx.domain_routes) == 2, "DIR and RTIR")
+        assert ctx.domain_routes[6].port == 14391
+        assert ctx.domain_routes[6].expires is None  # held until its RTER
+        srs.relay(srsm.RouteEnd([7], "127.0.0.1", 14391))
+        await until(lambda: sorted(ctx.domain_routes) == [6], "RTER")
+    finally:
+        await ctx.close()
+        await srs.close()
+
+
+async def test_uim_to_a_proxy_source_goes_to_its_origin_through_the_dro() -> None:
+    p = await portal(1)
+    src = ProxySource()
+    port = await src.start()
+    dro = FakeDro()
+    uim_port = await dro.start()
+    ctx = await Context.create(attrs(p))
+    got: list[Message] = []
+    try:
+        await until(lambda: p.clients, "the context alive at its portal")
+        p.route("127.0.0.1", uim_port, [9])
+        await until(lambda: ctx.domain_id == 1, "domain id")
+        rcv = await ctx.create_receiver("proxied", got.append)
+        p.tir("proxied", port, request_port=uim_port)
+        await until(lambda: src.writers, "joined")
+        src.send(0)
+        await until(lambda: any(x.type == m.MSG_DATA for x in got), "data")
+        source = next(x.source for x in got if x.type == m.MSG_DATA)
+        ctx.send_uim("SOURCE:" + source, b"to the origin", topic="proxied")
+        await until(lambda: dro.forwarded, "the UIM at the DRO")
+        msg = dro.forwarded[0]
+        d = msg.find(lbmc.Destination)
+        otid = msg.find(lbmc.Otid)
+        assert d is not None and otid is not None
+        assert (d.domain_id, d.ipaddr, d.port, d.orig_domain_id) == (9, 0, 0, 1)
+        assert otid.otid == OTID and msg.payload == b"to the origin"
+        await rcv.close()
+    finally:
+        await ctx.close()
+        await src.close()
+        await dro.close()
+        assert p.transport is not None
+        p.transport.close()

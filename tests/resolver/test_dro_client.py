@@ -70,6 +70,17 @@ def test_use_query_answered_only_for_own_receivers() -> None:
     assert answers(r) == []
 
 
+def test_a_dro_portal_context_does_not_answer() -> None:
+    r = resolver()
+    r.answer_use_queries = False  # a DRO portal's own context: its proxy receivers
+    r.add_receiver("A", 0.0)
+    r.take_datagrams()
+    r.receive_datagram(use_query(lbmr.TMR("A")), PORTAL, 1.0)
+    req = lbmr.TopicResRequest(lbmr.TRREQ_QUERY | lbmr.TRREQ_WILDCARD_QUERY)
+    r.receive_datagram(dgram(lbmr.LBMRPacket(lbmr.LBMR_TYPE_EXT, body=req)), PORTAL, 1.0)
+    assert answers(r) == []
+
+
 def test_tr_request_makes_receivers_answer_and_sources_advertise() -> None:
     r = resolver()
     r.add_receiver("A", 0.0)

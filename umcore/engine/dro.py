@@ -65,8 +65,12 @@ with Informatica's DRO for them).
    at once and forget it (their session is left when it was its last topic).
 7. **DRO reliable loss.**  Data forwarded keeps the originating sequence numbers; a TCP receiver
    of a proxy source with ``transport_tcp_dro_loss_recovery_timeout`` > 0 holds data beyond a
-   gap that long before declaring the gap lost.  ``transport_lbtipc_dro_loss_recovery_timeout``
-   is registered and read for LBT-IPC joins; the IPC receive path does not use it yet.
+   gap that long before declaring the gap lost; ``transport_lbtipc_dro_loss_recovery_timeout``
+   does the same for an LBT-IPC proxy source's session (LBT-IPC joins run the TCP receiver
+   session and controllers).  Other kinds (LBT-RU, LBT-RM, SMX) recover or lose as usual.
+8. **The DRO's own contexts.**  A portal's contexts are UM contexts too: set
+   ``ctx.resolver.answer_use_queries = False`` on them, or their proxy receivers answer use
+   queries and TR requests like applications and keep interest alive for ever.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ data: sqn 7 may come after 8.  A plain TCP delivery controller declares 7 lost t
 arrives.  ``transport_tcp_dro_loss_recovery_timeout`` (receiver; milliseconds, default 0 = that
 immediate behaviour, UM before 6.12) makes the receiver wait that long for a gap to fill, only
 for sessions a DRO proxy source publishes (notes dro-monitoring-config A2 "DRO Reliable Loss";
-:func:`umcore.resolver.dro.is_proxy_source` tells which).  ``transport_lbtipc_...`` is the same
-for LBT-IPC, which pyum does not implement yet: the option is registered and read, nothing uses
-it.
+:func:`umcore.resolver.dro.is_proxy_source` tells which).  ``transport_lbtipc_dro_loss_recovery_timeout``
+is the same for LBT-IPC, whose joins run the same receiver session and controllers (the engine
+picks the option by the session's kind, :mod:`umcore.engine.dro`).
 
 :class:`DroLossController` is the TCP :class:`~umcore.transport.tcp.DeliveryController` with a
 hold-back buffer in front: data (or a fragment) beyond the expected sqn is kept, not delivered;

@@ -412,6 +412,9 @@ class TopicResolver:
         )
         # Sources whose final advertisement arrived, for take_ended().
         self._ended: list[SourceInfo] = []
+        #: Answer DRO use queries and TR requests for this context's receivers.  A DRO portal's
+        #: own contexts set it False: their proxy receivers are not interest (umcore.engine.dro).
+        self.answer_use_queries = True
 
     # ----------------------------------------------------------------- local objects
     @property
@@ -662,6 +665,8 @@ class TopicResolver:
         """Topic management (use queries), TR requests and remote domain routes."""
         t = type(body)
         if t is lbmr.TopicManagement:
+            if not self.answer_use_queries:
+                return
             for symbol, pattern_flag in use_queries(body):
                 self.stats.use_queries_received += 1
                 if pattern_flag:
@@ -680,6 +685,8 @@ class TopicResolver:
     def receive_tr_request(self, flags: int, now: float) -> None:
         """A topic resolution request (LBMR ext 0x04) with ``flags`` TRREQ_*: receivers and
         wildcard receivers answer with Use Query Responses, sources restart advertising."""
+        if not self.answer_use_queries:
+            flags &= ~(TRREQ_QUERY | TRREQ_WILDCARD_QUERY)
         if flags & TRREQ_QUERY:
             for topic in self._receivers:
                 self.use_answers.add(topic)
