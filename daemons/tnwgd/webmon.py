@@ -41,6 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from daemons.tnwgd.monitor import (
     DROMonMsg,
@@ -73,6 +74,11 @@ MAX_PATHS_SHOWN = 400
 """Domain pairs listed on the Path Info page (20 domains); any pair has its own page."""
 
 PATTERN_KINDS = ("topic", "PCRE", "REGEX")
+
+
+def _portal_href(name: str) -> str:
+    """A portal page's link: the name percent-encoded (a portal may be called "TRD 1")."""
+    return "/portals/" + quote(name, safe="")
 
 
 def _key_kind(k: InterestKey) -> str:
@@ -274,7 +280,7 @@ class DroWebMonitor:
                 ["Portal", "Type", "State", "Proxy receivers", "Proxy sources"],
                 [
                     [
-                        Link(p["name"], f"/portals/{p['name']}"),
+                        Link(p["name"], _portal_href(p["name"])),
                         p["type"],
                         "up" if p["up"] else "down",
                         p["proxy_receivers"],
@@ -317,7 +323,7 @@ class DroWebMonitor:
                 [
                     [
                         p["index"],
-                        Link(p["name"], f"/portals/{p['name']}"),
+                        Link(p["name"], _portal_href(p["name"])),
                         p["type"],
                         p["adjacent"],
                         p["cost"],

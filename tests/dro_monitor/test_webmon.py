@@ -179,6 +179,20 @@ def test_shortest_path_through_two_dros() -> None:
     }  # fmt: skip
 
 
+async def test_a_portal_name_with_a_space_links_to_its_page() -> None:
+    rt = runtime(config([("TRD 1", 1, 1), ("TRD 2", 2, 1)], name="spaces"))
+    mon = DroWebMonitor(rt, monotonic=Clock())
+    host, port = await mon.start("127.0.0.1", 0)
+    try:
+        async with aiohttp.ClientSession() as s:
+            _status, page = await _get(s, f"http://{host}:{port}/portals")
+            assert 'HREF="/portals/TRD%201"' in page
+            status, page = await _get(s, f"http://{host}:{port}/portals/TRD%201")
+            assert status == 200 and "Domain ID: 1" in page
+    finally:
+        await mon.close()
+
+
 async def test_not_configured_or_address_taken() -> None:
     rt = runtime()
     assert await start_dro_web_monitor(rt, monotonic=Clock()) is None
