@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import decimal
+import operator
 import struct
 import types
 import typing
@@ -251,8 +252,11 @@ class FieldInfo:
     """One field of a definition (UM's PDMFieldInfo); built by :meth:`PdmDefinition.add_field`."""
 
     __slots__ = (
+        "_base",
         "_codes",
+        "_is_array",
         "_nflat",
+        "_plain",
         "elem_len",
         "fixed",
         "fixed_required",
@@ -291,6 +295,9 @@ class FieldInfo:
         self.fixed = elem_len > 0 and (not ftype.is_array or num_arr_elem > 0)
         self.length = (elem_len * (num_arr_elem if ftype.is_array else 1)) if self.fixed else 0
         self.fixed_required = self.fixed and required
+        self._plain = ftype in _PLAIN  # one struct item, no conversion
+        self._base = base  # (enum properties are slow on the data path)
+        self._is_array = ftype.is_array
         if not self.fixed:
             self._codes, self._nflat = "", 0
         elif base in _FIX_STRINGS:
@@ -322,10 +329,10 @@ class FieldInfo:
     # -- fixed fields: to and from the flat tuple of a precompiled struct ---------------------
 
     def _flatten(self, value: Any, out: list[Any]) -> None:
-        base = self.type.base
+        base = self._base
         if base in _FIX_STRINGS:
             out.append(self._fix_bytes(value))
-        elif not self.type.is_array:
+        elif not self._is_array:
             out.extend(_scalar_flat(base, value, self))
         else:
             if len(value) != self.num_arr_elem:
@@ -359,13 +366,15 @@ class FieldInfo:
         return raw.ljust(width + 1, b"\0")
 
     def _unflatten(self, flat: Sequence[Any], i: int) -> Any:
-        base = self.type.base
+        if self._plain:
+            return flat[i]
+        base = self._base
         if base in _FIX_STRINGS:
             raw: bytes = flat[i]
             step = self.elem_len
             texts = [_fix_text(raw[k : k + step], self) for k in range(0, len(raw), step)]
-            return texts if self.type.is_array else texts[0]
-        if not self.type.is_array:
+            return texts if self._is_array else texts[0]
+        if not self._is_array:
             if base is FieldType.DECIMAL:
                 return UMDecimal(flat[i + 1], flat[i])
             if base is FieldType.TIMESTAMP:
@@ -498,10 +507,7 @@ def _text_bytes(value: Any, field: FieldInfo) -> bytes:
 
 
 def _fix_text(raw: bytes | memoryview, field: FieldInfo) -> str:
-    data = bytes(raw)
-    cut = data.find(b"\0")
-    if cut >= 0:
-        data = data[:cut]
+    data = bytes(raw).partition(b"\0")[0]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -656,6 +662,50 @@ class PdmDefinition:
         for order in "<>":
             self._layouts[order] = _Layout(self, order)
         return self
+
+    def _pack_fixed_only(self, order: str, values: Sequence[Any]) -> bytes | None:
+        """The whole message in one ``pack`` when every field is fixed-required; None when that
+        does not apply or a value is off (the general path then names the problem)."""
+        layout = self._layouts[order]
+        whole = layout.whole_struct
+        if whole is None or UNSET in values or None in values:
+            return None
+        try:
+            if self.all_plain:
+                return whole.pack(layout.prefix, *values)
+            flat: list[Any] = [layout.prefix]
+            for f, v in zip(self.fields, values, strict=True):
+                if f._plain:
+                    flat.append(v)
+                else:
+                    f._flatten(v, flat)
+            return whole.pack(*flat)
+        except (struct.error, PdmEncodeError, TypeError, ValueError):
+            return None
+
+    def _unpack_fixed_only(self, data: bytes | bytearray | memoryview) -> list[Any] | None:
+        """The values of a message of this definition when it is exactly the precompiled
+        fixed-required-only layout (header and segment headers as we write them); None
+        otherwise (the general parser then decides)."""
+        if not data:
+            return None
+        order = "<" if data[0] == 0xFE else ">"
+        layout = self._layouts.get(order)
+        if layout is None or layout.whole_struct is None:
+            return None
+        whole = layout.whole_struct
+        prefix = layout.prefix
+        if len(data) != whole.size or data[: len(prefix)] != prefix:
+            return None
+        flat = whole.unpack_from(data, 0)
+        if self.all_plain:
+            return list(flat[1:])
+        values = []
+        i = 1
+        for f in self.fields:
+            values.append(f._unflatten(flat, i))
+            i += f._nflat
+        return values
 
     def field(self, name: int | str) -> FieldInfo:
         """The field called ``name`` (UM's getFieldInfo); KeyError if there is none."""
@@ -934,16 +984,10 @@ class PdmMessage:
         order = self.byte_order
         layout = defn._layout(order)
         values = self.values
-        if (
-            layout.whole_struct is not None
-            and not self.include_definition
-            and defn.all_plain
-            and UNSET not in values
-        ):
-            try:
-                return layout.whole_struct.pack(layout.prefix, *values)
-            except struct.error:
-                pass  # fall through for the precise error
+        if not self.include_definition:
+            fast = defn._pack_fixed_only(order, values)
+            if fast is not None:
+                return fast
         flat: list[Any] = []
         for f in defn.fixed_required:
             v = values[f.id]
@@ -1016,27 +1060,16 @@ class PdmMessage:
         else:
             raise PdmError(f"bad magic {magic.hex()}", offset=0)
         ctx.order = order
+        if self.definition is not None:
+            fast = self.definition._unpack_fixed_only(buf)
+            if fast is not None:
+                self.values = fast
+                return
         _m, ver_type, next_hdr, major, minor, did, total = _MSG_HDR[order].unpack_from(buf, 0)
         if ver_type >> 4 != PDM_VERSION:
             raise PdmError(f"PDM version {ver_type >> 4} (this library reads 1)", offset=4)
         if total != size:
             raise PdmError(f"header length {total}, {size} bytes given", offset=12)
-        mine = self.definition
-        if (
-            mine is not None
-            and mine.all_plain
-            and mine.key == (did, major, minor)
-            and next_hdr == HDR_OFFSET_TABLE
-        ):
-            layout = mine._layouts[order]
-            whole = layout.whole_struct
-            if (
-                whole is not None
-                and size == whole.size
-                and buf[: len(layout.prefix)] == layout.prefix
-            ):
-                self.values = list(whole.unpack_from(buf, 0)[1:])
-                return
         pos = MSG_HDR_LEN
         this = next_hdr
         carried: PdmDefinition | None = None
@@ -1323,6 +1356,14 @@ class PdmCodec(Generic[T]):
         self._attrs = tuple(s.attr for s in plan.slots)
         self._simple = all(s.to_wire is None for s in plan.slots)
         self._message = PdmMessage(self.definition)
+        # Every field fixed-required, no conversion, every attribute an __init__ argument in
+        # field order: encode and decode without a PdmMessage in between.
+        self._fast = (
+            self._simple
+            and len(self.definition.fixed_required) == len(plan.slots) > 0
+            and all(fd.init for fd in dataclasses.fields(klass))  # type: ignore[arg-type]
+        )
+        self._getter = operator.attrgetter(*self._attrs) if len(self._attrs) > 1 else None
         # The definitions of nested message classes, so nested fields parse without the
         # definition in the message.
         self._cache = PdmDefinitionCache()
@@ -1335,6 +1376,10 @@ class PdmCodec(Generic[T]):
     def encode(
         self, obj: T, *, include_definition: bool = False, big_endian: bool = False
     ) -> bytes:
+        if self._fast and self._getter is not None and not include_definition:
+            fast = self.definition._pack_fixed_only(">" if big_endian else "<", self._getter(obj))
+            if fast is not None:
+                return fast
         msg = self._message
         msg.include_definition = include_definition
         msg.byte_order = ">" if big_endian else "<"
@@ -1352,6 +1397,10 @@ class PdmCodec(Generic[T]):
             msg.values = [UNSET] * len(self._slots)
 
     def decode(self, data: bytes | bytearray | memoryview) -> T:
+        if self._fast:
+            values = self.definition._unpack_fixed_only(data)
+            if values is not None:
+                return self.klass(*values)
         msg = PdmMessage(self.definition, cache=self._cache, try_cache=True)
         msg.parse(data)
         return self._from_message(msg)

@@ -148,7 +148,11 @@ _CODES: dict[SdmType, str] = {
     SdmType.TIMESTAMP: "II",
 }
 _SIZES = {t: struct.calcsize("<" + c) for t, c in _CODES.items()}
-_VALID_CODES = frozenset(int(t) for t in SdmType)
+_SCALAR = {o: {t: struct.Struct(o + c) for t, c in _CODES.items()} for o in "<>"}
+_BY_CODE: dict[int, SdmType] = {int(t): t for t in SdmType}
+# Per type, read once (enum properties are slow on the data path): array?, element type.
+_ARRAY: dict[SdmType, bool] = {t: t.is_array for t in SdmType}
+_BASE: dict[SdmType, SdmType] = {t: t.base for t in SdmType}
 
 
 class SdmField(NamedTuple):
@@ -352,8 +356,9 @@ def _encode_value(ftype: SdmType, value: Any, order: str) -> bytes:
             parts.append(u32.pack(len(raw)))
             parts.append(raw)
         return b"".join(parts)
-    if ftype in _CODES:
-        return struct.pack(order + _CODES[ftype], *_flat(ftype, value))
+    scalar = _SCALAR[order].get(ftype)
+    if scalar is not None:
+        return scalar.pack(*_flat(ftype, value))
     if ftype is SdmType.BLOB:
         return bytes(value)
     if ftype is SdmType.MESSAGE:
@@ -393,7 +398,8 @@ def _parse(buf: memoryview, depth: int) -> SdmMessage:
         if pos + FIELD_HDR_LEN > size:
             raise SdmError("field header cut", offset=pos)
         code, _r, name_len, value_len = fhdr.unpack_from(buf, pos)
-        if code not in _VALID_CODES:
+        ftype = _BY_CODE.get(code)
+        if ftype is None:
             raise SdmError(f"field type {code} unknown", offset=pos)
         name_at = pos + FIELD_HDR_LEN
         value_at = name_at + name_len
@@ -408,7 +414,6 @@ def _parse(buf: memoryview, depth: int) -> SdmMessage:
             raise SdmError("field name is not UTF-8", offset=name_at) from None
         if name in fields:
             raise SdmError(f"field {name!r} appears twice", offset=pos)
-        ftype = SdmType(code)
         fields[name] = (ftype, _decode_value(ftype, buf, value_at, end, order, depth))
         pos = end
     if pos != size:
@@ -419,8 +424,8 @@ def _parse(buf: memoryview, depth: int) -> SdmMessage:
 def _decode_value(
     ftype: SdmType, buf: memoryview, start: int, end: int, order: str, depth: int
 ) -> Any:
-    if ftype.is_array:
-        base = ftype.base
+    if _ARRAY[ftype]:
+        base = _BASE[ftype]
         if start + 4 > end:
             raise SdmError("array count cut", offset=start)
         (count,) = _U32[order].unpack_from(buf, start)
@@ -449,10 +454,11 @@ def _decode_value(
         if pos != end:
             raise SdmError("bytes left after the last element", offset=pos)
         return values
-    if ftype in _CODES:
-        if end - start != _SIZES[ftype]:
+    scalar = _SCALAR[order].get(ftype)
+    if scalar is not None:
+        if end - start != scalar.size:
             raise SdmError(f"{ftype.name} of {end - start} bytes", offset=start)
-        flat = struct.unpack_from(order + _CODES[ftype], buf, start)
+        flat = scalar.unpack_from(buf, start)
         if ftype is SdmType.DECIMAL:
             return UMDecimal(flat[1], flat[0])
         if ftype is SdmType.TIMESTAMP:
