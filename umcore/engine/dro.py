@@ -176,9 +176,12 @@ def uim_source(msg: lbmc.LBMCMessage, peer_ip: str) -> str:
     return f"TCP:{d.orig_domain_id}:{lbmc.ip4_to_str(d.orig_ipaddr)}:{d.orig_port}"
 
 
-def loss_dc_factory(loop: asyncio.AbstractEventLoop, timeout: float) -> LossFactory:
+def loss_dc_factory(
+    loop: asyncio.AbstractEventLoop, timeout: float, ended: Callable[[], bool]
+) -> LossFactory:
     """A joined session's delivery-controller factory for a DRO proxy source: every topic index
-    gets a :class:`DroLossController` waiting ``timeout`` seconds, driven by its own timer."""
+    gets a :class:`DroLossController` waiting ``timeout`` seconds, driven by its own timer;
+    once ``ended()`` (the session is over) a due timer delivers nothing more."""
 
     def make(
         tidx: int,
@@ -189,6 +192,8 @@ def loss_dc_factory(loop: asyncio.AbstractEventLoop, timeout: float) -> LossFact
         max_burst_loss: int = 1024,
     ) -> DroLossController:
         def fire() -> None:
+            if ended():
+                return  # after EOS nothing is delivered (what was held is dropped with it)
             dc.handle_timer(loop.time())
             timer.arm(dc.deadline)
 
