@@ -34,7 +34,7 @@ follows when the session drained.
 from __future__ import annotations
 
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,6 +205,33 @@ class RawSource:
         src.check()
         src.refuse_if_blocked()
         self._send(frame, flush)
+
+    def send_many_nowait(self, frames: Sequence[bytes | memoryview]) -> int:
+        """Forward ``frames`` in order, keeping their sequence numbers, until the session
+        blocks; returns how many went (the rest wait for the WAKEUP).  WouldBlock when not even
+        the first may go.  One clock read and one check for the lot: the DRO's data path."""
+        src = self.source
+        src.check()
+        src.refuse_if_blocked()
+        core = src.core
+        tidx = src.tidx
+        session = src.session
+        writer = src.writer
+        send = core.send_framed
+        frame_of = self._frame
+        now = src.engine.loop.time()
+        n = 0
+        for frame in frames:
+            framed, sqn = frame_of(frame)  # type: ignore[arg-type]
+            out = send(tidx, framed, sqn, now, False)
+            n += 1
+            if out is not None:
+                session.write(out)
+                if writer.paused:
+                    break
+        if core.timer_dirty:
+            session.rearm()
+        return n
 
     def flush(self) -> None:
         self.source.flush()
