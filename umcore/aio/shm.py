@@ -27,8 +27,9 @@ callbacks.  LBT-SMX receivers busy-wait (seed 6.5: the only style SMX has) for
 in a shared Python loop would take a core from every other callback and process.
 
 **Liveness** (seed 6.4.2 "Receiver Monitoring").  Both ends check the other every
-:data:`LIVENESS_S`: a receiver whose source's pid is gone, or whose heartbeat is older than the
-activity timeout, or whose ring says CLOSED, reads what was committed and ends the session
+:data:`LIVENESS_S`: a receiver whose source's pid is gone, or whose source neither committed a
+record nor updated its heartbeat (every ``transport_lbtipc_sm_interval``) for the activity
+timeout, or whose ring says CLOSED, reads what was committed and ends the session
 (EOS): a source killed mid-record never committed it, so no torn message is ever delivered, and
 loss shows as the sequence-number gap or TSNI the next source would reveal, or simply as EOS.
 A source drops the slots of receivers whose pid is gone, so a dead receiver never holds a
@@ -46,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import mmap
 import os
@@ -108,6 +110,7 @@ def _path(name: str) -> str:
     return os.path.join(SHM_DIR, name)
 
 
+@functools.cache
 def host_id() -> int:
     """This host's id as advertised in LBT-IPC/SMX TIRs: CRC-32 of the machine id (of the host
     name when there is none); receivers ignore TIRs of other hosts (seed 6.4.2)."""
@@ -536,6 +539,8 @@ class ShmReceiverConnection:
         self.closed = False
         self._scheduled = False
         self._spin_until = 0.0
+        self._mark = (-1, -1)
+        self._active_at = loop.time()
         self._timer: asyncio.TimerHandle | None = loop.call_later(LIVENESS_S, self._tick)
         self._schedule()
 
@@ -631,7 +636,7 @@ class ShmReceiverConnection:
         elif not pid_alive(ring.pid):
             ended = True
             why = TransportError(f"{self.name}: source process {ring.pid} is gone")
-        elif time.time_ns() - ring.heartbeat > self.activity_timeout * 1e9:
+        elif self._idle_for() > self.activity_timeout:
             ended = True
             why = TransportError(
                 f"{self.name}: no heartbeat for {self.activity_timeout:g} s (activity timeout)"
@@ -648,6 +653,17 @@ class ShmReceiverConnection:
         if not self.paused:
             self._schedule()  # the fallback for a lost wake-up
         self._timer = self.loop.call_later(LIVENESS_S, self._tick)
+
+    def _idle_for(self) -> float:
+        """Seconds since the source last showed activity: a new record or heartbeat (both
+        read from the ring, so no clock is compared across processes)."""
+        ring = self.ring
+        mark = (ring.head, ring.heartbeat)
+        now = self.loop.time()
+        if mark != self._mark:
+            self._mark = mark
+            self._active_at = now
+        return now - self._active_at
 
     def pause_reading(self) -> None:
         self.paused = True

@@ -75,16 +75,12 @@ _RING_KIND = {"lbtipc": shmring.KIND_IPC, "lbtsmx": shmring.KIND_SMX}
 #: 1-in-2**32 collision): a new random id each time.
 NAME_RETRIES = 8
 
-_HOST_ID: int | None = None
 #: Round-robin turn per context (its LBT state) and kind, once the id pool is full.
 _NEXT: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def local_host_id() -> int:
-    global _HOST_ID
-    if _HOST_ID is None:
-        _HOST_ID = aio_shm.host_id()
-    return _HOST_ID
+    return aio_shm.host_id()
 
 
 class ShmHost(SourceHost, Protocol):

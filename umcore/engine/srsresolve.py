@@ -57,8 +57,9 @@ import asyncio
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from umcore.aio.shm import host_id as shm_host_id
 from umcore.aio.srs import SRSClientConnector
 from umcore.aio.timer import CoreTimer
 from umcore.engine.features import ContextFeatures
@@ -149,6 +150,10 @@ def source_string(transport: Transport) -> str:
         return lbtrm.source_string(t.src_ip, t.sport, t.session_id, t.mc_group, t.dport)
     if type(transport) is lbmr.LBTRUInfo:
         return lbtru.source_string(transport.ip, transport.port, transport.session_id)
+    shm: Any = transport
+    if isinstance(shm, lbmr.LBTIPCInfo):  # LBT-IPC / LBT-SMX (UM's source string: no host id)
+        label = "LBT-SMX" if type(shm) is lbmr.LBTSMXInfo else "LBT-IPC"
+        return f"{label}:{shm.session_id:08x}:{shm.xport_id}"
     sid = transport.session_id
     return f"TCP:{transport.ip}:{transport.port}" + ("" if sid is None else f":{sid:08x}")
 
@@ -174,6 +179,15 @@ def parse_source_string(text: str) -> Transport | None:
             ip_bytes(ip)
             ip_bytes(group)
             return lbmr.LBTRMInfo(ip, group, sid, dport, nak)
+        if kind in ("LBT-IPC", "LBT-SMX") and len(parts) == 3:
+            # [inferred] an SIR's source string names no host: taken as this host's (a join of
+            # another host's segment finds no segment and fails cleanly, as a refused TCP
+            # connection does)
+            sid, xid = int(parts[1], 16), int(parts[2])
+            if not (0 <= sid <= 0xFFFFFFFF and 0 < xid <= 0xFFFF):
+                return None
+            cls = lbmr.LBTSMXInfo if kind == "LBT-SMX" else lbmr.LBTIPCInfo
+            return cast(Transport, cls(shm_host_id(), sid, xid))
     except (ValueError, LocalProtocolError):
         return None
     return None
@@ -203,6 +217,9 @@ def sir_from_source(
         otid = make_otid(request[0], request[1], lj.transport_idx)
     elif isinstance(transport, lbmr.LBTRMInfo):
         otid = make_otid(transport.src_ip, transport.sport, transport.session_id, 2)
+    elif isinstance(cast(Any, transport), lbmr.LBTIPCInfo):
+        t: Any = transport  # [inferred] LBT-IPC/SMX: transport type 0x40 / 0x04, no address
+        otid = make_otid("0.0.0.0", t.xport_id, t.session_id, t.transport_type)
     else:
         kind = 1 if type(transport) is lbmr.LBTRUInfo else 0
         otid = make_otid(transport.ip, transport.port, transport.session_id or 0, 0x10 | kind)

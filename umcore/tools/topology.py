@@ -52,7 +52,7 @@ Ctrl-C / SIGTERM: every child then gets SIGINT, a bounded wait, then SIGKILL; no
 behind.  ``--messages``/``--rate``/``--length`` shape both sources (default: 10 minutes of 1000
 messages/s, a "long run").
 
-``--transport lbtrm`` (or ``lbtru``, default ``tcp``) adds ``source transport ...`` to the written
+``--transport lbtrm`` (or ``lbtru``, ``lbtipc``, ``lbtsmx``; default ``tcp``) adds ``source transport ...`` to the written
 configurations (LBT-RM: multicast on 127.0.0.1; LBT-RM and LBT-RU: a 3 s receiver activity
 timeout so the receiver sees EOS soon after the source is deleted, and lbmsrc lingers 5 s, as
 UM's does, so the last losses are repaired before that); ``--config FILE``
@@ -126,6 +126,8 @@ STORE_XML = Path(__file__).resolve().parents[2] / "configs" / "umestored.xml"
 def _transport_lines(transport: str) -> str:
     if transport == "tcp":
         return ""
+    if transport in ("lbtipc", "lbtsmx"):  # shared memory: a deleted source is seen at once
+        return f"source transport {transport}\n"
     # No datagram tells a receiver that an LBT source was deleted: a 3 s activity timeout
     # gives lbmrcv -E its EOS soon after (the source's session messages, every <= 1.6 s until
     # lbmsrc's 5 s linger ends, keep the session alive until then).
@@ -515,9 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--transport",
-        choices=("tcp", "lbtru", "lbtrm"),
+        choices=("tcp", "lbtru", "lbtrm", "lbtipc", "lbtsmx"),
         default="tcp",
-        help="source transport: tcp (default), lbtru or lbtrm (LBT-RM over loopback multicast)",
+        help="source transport: tcp (default), lbtru, lbtrm (LBT-RM over loopback multicast), "
+        "lbtipc or lbtsmx (shared memory: every process runs on this host)",
     )
     p.add_argument(
         "--config",

@@ -198,15 +198,29 @@ class SmxReceiverSession:
             m = lbmc.decode(bytes(rec))
         except lbmc.LBMCError as exc:
             raise TransportError(f"LBT-SMX record is not LBMC: {exc}") from None
-        if m.msg_type == lbmc.MSG_CONTROL:
+        if m.msg_type in (lbmc.MSG_DATA, lbmc.MSG_RETRANS):
+            # Data with extra LBMC headers (UM's SMX sources send none; a pyum source's
+            # persistence headers, say): delivered as TCP delivers them.
+            st.messages_received += 1
+            dc = self.dcs.get(m.tidx)
+            if dc is None:
+                st.messages_no_topic += 1
+                return
+            dc.headers = tuple(h for h in m.headers if type(h) is not lbmc.Frag)
+            try:
+                dc.on_data(m.sqn, m.payload)
+            finally:
+                dc.headers = ()
+        elif m.msg_type == lbmc.MSG_CONTROL:
             for tsni in m.find_all(lbmc.Tsni):
                 st.tsnis_received += 1
                 for t, s in tsni.records:
                     d = self.dcs.get(t)
                     if d is not None:
                         d.on_tsni(s)
-            return
-        raise TransportError("LBT-SMX record holds an LBMC message SMX does not carry")
+            sink = self.control_sink
+            if sink is not None and any(type(h) is not lbmc.Tsni for h in m.headers):
+                sink(m)
 
     def monitor_fields(self) -> dict[str, int]:
         """ums_mon.proto's LBTSMX receiver fields."""
