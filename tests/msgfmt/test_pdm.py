@@ -432,3 +432,31 @@ def test_dataclass_mistakes_are_named() -> None:
         pdm.message(id=1)(Mixed)
     with pytest.raises(PdmEncodeError):
         pdm.dumps(Leg(2**40, 1.0))
+
+
+def test_fixed_only_definition_with_conversions_exact_bytes() -> None:
+    """Fixed strings, decimals, timestamps and fixed arrays take the one-pack path too."""
+    d = PdmDefinition(21, (3, 4))
+    d.add_field(1, T.FIX_STRING, fixed_str_len=4)
+    d.add_field(2, T.DECIMAL)
+    d.add_field(3, T.TIMESTAMP_ARR, num_arr_elem=2)
+    d.add_field(4, T.BOOLEAN_ARR, num_arr_elem=2)
+    d.finalize()
+    m = PdmMessage(d)
+    m[1], m[2] = "ab", UMDecimal(-5, -1)
+    m[3], m[4] = [UMTimestamp(1, 2), UMTimestamp(3, 4)], [False, True]
+    fixed = (
+        b"ab\0\0\0"  # 4 + 1 bytes
+        + struct.pack("<bq", -1, -5)  # exponent, then mantissa
+        + struct.pack("<IIII", 1, 2, 3, 4)
+        + b"\x00\x01"
+    )
+    expected = header("<", 1, 3, 4, 21, 16 + 16 + len(fixed))
+    expected += segment("<", 0, b"") + segment("<", 0xFF, fixed)
+    assert m.to_bytes() == expected
+    reader = PdmMessage(d)
+    reader.parse(expected)
+    assert reader.values == m.values
+    # The same message with its definition goes through the general parser to the same values.
+    m.include_definition = True
+    assert PdmMessage.from_bytes(m.to_bytes()).values == m.values
