@@ -35,7 +35,8 @@ def _parser(wildcard: bool = False) -> argparse.ArgumentParser:
         p = argparse.ArgumentParser(
             prog="lbmrcv",
             description="Receive messages on a topic (UM example receiver).",
-            epilog="Transports: a receiver joins whatever transport (TCP, LBT-RU, LBT-RM) the "
+            epilog="Transports: a receiver joins whatever transport (TCP, LBT-RU, LBT-RM, "
+            "LBT-IPC, LBT-SMX) the "
             "source's TIR names, so, as UM's lbmrcv, it has no -R/-G; receiver-side options "
             "(transport_lbtrm_nak_*, ordered_delivery...) come from the -c files.",
         )

@@ -102,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         "multicast group GROUP (transport_lbtrm_multicast_address) and destination PORT "
         "(transport_lbtrm_destination_port, default 14400); applied after the -c files and -R",
     )
+    p.add_argument(
+        "-T",
+        dest="transport",
+        choices=("tcp", "lbtru", "lbtrm", "lbtipc", "lbtsmx"),
+        help="pyum's shorthand for 'source transport T' (UM's lbmsrc takes it from -c): tcp, "
+        "lbtru, lbtrm, lbtipc or lbtsmx; applied after the -c files, before -R/-G",
+    )
     p.add_argument("topic")
     return p
 
@@ -112,6 +119,8 @@ async def _main(args: argparse.Namespace) -> int:
 
     ctx_attr, src_attr, _ = load_attributes(args.config)
     extra = rate_group_options(args.rate, args.group)
+    if args.transport:
+        extra = f"source transport {args.transport}\n" + extra
     if extra:
         from umcore.config.attributes import global_configuration
 
