@@ -118,6 +118,13 @@ def test_tr_request_makes_receivers_answer_and_sources_advertise() -> None:
     r.handle_timer(nxt)
     tirs = [tir for d, _ in r.take_datagrams() for tir in lbmr.decode(d).tirs]
     assert [t.topic for t in tirs] == ["S"]
+    # CONTEXT_ADVERTISEMENT: the context's names (a Store's) go out again at once
+    r.advertise_context_name("store1", "10.0.0.1", 14567, now)
+    r.take_datagrams()
+    ctx_req = lbmr.TopicResRequest(lbmr.TRREQ_CONTEXT_ADVERTISEMENT)
+    r.receive_datagram(dgram(lbmr.LBMRPacket(lbmr.LBMR_TYPE_EXT, body=ctx_req)), PORTAL, now + 1)
+    names = [lbmr.decode(d).body for d, _ in r.take_datagrams()]
+    assert [(n.name, n.port) for n in names] == [("store1", 14567)]
     # a request with only GW_REMOTE_INTEREST (for DROs) makes nobody answer
     r.receive_datagram(
         dgram(

@@ -65,6 +65,7 @@ from umcore.wire import lbmr, lbmr_options
 from umcore.wire.lbmr_ext import (
     TMR_FLAG_WILDCARD_PCRE,
     TRREQ_ADVERTISEMENT,
+    TRREQ_CONTEXT_ADVERTISEMENT,
     TRREQ_QUERY,
     TRREQ_WILDCARD_QUERY,
 )
@@ -684,7 +685,9 @@ class TopicResolver:
 
     def receive_tr_request(self, flags: int, now: float) -> None:
         """A topic resolution request (LBMR ext 0x04) with ``flags`` TRREQ_*: receivers and
-        wildcard receivers answer with Use Query Responses, sources restart advertising."""
+        wildcard receivers answer with Use Query Responses, sources restart advertising,
+        CONTEXT_ADVERTISEMENT re-sends this context's names (context-name queries keep their
+        own schedule: CONTEXT_QUERY changes nothing)."""
         if not self.answer_use_queries:
             flags &= ~(TRREQ_QUERY | TRREQ_WILDCARD_QUERY)
         if flags & TRREQ_QUERY:
@@ -696,6 +699,10 @@ class TopicResolver:
         if flags & TRREQ_ADVERTISEMENT:
             for s in self._sources.values():
                 s.schedule.restart_sustaining(now)
+        if flags & TRREQ_CONTEXT_ADVERTISEMENT:
+            for e in self.names.own():  # the names this context advertises, once more now
+                self.names.advertise(e.name, e.ip, e.port, domain_id=e.domain_id)
+            self._flush_names(now)
         self._send_use_answers(now)
 
     def _send_use_answers(self, now: float) -> None:
