@@ -219,3 +219,30 @@ def test_random_bytes_after_a_valid_header_only_raise_pdm_error(tail: bytes) -> 
         PdmMessage.from_bytes(wire, cache=CACHE)
     except PdmError as exc:
         assert exc.offset is not None and 0 <= exc.offset <= len(wire)
+
+
+def test_fuzz_receiver_with_a_fixed_only_definition() -> None:
+    """Mutations of a fixed-required-only message at a receiver holding the definition: the
+    one-pack path (prefix check, one unpack) or the general parser, only PdmError escapes."""
+    d = PdmDefinition(77, (1, 2))
+    d.add_field(1, T.FIX_STRING, fixed_str_len=6)
+    d.add_field(2, T.DOUBLE)
+    d.add_field(3, T.DECIMAL)
+    d.add_field(4, T.INT16_ARR, num_arr_elem=3)
+    d.finalize()
+    corpus = []
+    for i, big in enumerate((False, True) * 4):
+        m = PdmMessage(d, big_endian=big, include_definition=i >= 4)
+        m[1], m[2], m[3], m[4] = "é" * (i % 4), i / 3, UMDecimal(i, -i), [i, -i, 0]
+        corpus.append(m.to_bytes())
+    reader = PdmMessage(d)
+    decoded = fuzz_decoders(
+        random.Random(77),
+        corpus,
+        [reader.parse],
+        PdmError,
+        rounds=3000,
+        random_every=10,
+        random_max=64,
+    )
+    assert decoded > 100

@@ -11,6 +11,10 @@ Modules (each opens with its own theory of operation and names where its layouts
 - ``lbttcp``  LBT-TCP: a stream of LBMC messages
 - ``srs``     the Stateful Resolver Service protocol over RSocket
 - ``pcap``    capture-file writer used with tshark, our independent oracle
+- ``pdm``     UM's Pre-Defined Messages (application payloads, not framing; both byte orders,
+              the writer's magic tells): definitions, messages, definition cache, dataclasses
+- ``sdm``     Self-Describing Messages (pyum's own bytes: UM has not published SDM's)
+- ``msgtypes`` the DECIMAL and TIMESTAMP values PDM and SDM share
 
 Layouts follow Wireshark 4.0.17's 29West dissectors as recorded in shared/spec/wire-*.md; every
 integer is big-endian.  Decoders raise only their codec's subclass of

@@ -36,7 +36,7 @@ each element as a u32 length and its bytes.
 
 Everything the public description leaves open is decided in :data:`INFERRED` (one table, so a
 capture from a real UM application that disagrees points at the row to change).  What is
-byte-compatible and what is not is summed up in ``docs``/README: the header, segment chain,
+byte-compatible and what is not is summed up in the README: the header, segment chain,
 definition segment, offset table, fixed-required layout, type codes, decimal and timestamp
 layouts and both byte orders are UM's as published; the rows of :data:`INFERRED` are ours.
 
@@ -702,9 +702,12 @@ class PdmDefinition:
             return list(flat[1:])
         values = []
         i = 1
-        for f in self.fields:
-            values.append(f._unflatten(flat, i))
-            i += f._nflat
+        try:
+            for f in self.fields:
+                values.append(f._unflatten(flat, i))
+                i += f._nflat
+        except PdmError as exc:
+            raise PdmError(exc.message, offset=len(prefix)) from None
         return values
 
     def field(self, name: int | str) -> FieldInfo:
@@ -1161,9 +1164,12 @@ class PdmMessage:
                     values[f.id] = v
             else:
                 i = 0
-                for f in defn.fixed_required:
-                    values[f.id] = f._unflatten(flat, i)
-                    i += f._nflat
+                try:
+                    for f in defn.fixed_required:
+                        values[f.id] = f._unflatten(flat, i)
+                        i += f._nflat
+                except PdmError as exc:
+                    raise PdmError(exc.message, offset=start) from None
         if table is not None:
             ofs = _OFS_ENTRY[order]
             for at in range(table[0], table[1], 8):
