@@ -14,8 +14,10 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
   (:attr:`Engine.tr_listener <umcore.engine.context.Engine.tr_listener>`) is decoded and given to
   ``core.receive_lbmr`` -- except those this portal sent itself (a short-lived multiset of the
   exact bytes, so multicast loopback does not feed the core its own interest).  Every datagram
-  both contexts send carries the packet option *source type TNWGD*, so the core of this and every
-  other DRO ignores the TQRs of DRO proxy receivers (seed 7.3 "its TQR is ignored there").  A
+  both contexts send carries the packet options *source type TNWGD* and *local domain* (the
+  portal's ``<domain-id>``: how applications learn their TRD's id, :mod:`umcore.engine.dro`), so
+  the core of this and every other DRO ignores the TQRs of DRO proxy receivers (seed 7.3 "its
+  TQR is ignored there"); the contexts do not answer use queries.  A
   datagram that does not decode is counted (``tr_malformed``) and dropped: it costs only itself.
 * **Topic resolution out.**  ``core.take_lbmr()`` packets for this portal get the same option and
   leave through the receiver context's resolver (its multicast group or lbmrd).  A TRD resolved by
@@ -30,7 +32,9 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
 * **Proxy sources.**  :class:`~umcore.dro.CreateProxySource` opens a raw source
   (:meth:`Engine.open_raw_source`) on the source context whose TIRs carry OTID, COST (cost, hop
   count) and DOMAIN_ID; :class:`~umcore.dro.UpdateProxySource` re-advertises the new COST
-  (:meth:`Engine.readvertise`); :class:`~umcore.dro.DeleteProxySource` closes it.  Commands are
+  (:meth:`Engine.readvertise`); :class:`~umcore.dro.FinalAdvertisement` sends one TIR of it with
+  COST cost -1 (the client library's final advertisement: its receivers see EOS at once);
+  :class:`~umcore.dro.DeleteProxySource` closes it.  Commands are
   applied in order by one task per portal (opening a source awaits a listener).
 * **Forwarding.**  :meth:`EndpointPortal.drain` sends the portal's egress queue
   (``core.queue(name)``) through the proxy sources with ``send_nowait``: a
@@ -78,11 +82,13 @@ from umcore.engine.message import SRC_EVENT_WAKEUP
 from umcore.engine.srsresolve import parse_source_string
 from umcore.errors import UMError, WouldBlock
 from umcore.resolver.core import SourceInfo
+from umcore.resolver.dro import FINAL_COST
 from umcore.wire import lbmr
 from umcore.wire.lbmr_options import (
     SRC_TYPE_TNWGD,
     CostOption,
     DomainIdOption,
+    LocalDomainOption,
     OTIDOption,
     SrcTypeOption,
     encode_packet_options,
@@ -95,8 +101,6 @@ log = logging.getLogger("tnwgd")
 # The LBMC data frame header: ver/type, next header, msglen, topic index, sqn.
 _HEAD = struct.Struct("!BBHII")
 _DATA = 0x00
-# The packet-option trailer on every TR datagram a portal's contexts send: "a DRO sent this".
-TNWGD_TRAILER = encode_packet_options((SrcTypeOption(SRC_TYPE_TNWGD),))
 # How long a datagram this portal sent is remembered to recognise it coming back (multicast
 # loopback echoes within milliseconds; lbmrd does not echo, so entries must expire).
 OWN_ECHO_S = 2.0
@@ -252,6 +256,12 @@ class EndpointPortal:
         self.source_context_attributes = build("context", "source")
         self.source_attributes = build("source")
         self.receiver_attributes = build("receiver")
+        #: What every TR datagram of this portal carries (the client library's contract,
+        #: :mod:`umcore.engine.dro` 1): source type TNWGD and this TRD's domain id.
+        self.packet_options = (
+            SrcTypeOption(SRC_TYPE_TNWGD),
+            LocalDomainOption(endpoint.domain_id),
+        )
         self.rcv: Engine | None = None
         self.src: Engine | None = None
         self.up = False
@@ -306,14 +316,18 @@ class EndpointPortal:
         rcv_name, src_name = self.context_names()
         rcv = Engine(self.receiver_context_attributes, name=rcv_name)
         src = Engine(self.source_context_attributes, name=src_name)
-        rcv.tr_packet_options = TNWGD_TRAILER
-        src.tr_packet_options = TNWGD_TRAILER
+        trailer = encode_packet_options(self.packet_options)
+        rcv.tr_packet_options = trailer
+        src.tr_packet_options = trailer
         await rcv.start()
         try:
             await src.start()
         except BaseException:
             await rcv.close()
             raise
+        # our proxy receivers are not receivers of this TRD (umcore.engine.dro 8)
+        rcv.resolver.answer_use_queries = False
+        src.resolver.answer_use_queries = False
         self.rcv, self.src = rcv, src
         rcv.tr_listener = self._on_tr
         self._worker = asyncio.get_running_loop().create_task(self._work())
@@ -401,7 +415,7 @@ class EndpointPortal:
         if rcv is None or rcv.endpoint is None:
             self.tr_unsent += 1  # SRS-only TRD (or not started): no datagram path
             return
-        opts = (*packet.options, SrcTypeOption(SRC_TYPE_TNWGD))
+        opts = (*packet.options, *self.packet_options)
         pkt = lbmr.LBMRPacket(
             packet.type, packet.tqrs, packet.tirs, opts, packet.version, packet.body
         )
@@ -448,13 +462,32 @@ class EndpointPortal:
             if px is not None and px.raw is not None and self.src is not None:
                 self.src.readvertise(px.raw.source, (CostOption(cmd.hop_count, cmd.cost),))
         elif isinstance(cmd, FinalAdvertisement):
-            # The engine has no final-advertisement record yet: counted; closing the proxy
-            # source (DeleteProxySource) ends its session for the receivers.
-            self.final_advertisements += 1
+            px = self.sources.get(cmd.source)
+            if px is not None and px.raw is not None:
+                self._final_advertisement(px.raw)
         elif isinstance(cmd, DeleteProxySource):
             px = self.sources.pop(cmd.source, None)
             if px is not None and px.raw is not None:
                 await px.raw.close()
+
+    def _final_advertisement(self, raw: RawSource) -> None:
+        """One TIR of the proxy source with COST cost -1 (:data:`FINAL_COST`, the client
+        library's final advertisement, :mod:`umcore.engine.dro` 6): its receivers see EOS now."""
+        src = self.src
+        es = raw.source
+        if src is None or src.endpoint is None:
+            return
+        for info in src.resolver.cached_sources(es.topic):
+            if info.index == es.tidx and info.transport == es.transport_info:
+                hops = next((o.hop_count for o in info.options if isinstance(o, CostOption)), 1)
+                options = tuple(o for o in info.options if not isinstance(o, CostOption))
+                tir = lbmr.TIR(
+                    es.topic, es.tidx, es.transport_info, (*options, CostOption(hops, FINAL_COST))
+                )
+                pkt = lbmr.LBMRPacket(lbmr.LBMR_TYPE_NORMAL, tirs=[tir])
+                src.send_topic_resolution(lbmr.encode(pkt))
+                self.final_advertisements += 1
+                return
 
     # ------------------------------------------------------------------ proxy receivers
     def _create_receiver(self, key: InterestKey) -> None:

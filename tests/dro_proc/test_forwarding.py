@@ -9,6 +9,7 @@ joined session is the DRO's proxy source.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 
@@ -79,3 +80,41 @@ async def test_tcp_to_tcp_100k() -> None:
 @pytest.mark.parametrize("transport", ["lbtrm", "lbtru"])
 async def test_lbt_to_tcp(transport: str) -> None:
     await _through_dro(transport, 20_000)
+
+
+async def test_tcp_to_lbtrm_and_final_advertisement() -> None:
+    """Protocol conversion the other way (proxy sources on LBT-RM), and the end of a source: the
+    origin closes, the DRO deletes its proxy source after ``source-deletion-delay`` with final
+    advertisements, and the LBT-RM receiver sees EOS at once (without them it would wait for
+    LBT-RM's 60 s activity timeout)."""
+    trd1, trd2 = Trd(), Trd()
+    xml = dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)], max_queue=BIG_QUEUE, transport="lbtrm")
+    rec = Recorder()
+    async with (
+        running_dro(xml) as rt,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd2.context()) as b,
+    ):
+        rcv = await b.create_receiver(TOPIC, rec, attributes=trd2.receiver())
+        src = await a.create_source(TOPIC, attributes=trd1.source("tcp"))
+        # LBT-RM has no connection to wait for: probe until the receiver has joined
+        probes = 0
+        async with asyncio.timeout(20):
+            while not rec.sqns:
+                await src.send(b"probe", flush=True)
+                probes += 1
+                await asyncio.sleep(0.02)
+        first = rec.sqns[-1] + 1
+        for i in range(5000):
+            await src.send(_SEQ.pack(i) + bytes(12), flush=i % 100 == 99)
+        src.flush()
+        await until(lambda: rec.sqns and rec.sqns[-1] >= first + 4999, "5000 over LBT-RM")
+        assert rec.sqns[-5000:] == list(range(first, first + 5000))
+        assert rec.losses == 0
+        assert [js.source_string.split(":")[0] for js in b.joined.values()] == ["LBTRM"]
+        t0 = time.perf_counter()
+        await src.close()
+        await until(lambda: rec.eos >= 1, "EOS at the LBT-RM receiver", timeout=15)
+        assert time.perf_counter() - t0 < 10  # well before LBT-RM's activity timeout
+        assert rt.portals["TRD2"].final_advertisements >= 1
+        await rcv.close()
