@@ -13,6 +13,8 @@ import struct
 from typing import Annotated
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
 from umcore.wire import pdm
@@ -460,3 +462,41 @@ def test_fixed_only_definition_with_conversions_exact_bytes() -> None:
     # The same message with its definition goes through the general parser to the same values.
     m.include_definition = True
     assert PdmMessage.from_bytes(m.to_bytes()).values == m.values
+
+
+@pdm.message(id=14, version=(1, 0))
+@dataclasses.dataclass
+class Tick:
+    symbol: Annotated[str, PdmField(T.FIX_STRING, fixed_str_len=6)]
+    px: float
+    qty: Annotated[int, T.UINT32]
+    venue: str | None
+    legs: list[Leg]
+    stamps: Annotated[list[int], PdmField(T.INT64_ARR, num_arr_elem=2)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.text(st.characters(blacklist_characters="\0"), max_size=6).filter(
+        lambda s: len(s.encode()) <= 6
+    ),
+    st.floats(allow_nan=False),
+    st.integers(0, 2**32 - 1),
+    st.none() | st.text(max_size=5),
+    st.lists(
+        st.builds(Leg, st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False)), max_size=3
+    ),
+    st.lists(st.integers(-(2**63), 2**63 - 1), min_size=2, max_size=2),
+    st.booleans(),
+)
+def test_dataclass_random_round_trip(
+    symbol: str,
+    px: float,
+    qty: int,
+    venue: str | None,
+    legs: list[Leg],
+    stamps: list[int],
+    big: bool,
+) -> None:
+    tick = Tick(symbol, px, qty, venue, legs, stamps)
+    assert pdm.loads(Tick, pdm.dumps(tick, big_endian=big)) == tick
