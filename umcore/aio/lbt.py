@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from umcore.aio.multicast import open_group_socket
+from umcore.aio.rxstamp import RxStamp, TimestampedEndpoint, enable_timestamps
 from umcore.aio.timer import CoreTimer
 from umcore.aio.udp import DatagramEndpoint
 from umcore.errors import RemoteProtocolError, UMError
@@ -81,8 +82,14 @@ class LbtContext:
         drop_send: float = 0.0,
         drop_receive: float = 0.0,
         seed: int | None = None,
+        timestamps: bool = False,
     ) -> None:
         self.loop = loop
+        #: ``transport_lbtrm_receiver_timestamp``: LBT-RM group sockets read kernel receive
+        #: timestamps into :attr:`rx_stamp` (umcore.aio.rxstamp).
+        self.timestamps = timestamps
+        #: The receive time of the LBT-RM datagram being handled, (0, 0) otherwise.
+        self.rx_stamp = RxStamp()
         self.ru_limiter = ru_limiter
         self.rm_limiter = rm_limiter
         self.drop_send = drop_send
@@ -379,7 +386,9 @@ class LbtSourceEndpoint:
 class _GroupSocket:
     """One LBT-RM group + destination port of a context, shared by its joined sessions."""
 
-    def __init__(self, lctx: LbtContext, endpoint: DatagramEndpoint, key: Address) -> None:
+    def __init__(
+        self, lctx: LbtContext, endpoint: DatagramEndpoint | TimestampedEndpoint, key: Address
+    ) -> None:
         self.lctx = lctx
         self.endpoint = endpoint
         self.key = key
@@ -423,7 +432,7 @@ class LbtReceiverSession:
         self.lctx = lctx
         self.core = core
         self.dest = dest  # where NAKs / CREQs / ACKs go
-        self.endpoint: DatagramEndpoint | None = None
+        self.endpoint: DatagramEndpoint | TimestampedEndpoint | None = None
         self.group: _GroupSocket | None = None
         self._group_key: tuple[str, int, int] | None = None
         self.timer = SourceTimer(lctx.loop, self._on_timer)
@@ -478,7 +487,11 @@ class LbtReceiverSession:
         group = lctx.groups.get(key)
         if group is None:
             sock = open_group_socket(info.mc_group, info.dport, interface, rcvbuf)
-            ep = DatagramEndpoint(lctx.loop, sock, lambda d, a: None)
+            ep: DatagramEndpoint | TimestampedEndpoint
+            if lctx.timestamps and enable_timestamps(sock):
+                ep = TimestampedEndpoint(lctx.loop, sock, lambda d, a: None, lctx.rx_stamp)
+            else:
+                ep = DatagramEndpoint(lctx.loop, sock, lambda d, a: None)
             group = lctx.groups[key] = _GroupSocket(lctx, ep, key)
         self.group = group
         self.endpoint = group.endpoint

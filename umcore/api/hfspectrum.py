@@ -59,6 +59,7 @@ from umcore.features.spectrum import (
 __all__ = ["ReceiverExtras", "SourceChannel", "SourceExtras"]
 
 OnMessage = Callable[[Message], object]
+NO_STAMP = (0, 0)  # hr_timestamp "none"
 
 
 class SourceChannel:
@@ -182,6 +183,9 @@ class ReceiverExtras:
         #: Messages dropped: HF duplicates and optional ones, Spectrum discards.
         self.hf_dropped = 0
         self.channel_discarded = 0
+        #: ``transport_lbtrm_receiver_timestamp`` of the context: data messages get
+        #: ``hr_timestamp`` from the LBT-RM datagram being handled (umcore.aio.rxstamp).
+        self._stamps = False
 
     # ------------------------------------------------------------ the callback property
     @property
@@ -225,8 +229,12 @@ class ReceiverExtras:
         return self._channels
 
     def apply_channel_options(self) -> None:
-        """``null_channel_behavior`` "discard" routes even without subscriptions."""
+        """At creation: ``null_channel_behavior`` "discard" routes even without subscriptions;
+        so does a context with ``transport_lbtrm_receiver_timestamp`` 1 (hr_timestamp)."""
         if self._channel_map().active:
+            self._start_routing()
+        if bool(self.context.options.get("transport_lbtrm_receiver_timestamp")):
+            self._stamps = True
             self._start_routing()
 
     def subscribe_channel(self, channel: int, on_message: OnMessage | None = None) -> None:
@@ -351,6 +359,9 @@ class ReceiverExtras:
         application's callbacks propagate to the engine, which counts and logs them."""
         t = msg.type
         if t == m.MSG_DATA or t == m.MSG_REQUEST:
+            if self._stamps:
+                lbt = self.context.lbt
+                msg.hr_timestamp = NO_STAMP if lbt is None else lbt.rx_stamp.value
             if self._hf is not None:
                 out = self._hf_pass(msg)
                 if out is None:

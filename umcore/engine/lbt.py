@@ -108,6 +108,7 @@ def lbt_state(engine: LbtHost) -> LbtContext:
             rm,
             drop_send=float(o.get("pyum_fault_drop_send")),
             drop_receive=float(o.get("pyum_fault_drop_receive")),
+            timestamps=bool(o.get("transport_lbtrm_receiver_timestamp")),
         )
     return lctx
 
