@@ -286,6 +286,7 @@ class EndpointPortal:
         self.send_errors = 0
         self.command_errors = 0
         self.final_advertisements = 0
+        self.own_joins_avoided = 0
 
     # ------------------------------------------------------------------ life
     def context_names(self) -> tuple[str | None, str | None]:
@@ -330,6 +331,7 @@ class EndpointPortal:
         src.resolver.answer_use_queries = False
         self.rcv, self.src = rcv, src
         rcv.tr_listener = self._on_tr
+        rcv.join_filter = self._may_join
         self._worker = asyncio.get_running_loop().create_task(self._work())
         port = src.features.port.port if src.features.port is not None else 0
         self.up = True
@@ -408,6 +410,15 @@ class EndpointPortal:
         except ValueError:
             return
         self.core.receive_source(self.name, advert, now)
+
+    def _may_join(self, info: SourceInfo) -> bool:
+        """Not a source this portal advertises itself (its own proxy source, or another DRO's
+        proxy of the same origin: the core ignores those anyway)."""
+        for opt in info.options:
+            if isinstance(opt, OTIDOption) and (bytes(opt.otid), info.topic) in self.sources:
+                self.own_joins_avoided += 1
+                return False
+        return True
 
     def send_lbmr(self, packet: lbmr.LBMRPacket) -> None:
         """Send one of the core's packets into the TRD (with the TNWGD source type)."""

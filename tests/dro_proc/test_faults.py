@@ -84,6 +84,10 @@ async def test_full_queue_drops_and_never_blocks_the_other_portal() -> None:
             await loop.sock_connect(stuck, (ip, int(port)))
             await loop.sock_sendall(stuck, encode_tcp_sid(int(sid, 16)))
             await until(lambda: proxy.receivers >= 2, "the stalled receiver confirmed")
+            # TRD2's application and the stalled one: the DRO's own proxy receiver for TRD3's
+            # interest in TRD2 leaves its own proxy source alone
+            assert proxy.receivers == 2
+            assert rt.portals["TRD2"].own_joins_avoided >= 1
             for i in range(count):
                 await src.send(_SEQ.pack(i) + payload, flush=i % 100 == 99)
             src.flush()

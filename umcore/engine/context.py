@@ -150,6 +150,9 @@ class Engine:
         #: is appended to every datagram this context's resolver sends.
         self.tr_listener: Callable[[bytes | memoryview, tuple[str, int]], object] | None = None
         self.tr_packet_options = b""
+        #: ``join_filter(info)`` False: do not join that source for the raw receivers (a DRO
+        #: portal's proxy receivers leave its own proxy sources alone).
+        self.join_filter: Callable[[SourceInfo], bool] | None = None
 
     # -------------------------------------------------------------- topic resolution
     async def start(self) -> None:
@@ -570,6 +573,8 @@ class Engine:
         receivers = self.receivers_of(info.topic)
         raws = self.raw_receivers.get(info.topic) or []
         if not receivers and not raws:
+            return self.joined.get(info.key)
+        if not receivers and self.join_filter is not None and not self.join_filter(info):
             return self.joined.get(info.key)
         js = self.joined.get(info.key)
         new = js is None
