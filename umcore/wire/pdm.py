@@ -143,7 +143,9 @@ INFERRED: dict[str, str] = {
     "unset optional": "an unset optional field is absent from the offset table",
     "byte order": "we write little-endian by default (UM writes its host's order); both are read",
     "ignore flag": "an unknown segment type is skipped if its flags have 0x80, refused otherwise",
-    "version match": "without an included definition, id, major and minor must all match",
+    "version match": "a receiver holding a definition of the message's id reads with it only "
+    "if major and minor match too (else PdmDefinitionError), even when the message carries its "
+    "own; the cache is looked up by exact (id, major, minor)",
 }
 
 
