@@ -226,3 +226,21 @@ async def test_tls_handshake_failure_is_logged_and_retried(
     finally:
         await b.adapter.close()
         await a.adapter.close()
+
+
+def test_runs_on_uvloop() -> None:
+    """The daemon runs on uvloop, whose transports are not asyncio.Transport subclasses."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def exchange() -> tuple[int, int]:
+        a, b = await pair(portal("acceptor"), lambda p: portal("initiator", port=p))
+        try:
+            await until(lambda: a.link.up and b.link.up, "link up", timeout=WAIT)
+            await blast(b, 5000, b"u" * 64)
+            await until(lambda: a.received >= 5000, "5000 messages", timeout=WAIT)
+            return a.received, a.out_of_order
+        finally:
+            await b.adapter.close()
+            await a.adapter.close()
+
+    assert uvloop.run(exchange()) == (5000, 0)

@@ -40,6 +40,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
+from typing import cast
 
 from umcore.aio.interfaces import resolve
 from umcore.aio.timer import CoreTimer
@@ -112,9 +113,9 @@ class _Conn(asyncio.Protocol):
         self.peer = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        addr = transport.get_extra_info("peername")
+        # uvloop's transports are not asyncio.Transport subclasses, only alike
+        self.transport = cast(asyncio.Transport, transport)
+        addr = self.transport.get_extra_info("peername")
         self.peer = f"{addr[0]}:{addr[1]}" if addr else "?"
         self.owner._connected(self)
 

@@ -102,6 +102,8 @@ UNBOUND = 0xFFFFFFFF
 OTID_SIZE = 32
 
 _DATA_HDR = struct.Struct("!BBHII")  # ver/type 0 (data), next_hdr 0, msglen, tidx, sqn
+_pack_data = _DATA_HDR.pack
+_unpack_data = _DATA_HDR.unpack_from
 _DATA_HDR_LEN = _DATA_HDR.size
 _BASE = struct.Struct("!BBH")
 
@@ -123,6 +125,9 @@ class LinkState(Enum):
     DOWN = "down"  # no connection
     HANDSHAKE = "handshake"  # connected, waiting for the other side's hello
     UP = "up"
+
+
+_UP = LinkState.UP  # the data path's state test, without the class attribute lookup
 
 
 class LinkEvent(Enum):
@@ -288,6 +293,7 @@ class PeerLink:
         "_next_tidx",
         "_out",
         "_out_bytes",
+        "_queue_limit",
         "_rx_tail",
         "batch_interval",
         "batching",
@@ -329,6 +335,8 @@ class PeerLink:
         self.smart_batch = bool(portal.smart_batch)
         self.max_datagram = portal.max_datagram
         self.max_queue = portal.max_queue
+        # the data a link may hold unsent: max-queue of closed batches and one open batch
+        self._queue_limit = portal.max_queue + portal.max_datagram
         self.stats = LinkStats(portal.max_queue)
         self.state = LinkState.DOWN
         self.peer_node_id: int | None = None
@@ -474,7 +482,7 @@ class PeerLink:
     @property
     def writable(self) -> bool:
         """UP and below ``max-queue``: an adapter feeding from the DroCore's queue may send."""
-        return self.state is LinkState.UP and self._out_bytes < self.max_queue
+        return self._out_bytes < self.max_queue and self.state is _UP
 
     def take_events(self) -> list[CoreEvent]:
         out, self._events = self._events, []
@@ -497,56 +505,75 @@ class PeerLink:
     def send_data(self, source: SourceKey, sqn: int, data: bytes | memoryview, now: float) -> bool:
         """Forward one frame of ``source`` (``sqn``: its originating sequence number).  False if
         dropped (link not UP, or ``max-queue`` full), counted either way."""
-        st = self.stats
         n = len(data)
-        if self.state is not LinkState.UP:
-            st.data_fragments_dropped_not_operational += 1
-            st.data_fragment_bytes_dropped_not_operational += n
-            return False
+        tidx = self._bind_out.get(source)
+        if tidx is None or self.state is not _UP:
+            tidx = self._bind(source, n)
+            if tidx is None:
+                return False
         size = _DATA_HDR_LEN + n
-        if n > MAX_FRAME_PAYLOAD:
-            raise LocalProtocolError(f"frame of {n} bytes: at most {MAX_FRAME_PAYLOAD}")
-        if self._out_bytes + len(self._batch) + size > self.max_queue + self.max_datagram:
+        batch = self._batch
+        blen = len(batch)
+        out_bytes = self._out_bytes
+        if out_bytes + blen + size > self._queue_limit:
+            st = self.stats
             st.data_fragments_dropped_would_block += 1
             st.data_fragment_bytes_dropped_would_block += n
             return False
-        tidx = self._bind_out.get(source)
-        if tidx is None:
-            if len(self._bind_out) >= MAX_LINK_SOURCES:
-                st.data_fragments_dropped_would_block += 1
-                st.data_fragment_bytes_dropped_would_block += n
-                return False
-            tidx = self._next_tidx
-            self._next_tidx = (tidx + 1) & _U32
-            self._bind_out[source] = tidx
-            bind = lbmc.LBMCMessage(
-                lbmc.MSG_CONTROL,
-                headers=[
-                    self._otid(source),
-                    lbmc.TopicName(_cstr(source.topic)),
-                    lbmc.TopicIdx(0, tidx),
-                ],
-            )
-            self._control(lbmc.encode(bind))
-            if not self.up:  # the control backlog cost the link
-                return False
-        if self._batch and len(self._batch) + size > self.max_datagram:
-            self._close_batch()
-        batch = self._batch
-        if not batch:
+        if blen + size > self.max_datagram:
+            if n > MAX_FRAME_PAYLOAD:
+                raise LocalProtocolError(f"frame of {n} bytes: at most {MAX_FRAME_PAYLOAD}")
+            if blen:
+                self._close_batch()
+                out_bytes = self._out_bytes
+                batch = self._batch
+                blen = 0
+        if not blen:
             self._batch_started = now
-        batch += _DATA_HDR.pack(0, 0, size, tidx, sqn & _U32)
+        batch += _pack_data(0, 0, size, tidx, sqn & _U32)
         batch += data
         self._batch_msgs += 1
+        st = self.stats
         st.data_fragments_sent += 1
         st.data_fragment_bytes_sent += n
-        if self.batching and len(batch) >= self.min_length:
-            self._close_batch()
-        enq = self._out_bytes + len(self._batch)
+        enq = out_bytes + blen + size
         st.data_bytes_enqueued = enq
         if enq > st.data_bytes_enqueued_max:
             st.data_bytes_enqueued_max = enq
+        if self.batching and blen + size >= self.min_length:
+            self._close_batch()
         return True
+
+    def _bind(self, source: SourceKey, n: int) -> int | None:
+        """send_data's slow path: the link is not UP (drop), or ``source`` has no topic index
+        on this connection yet (bind one); None: dropped."""
+        st = self.stats
+        if self.state is not _UP:
+            st.data_fragments_dropped_not_operational += 1
+            st.data_fragment_bytes_dropped_not_operational += n
+            return None
+        tidx = self._bind_out.get(source)
+        if tidx is not None:
+            return tidx
+        if len(self._bind_out) >= MAX_LINK_SOURCES:
+            st.data_fragments_dropped_would_block += 1
+            st.data_fragment_bytes_dropped_would_block += n
+            return None
+        tidx = self._next_tidx
+        self._next_tidx = (tidx + 1) & _U32
+        self._bind_out[source] = tidx
+        bind = lbmc.LBMCMessage(
+            lbmc.MSG_CONTROL,
+            headers=[
+                self._otid(source),
+                lbmc.TopicName(_cstr(source.topic)),
+                lbmc.TopicIdx(0, tidx),
+            ],
+        )
+        self._control(lbmc.encode(bind))
+        if not self.up:  # the control backlog cost the link
+            return None
+        return tidx
 
     def _send_control(self, headers: list[lbmc.Header]) -> bool:
         if self.state is not LinkState.UP:
@@ -642,50 +669,67 @@ class PeerLink:
         view = memoryview(src)
         pos = 0
         end = len(src)
-        frames = self._frames
+        append = self._frames.append
         bind = self._bind_in
-        unpack = _DATA_HDR.unpack_from
+        msgs = nbytes = unknown = 0
+        up = self.state is _UP
         try:
             while end - pos >= 4:
-                vt, nh, msglen = _BASE.unpack_from(src, pos)
-                if vt == 0 and nh == 0 and msglen >= _DATA_HDR_LEN:
-                    if end - pos < msglen:
-                        break
-                    if self.state is not LinkState.UP:
-                        raise _Protocol(DownCause.PROTOCOL, "data before the hello")
-                    _, _, _, tidx, sqn = unpack(src, pos)
-                    key = bind.get(tidx)
-                    n = msglen - _DATA_HDR_LEN
-                    if key is None:
-                        st.data_msgs_rcvd_unknown_source += 1
-                    else:
-                        frames.append((key, sqn, view[pos + _DATA_HDR_LEN : pos + msglen]))
-                    st.data_msgs_rcvd += 1
-                    st.data_msg_bytes_rcvd += n
-                    pos += msglen
-                    continue
-                if vt != lbmc.MSG_CONTROL or msglen < 4:
-                    raise _Protocol(
-                        DownCause.PROTOCOL,
-                        f"not a peer-link message (byte0 {vt:#04x}, msglen {msglen})",
-                    )
-                if end - pos < msglen:
-                    break
-                try:
-                    msg, nxt = lbmc.decode_at(src, pos)
-                except lbmc.LBMCError as exc:
-                    raise _Protocol(DownCause.PROTOCOL, f"bad control message: {exc}") from None
-                st.gateway_cntl_msgs_rcvd += 1
-                st.gateway_cntl_msg_bytes_rcvd += msglen
+                if end - pos >= _DATA_HDR_LEN:
+                    vt, nh, msglen, tidx, sqn = _unpack_data(src, pos)
+                    if vt == 0 and nh == 0 and msglen >= _DATA_HDR_LEN:
+                        if end - pos < msglen:
+                            break
+                        if not up:
+                            raise _Protocol(DownCause.PROTOCOL, "data before the hello")
+                        key = bind.get(tidx)
+                        if key is None:
+                            unknown += 1
+                        else:
+                            append((key, sqn, view[pos + _DATA_HDR_LEN : pos + msglen]))
+                        msgs += 1
+                        nbytes += msglen - _DATA_HDR_LEN
+                        pos += msglen
+                        continue
+                else:
+                    vt, nh, msglen = _BASE.unpack_from(src, pos)
+                    if vt == 0 and nh == 0 and msglen >= _DATA_HDR_LEN:
+                        break  # the rest of a data header is still to come
+                nxt = self._control_at(src, pos, end, vt, msglen, now)
+                if nxt < 0:
+                    break  # the rest of the control message is still to come
                 pos = nxt
-                self._control_received(msg, now)
                 if not self.connected:  # the control backlog cost the link
                     return
+                up = self.state is _UP
         except _Protocol as exc:
             self._rx_tail = b""
             self._lose(exc.cause, exc.reason)
             return
+        finally:
+            st.data_msgs_rcvd += msgs
+            st.data_msg_bytes_rcvd += nbytes
+            st.data_msgs_rcvd_unknown_source += unknown
         self._rx_tail = src[pos:] if pos < end else b""
+
+    def _control_at(self, src: bytes, pos: int, end: int, vt: int, msglen: int, now: float) -> int:
+        """Handle the control message at ``pos``: the offset after it, or -1 when it is not
+        complete yet.  Raises _Protocol for bytes that are not this protocol."""
+        if vt != lbmc.MSG_CONTROL or msglen < 4:
+            raise _Protocol(
+                DownCause.PROTOCOL, f"not a peer-link message (byte0 {vt:#04x}, msglen {msglen})"
+            )
+        if end - pos < msglen:
+            return -1
+        try:
+            msg, nxt = lbmc.decode_at(src, pos)
+        except lbmc.LBMCError as exc:
+            raise _Protocol(DownCause.PROTOCOL, f"bad control message: {exc}") from None
+        st = self.stats
+        st.gateway_cntl_msgs_rcvd += 1
+        st.gateway_cntl_msg_bytes_rcvd += msglen
+        self._control_received(msg, now)
+        return int(nxt)
 
     def _control_received(self, msg: lbmc.LBMCMessage, now: float) -> None:
         headers = msg.headers
