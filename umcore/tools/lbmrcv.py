@@ -61,6 +61,23 @@ def _parser(wildcard: bool = False) -> argparse.ArgumentParser:
         "-V", dest="verify", action="store_true", help="verify message contents (sent by lbmsrc -V)"
     )
     p.add_argument("-s", dest="stats", action="store_true", help="print statistics every second")
+    p.add_argument(
+        "-N",
+        "--channel",
+        dest="channels",
+        type=int,
+        action="append",
+        metavar="NUM",
+        help="subscribe to Spectrum channel NUM (repeatable; as UM's lbmrcv -N); messages on "
+        "other channels follow unrecognized_channel_behavior (-c files)",
+    )
+    p.add_argument(
+        "--hf",
+        dest="hf",
+        action="store_true",
+        help="pyum's spelling of UM's lbmhfrcv: a Hot Failover receiver delivering each HF "
+        "sequence number once (lbmwrcv: hf_receiver 1)",
+    )
     p.add_argument("topic", metavar="pattern" if wildcard else "topic")
     return p
 
@@ -106,9 +123,12 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
                 if counter is not None:
                     c.expected[msg.source + msg.topic] = counter + 1
             if verbose > 1:
+                extra = "" if msg.channel_info is None else f" channel={msg.channel_info}"
+                if msg.hf_info is not None:
+                    extra += f" hf={msg.hf_sequence_number}"
                 print(
                     f"lbmrcv: [{msg.topic}][{msg.source}][{msg.sequence_number}] "
-                    f"{len(msg.data)} bytes",
+                    f"{len(msg.data)} bytes{extra}",
                     flush=True,
                 )
             if limit and c.messages >= limit:
@@ -147,11 +167,15 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
 
     async with await Context.create(ctx_attr) as ctx:
         if wildcard:
-            await ctx.create_wildcard_receiver(args.topic, on_message)
+            wattr = {"hf_receiver": "1"} if args.hf else None
+            r = await ctx.create_wildcard_receiver(args.topic, on_message, attributes=wattr)
             print(f"lbmrcv: receiving topics matching {args.topic!r}", flush=True)
         else:
-            await ctx.create_receiver(args.topic, on_message, attributes=rcv_attr)
+            create = ctx.create_hf_receiver if args.hf else ctx.create_receiver
+            r = await create(args.topic, on_message, attributes=rcv_attr)
             print(f"lbmrcv: receiving topic {args.topic!r}", flush=True)
+        for channel in args.channels or ():
+            r.subscribe_channel(channel)
         stats_task = asyncio.create_task(stats()) if args.stats else None
         await done.wait()
         if stats_task is not None:

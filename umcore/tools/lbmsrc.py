@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import sys
 import time
+from typing import Any
 
 from umcore.tools.common import (
     add_config_option,
@@ -109,6 +110,30 @@ def _parser() -> argparse.ArgumentParser:
         help="pyum's shorthand for 'source transport T' (UM's lbmsrc takes it from -c): tcp, "
         "lbtru, lbtrm, lbtipc or lbtsmx; applied after the -c files, before -R/-G",
     )
+    p.add_argument(
+        "-N",
+        "--channel",
+        dest="channel",
+        type=int,
+        metavar="NUM",
+        help="send on Spectrum channel NUM (as UM's lbmsrc -N)",
+    )
+    p.add_argument(
+        "--hf",
+        dest="hf",
+        action="store_true",
+        help="pyum's spelling of UM's lbmhfsrc: a Hot Failover source; message i carries HF "
+        "sequence number --hf-start + i (run the same command in several processes)",
+    )
+    p.add_argument(
+        "--hf-start",
+        dest="hf_start",
+        type=int,
+        default=0,
+        metavar="NUM",
+        help="first HF sequence number (default 0)",
+    )
+    p.add_argument("--hf-64", dest="hf_64", action="store_true", help="64-bit HF sequence numbers")
     p.add_argument("topic")
     return p
 
@@ -138,7 +163,8 @@ async def _main(args: argparse.Namespace) -> int:
     sent = nbytes = 0
     start = end = time.monotonic()
     try:
-        src = await ctx.create_source(args.topic, attributes=src_attr, on_event=on_event)
+        create = ctx.create_hf_source if args.hf else ctx.create_source
+        src = await create(args.topic, attributes=src_attr, on_event=on_event)
         print(f"lbmsrc: topic {args.topic!r} source {src.source_string}", flush=True)
         if args.delay > 0:
             with contextlib.suppress(TimeoutError):
@@ -147,12 +173,19 @@ async def _main(args: argparse.Namespace) -> int:
         pause = args.pause / 1000
         start = time.monotonic()
         last_report = start
-        send = src.send
+        send: Any = src.send
+        chan = src.channel(args.channel) if args.channel is not None else None
+        if chan is not None:
+            send = chan.send
+        bits = 64 if args.hf_64 else 32
         for i in range(args.messages):
             if stop.is_set():
                 break
             data = make_verifiable(i, args.length) if args.verifiable else plain
-            await send(data)
+            if args.hf:
+                await src.send_hf(data, args.hf_start + i, bits, channel=chan)
+            else:
+                await send(data)
             sent += 1
             nbytes += len(data)
             if pause:
