@@ -42,13 +42,34 @@ class Trd:
     #: The DRO portal's own extras: source-scope options of its proxy sources, its max-queue.
     dro_source: dict[str, str] = field(default_factory=dict)
     max_queue: int | None = None
+    #: Topic resolution through this lbmrd (or SRS) instead of multicast.
+    lbmrd: tuple[str, int] | None = None
+    srs: tuple[str, int] | None = None
 
-    def context(self) -> dict[str, str]:
-        """Context-scope options of an application (or a DRO portal) in this TRD."""
+    def resolution(self) -> dict[str, str]:
+        if self.srs is not None:
+            return {
+                "resolver_service": f"{self.srs[0]}:{self.srs[1]}",
+                "resolver_disable_udp_topic_resolution": "1",
+                "default_interface": "127.0.0.1",
+            }
+        if self.lbmrd is not None:
+            return {
+                "resolver_unicast_daemon": f"{self.lbmrd[0]}:{self.lbmrd[1]}",
+                "resolver_unicast_interface": "127.0.0.1",
+                "resolver_unicast_port_low": "0",
+                "resolver_unicast_port_high": "0",
+            }
         return {
             "resolver_multicast_interface": "127.0.0.1",
             "resolver_multicast_address": self.group,
             "resolver_multicast_port": str(self.port),
+        }
+
+    def context(self) -> dict[str, str]:
+        """Context-scope options of an application (or a DRO portal) in this TRD."""
+        return {
+            **self.resolution(),
             "transport_tcp_port_low": "0",
             "transport_tcp_port_high": "0",
             "request_tcp_port_low": "0",
