@@ -25,7 +25,9 @@ import random
 import struct
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 N = 200_000
 SIZE = 64
@@ -235,6 +237,7 @@ def main() -> None:
     from umcore.tools.certs import make_certificates
 
     logging.getLogger("umcore.aio.dropeer").setLevel(logging.WARNING)
+    runner: Callable[..., Any]
     try:
         import uvloop
 

@@ -45,7 +45,15 @@ def tls_xml(c: CertFiles, trusted: CertFiles | None = None) -> str:
     )
 
 
-def portal(role: str, *, port: int = 0, security: str = "", extra: str = "", ka: str = "") -> Peer:
+def portal(
+    role: str,
+    *,
+    port: int = 0,
+    security: str = "",
+    extra: str = "",
+    ka: str = "",
+    options: str = "<keepalive/><nodelay/>",
+) -> Peer:
     end = (
         f'<initiator reconnect-interval="50"><address>127.0.0.1</address><port>{port}</port>'
         "</initiator>"
@@ -54,7 +62,7 @@ def portal(role: str, *, port: int = 0, security: str = "", extra: str = "", ka:
     )
     xml = (
         '<tnw-gateway version="1.0"><daemon><name>d</name></daemon><portals><peer><name>P</name>'
-        f"<single-tcp><interface>127.0.0.1</interface><keepalive/><nodelay/>{security}{end}"
+        f"<single-tcp><interface>127.0.0.1</interface>{options}{security}{end}"
         f"</single-tcp>{extra}{ka}</peer></portals></tnw-gateway>"
     )
     p = load_text(xml, f"<{role}.xml>").portal("P")
@@ -244,3 +252,21 @@ def test_runs_on_uvloop() -> None:
             await a.adapter.close()
 
     assert uvloop.run(exchange()) == (5000, 0)
+
+
+async def test_socket_options_follow_the_configuration() -> None:
+    bufs = "<receive-buffer>262144</receive-buffer><send-buffer>131072</send-buffer>"
+    a, b = await pair(
+        portal("acceptor", options=""),
+        lambda p: portal("initiator", port=p, options=bufs + "<keepalive/><nodelay/>"),
+    )
+    try:
+        await until(lambda: a.link.up and b.link.up, "link up", timeout=WAIT)
+        on, off = b.adapter.socket_options(), a.adapter.socket_options()
+        assert (on["SO_KEEPALIVE"], on["TCP_NODELAY"]) == (1, 1)
+        assert (off["SO_KEEPALIVE"], off["TCP_NODELAY"]) == (0, 0)  # asyncio's default undone
+        assert on["SO_RCVBUF"] >= 262144 and on["SO_SNDBUF"] >= 131072  # Linux doubles them
+    finally:
+        await b.adapter.close()
+        await a.adapter.close()
+    assert b.adapter.socket_options() == {}

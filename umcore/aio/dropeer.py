@@ -264,6 +264,8 @@ class PeerPortalLink:
         assert tr is not None
         if self._closed or self._conn is not None or self.link.connected:
             self.refused += 1
+            if self.role == "initiator":
+                self._gone.set()  # the connector must not wait for a connection it refused
             log.warning(
                 "Acceptor: peer portal [%s] refused a second connection from [%s] "
                 "(one companion per peer portal)",
@@ -413,6 +415,20 @@ class PeerPortalLink:
     @property
     def connected(self) -> bool:
         return self._conn is not None
+
+    def socket_options(self) -> dict[str, int]:
+        """The current connection's SO_KEEPALIVE, TCP_NODELAY, SO_RCVBUF and SO_SNDBUF (empty
+        without a connection): what ``<keepalive/>``, ``<nodelay/>`` and the buffers made."""
+        conn = self._conn
+        sock = conn.transport.get_extra_info("socket") if conn and conn.transport else None
+        if sock is None:
+            return {}
+        return {
+            "SO_KEEPALIVE": sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+            "TCP_NODELAY": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+            "SO_RCVBUF": sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+            "SO_SNDBUF": sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+        }
 
 
 def _reason(exc: BaseException) -> str:
