@@ -3,7 +3,7 @@
 Start-up order: parse the command line (usage errors: exit 2); ``-d`` prints the DTD; load and
 validate the configuration against it (``-v`` stops there: ``<file>: valid`` and 0, or the one
 line and 1); refuse configurations UM does not support (two endpoints with one domain id or in one
-topic resolution domain); check the ``<pidfile>`` directory; open the log -- any failure is one line
+topic resolution domain) and ``<monitor>``/``<web-monitor>`` settings pyum cannot honour; check the ``<pidfile>`` directory; open the log -- any failure is one line
 ``tnwgd: <file>:<line>: <element>: <what>`` and exit 1, before anything binds.  Then detach
 (``-f``) and run until SIGINT/SIGTERM, exit 0.
 """
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from daemons.tnwgd.logsetup import configure_logging
+from daemons.tnwgd.manpage import TNWGD
 from umcore.config import dro as dro_config
 from umcore.config import xmlfile
 from umcore.daemon import lifecycle, pidfile
@@ -26,39 +27,9 @@ PROG = "tnwgd"
 
 log = logging.getLogger("tnwgd")
 
-USAGE = """\
-tnwgd - the Dynamic Routing Option (DRO) daemon, joining topic resolution domains (pyum)
-
-Usage: tnwgd [options] configfile
-
-Each <endpoint> portal of configfile is a pair of UM contexts in one topic resolution domain
-(multicast, lbmrd or SRS topic resolution, as its <lbm-config>/<lbm-attributes> say).  The DRO
-learns which topics receivers want in each domain, creates proxy receivers where the sources are
-and proxy sources where the receivers are, and forwards the messages between them.
-
-Options:
-  -d, --dump-dtd        print the DTD configfile is checked against, then exit
-  -f, --detach          start in the background: the command returns once the configuration
-                        is checked and the log is open
-  -h, --help            print this text, then exit
-  -u, --use-utc         log timestamps in UTC instead of local time
-  -v, --validate        check configfile against the DTD, print "<file>: valid" and exit 0, or
-                        the first problem with its line and exit 1
-  --metrics=HOST:PORT   serve Prometheus metrics at http://HOST:PORT/metrics (pyum; off by
-                        default)
-
-Exit status: 0 after a clean stop (SIGTERM, SIGINT), 1 for a bad configuration file (or one UM
-does not support: two endpoints with one <domain-id>, or two endpoints in one topic resolution
-domain), a log or pid file that cannot be written, or a portal that cannot start; 2 for a bad
-command line.  Portal datagram max sizes that differ are logged as a warning.
-
-pyum implements endpoint portals; <peer> portals (DRO-to-DRO links) parse and are reported as
-not available in this build.
-"""
-
 
 def build_parser() -> DaemonArgumentParser:
-    p = DaemonArgumentParser(PROG, USAGE)
+    p = DaemonArgumentParser(PROG, TNWGD)
     p.add_argument("-d", "--dump-dtd", action="store_true")
     p.add_argument("-f", "--detach", action="store_true")
     p.add_argument("-u", "--use-utc", action="store_true")
@@ -108,6 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         from daemons.tnwgd.app import check_supported
 
         check_supported(config, xml=xml, base=base)
+        from daemons.tnwgd.monitor import monitor_settings
+        from daemons.tnwgd.webmon import parse_web_monitor
+
+        monitor_settings(config)  # a <monitor> module pyum does not implement: refused now
+        if config.daemon.web_monitor:
+            parse_web_monitor(config.daemon.web_monitor, source=config.source)
         if config.daemon.pidfile:
             pidfile.check_writable(
                 config.daemon.pidfile, source=str(config.source), what="<pidfile>"

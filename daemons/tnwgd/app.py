@@ -16,6 +16,11 @@ Public, read-only view (the monitor, the web monitor and the metrics read it; no
 ``index``, ``domain_id``, ``kind`` and ``contexts()``), ``started_at`` (``loop.time()`` at start),
 ``started_wall`` (``time.time()`` then), ``node_id``.
 
+Around it :func:`serve` runs what the other modules of this package provide on that view:
+``<monitor>`` statistics (:class:`~daemons.tnwgd.monitor.DroMonitor`), the ``<web-monitor>``
+pages (:mod:`daemons.tnwgd.webmon`) and, with ``--metrics``, their Prometheus collectors plus this
+module's per-portal forwarding counters (``pyum_tnwgd_<portal>_*``).
+
 Log lines carry UM's message ids where our notes give them (``Gwd-7136-1`` version,
 ``Gwd-7122-1`` started with node id, ``Gwd-9574-01`` RecalcTrigger).  A full portal queue is
 logged (at most once per :data:`DROP_LOG_INTERVAL`) with its drop counter.
@@ -34,7 +39,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from daemons.tnwgd.monitor import DroMonitor, register_metrics
 from daemons.tnwgd.portal import EndpointPortal
+from daemons.tnwgd.webmon import DroWebMonitor, start_dro_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.timer import CoreTimer
 from umcore.config.dro import DROConfig, Endpoint
@@ -335,12 +342,18 @@ async def serve(
     rt = DroRuntime(config, base=base, xml=xml)
     name = config.daemon.name or ""
     metrics_server: MetricsServer | None = None
+    monitor: DroMonitor | None = None
+    web: DroWebMonitor | None = None
     pid: PidFile | None = None
     try:
         await rt.start()
         log.info("Gwd-7122-1: Gateway named [%s] with node id: %d has started.", name, rt.node_id)
+        monitor = await DroMonitor.open(rt)
+        web = await start_dro_web_monitor(rt, monotonic=loop.time, log=log)
         if metrics is not None:
-            metrics_server = MetricsServer(new_registry(metric_specs(rt)))
+            registry = new_registry(metric_specs(rt))
+            register_metrics(registry, rt, monitor)
+            metrics_server = MetricsServer(registry)
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
         for p in rt.portals.values():
@@ -359,6 +372,10 @@ async def serve(
     finally:
         if metrics_server is not None:
             await metrics_server.close()
+        if web is not None:
+            await web.close()
+        if monitor is not None:
+            await monitor.close()
         await rt.close()
         if pid is not None:
             pid.remove()
