@@ -172,7 +172,16 @@ class SmartSource:
             out = bytes(frame)
         if length is not None:
             _U16.pack_into(store, base + _MSGLEN_AT, self._full)
-        self._session.write(out)
+        # SourceSession.write's steps, with the one-receiver shortcut send_nowait takes.
+        one = writer.single
+        if one is not None:
+            one.write(out)
+        else:
+            writer.write(out)
+        if writer.paused:
+            core.end_run()  # that write blocked the session
+        if core.timer_dirty:
+            self._session.rearm()
         self.sent += 1
 
     async def wait_writable(self) -> None:
