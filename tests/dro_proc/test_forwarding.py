@@ -24,7 +24,8 @@ from tests.dro_proc.kit import (
     running_dro,
 )
 from tests.integration.helpers import until
-from umcore.api import Context
+from umcore.api import Context, Message
+from umcore.api import message as m
 
 TOPIC = "dro.fwd"
 _SEQ = struct.Struct("!I")
@@ -118,3 +119,40 @@ async def test_tcp_to_lbtrm_and_final_advertisement() -> None:
         assert time.perf_counter() - t0 < 10  # well before LBT-RM's activity timeout
         assert rt.portals["TRD2"].final_advertisements >= 1
         await rcv.close()
+
+
+async def test_wildcard_receiver_across_the_dro() -> None:
+    """A wildcard receiver in TRD2: the DRO queries the pattern in TRD1 (wildcard TQRs), opens a
+    proxy receiver per matching topic it hears advertised, and each source reaches it."""
+    trd1, trd2 = Trd(), Trd()
+    got: dict[str, list[int]] = {}
+
+    def on_message(msg: Message) -> None:
+        if msg.type == m.MSG_DATA:
+            got.setdefault(msg.topic, []).append(_SEQ.unpack_from(msg.data)[0])
+
+    async with (
+        running_dro(dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)], max_queue=BIG_QUEUE)) as rt,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd2.context()) as b,
+    ):
+        rcv = await b.create_wildcard_receiver(r"^dro\.wc\.", on_message)
+        srcs = [
+            await a.create_source(t, attributes=trd1.source("tcp"))
+            for t in ("dro.wc.a", "dro.wc.b", "dro.other")
+        ]
+        await until(lambda: proxy_ready(rt, "TRD2", "dro.wc.a"), "a proxy for dro.wc.a")
+        await until(lambda: proxy_ready(rt, "TRD2", "dro.wc.b"), "a proxy for dro.wc.b")
+        for i in range(1000):
+            for s in srcs:
+                await s.send(_SEQ.pack(i), flush=i % 100 == 99)
+        for s in srcs:
+            s.flush()
+        await until(lambda: all(len(got.get(t, [])) >= 1000 for t in ("dro.wc.a", "dro.wc.b")))
+        assert got["dro.wc.a"][-1000:] == list(range(1000))
+        assert got["dro.wc.b"][-1000:] == list(range(1000))
+        assert "dro.other" not in got
+        assert not rt.portals["TRD1"].receivers.get("dro.other")  # never even received
+        await rcv.close()
+        for s in srcs:
+            await s.close()
