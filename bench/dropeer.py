@@ -8,8 +8,9 @@ link is measured plain, with LZ4, with TLS (TLS 1.2, UM's default DHE-RSA-AES256
 RSA 2048 certificate made for the run) and with both.  The baseline is a raw asyncio TCP stream
 carrying the same bytes the plain link carries (one 76-byte LBMC data message per frame, written
 in the same 256-message blocks), twice: "raw" writes bytes built beforehand and only counts them
-(the I/O ceiling), "framed" packs each message's header as it sends and slices each payload out
-as it reads (the least per-message Python work any framing costs; the fair "direct").  Payloads are market-data-like quotes (fields repeat,
+(the I/O ceiling), "framed" packs each message's header as it sends, slices each payload out as it
+reads and checks the order as the link's reader does (the least per-message Python work any
+framing costs; the fair "direct").  Payloads are market-data-like quotes (fields repeat,
 digits change), which is what LZ4 is for.  Rounds alternate the modes and each keeps its best
 of :data:`ROUNDS` (the machine is shared: only ratios measured in the same run mean anything).
 
@@ -63,9 +64,10 @@ async def raw_tcp(framed: bool) -> float:
     done = asyncio.Event()
     got = 0
     count = 0
+    disorder = 0
 
     async def reader(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        nonlocal got, count
+        nonlocal got, count, disorder
         tail = b""
         unpack = hdr.unpack_from
         while got < total:
@@ -79,12 +81,14 @@ async def raw_tcp(framed: bool) -> float:
                 pos, end = 0, len(src)
                 payloads = []
                 while end - pos >= 12:
-                    _, _, length, _, _ = unpack(src, pos)
+                    _, _, length, _, sqn = unpack(src, pos)
                     if end - pos < length:
                         break
-                    payloads.append(view[pos + 12 : pos + length])
+                    payloads.append((sqn, view[pos + 12 : pos + length]))
                     pos += length
-                count += len(payloads)
+                for sqn, _ in payloads:  # the consumer's order check, as the link's does
+                    disorder += sqn != count
+                    count = sqn + 1
                 tail = src[pos:]
         done.set()
         w.close()
@@ -123,7 +127,7 @@ async def raw_tcp(framed: bool) -> float:
     w.close()
     server.close()
     await server.wait_closed()
-    if got != total or (framed and count != N):
+    if got != total or (framed and (count != N or disorder)):
         raise AssertionError(f"raw TCP: {got} of {total} bytes, {count} messages")
     return N / elapsed
 
@@ -195,15 +199,18 @@ async def peer_link(mode: str, certs: tuple[str, str]) -> tuple[float, float]:
         loop = asyncio.get_running_loop()
         send = ini.send_data
         start = time.perf_counter()
+        now = loop.time()  # one clock reading per turn of the loop, as a runtime would
         for i in range(N):
             if not ini.writable:
                 b.flush()
                 if not await b.wait_writable():
                     raise AssertionError(f"{mode}: link went down")
-            send(key, i, PAYLOADS[i % DISTINCT], loop.time())
+                now = loop.time()
+            send(key, i, PAYLOADS[i % DISTINCT], now)
             if i % BLOCK == BLOCK - 1:
                 b.flush()
                 await asyncio.sleep(0)  # a yield: let the loop write and read
+                now = loop.time()
         b.flush()
         async with asyncio.timeout(TIMEOUT_S):
             await done.wait()

@@ -606,3 +606,18 @@ def test_data_crosses_two_dros_and_a_lost_link_recalculates() -> None:
     net.connect()
     net.run(1.0)
     assert b.router.domains() == [1, 2] and net.links["b"].up
+
+
+def test_frames_of_an_open_batch_count_as_dropped_when_the_link_goes() -> None:
+    a, b = pair(BATCH)
+    connect(a, b)
+    for sqn in range(3):
+        assert a.send_data(S1, sqn, b"x" * 10, 0.0)
+    assert a.stats.data_fragments_sent == 0  # counted when their batch closes
+    a.receive_connection_lost(0.1)
+    st = a.stats
+    assert (
+        st.data_fragments_dropped_not_operational,
+        st.data_fragment_bytes_dropped_not_operational,
+    ) == (3, 30)
+    assert a.pending == 0

@@ -206,7 +206,9 @@ class RouteInfoReceived(CoreEvent):
 class LinkStats:
     """Counters of one peer portal (cumulative over its connections), named after
     ``DROMonMsg.Stats.Portal.Peer.Send/Receive``; RTTs in microseconds; ``last_ka_time`` is
-    the ``now`` of the last answered keepalive."""
+    the ``now`` of the last answered keepalive.  Frames count as sent when their batch closes
+    (frames of a batch open when the link goes down count as dropped, not operational);
+    ``data_bytes_enqueued`` is the closed batches' bytes not yet taken by the adapter."""
 
     data_bytes_enqueued_limit: int = 0
     batch_bytes_max: int = 0
@@ -408,7 +410,13 @@ class PeerLink:
 
     def _lose(self, cause: DownCause, reason: str) -> None:
         self._to(LinkEvent.LOSE)
-        self.stats.losses += 1
+        st = self.stats
+        st.losses += 1
+        # frames still in the open batch never reach the wire: dropped, link not operational
+        st.data_fragments_dropped_not_operational += self._batch_msgs
+        st.data_fragment_bytes_dropped_not_operational += len(self._batch) - (
+            _DATA_HDR_LEN * self._batch_msgs
+        )
         self.last_down = LinkDown(cause, reason)
         self._events.append(self.last_down)
         self._out.clear()
@@ -434,6 +442,9 @@ class PeerLink:
             return
         st = self.stats
         n, msgs = len(batch), self._batch_msgs
+        # the data path counts per batch, not per frame: sent when its batch closes
+        st.data_fragments_sent += msgs
+        st.data_fragment_bytes_sent += n - _DATA_HDR_LEN * msgs
         st.batches += 1
         st.batch_msgs_total += msgs
         st.batch_bytes_total += n
@@ -447,6 +458,9 @@ class PeerLink:
         self._out_bytes += n
         self._batch = bytearray()
         self._batch_msgs = 0
+        st.data_bytes_enqueued = self._out_bytes
+        if self._out_bytes > st.data_bytes_enqueued_max:
+            st.data_bytes_enqueued_max = self._out_bytes
 
     def _control(self, data: bytes) -> None:
         self._close_batch()  # control messages flush pending data, in order (notes A3)
@@ -470,7 +484,7 @@ class PeerLink:
             return out
         self._out = []
         self._out_bytes = self._ctl_bytes = 0
-        self.stats.data_bytes_enqueued = len(self._batch)
+        self.stats.data_bytes_enqueued = 0
         self.stats.bytes_sent += sum(len(b) for b in out)
         return out
 
@@ -533,13 +547,6 @@ class PeerLink:
         batch += _pack_data(0, 0, size, tidx, sqn & _U32)
         batch += data
         self._batch_msgs += 1
-        st = self.stats
-        st.data_fragments_sent += 1
-        st.data_fragment_bytes_sent += n
-        enq = out_bytes + blen + size
-        st.data_bytes_enqueued = enq
-        if enq > st.data_bytes_enqueued_max:
-            st.data_bytes_enqueued_max = enq
         if self.batching and blen + size >= self.min_length:
             self._close_batch()
         return True
