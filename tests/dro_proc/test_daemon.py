@@ -106,3 +106,23 @@ async def test_dro_killed_and_restarted(tmp_path: Path) -> None:
             await src.close()
     finally:
         await dro.stop()
+
+
+async def test_pid_file_log_format_and_clean_stop(tmp_path: Path) -> None:
+    pid = tmp_path / "dro.pid"
+    cfg = tmp_path / "dro.xml"
+    cfg.write_text(dro_xml([("TRD1", 1, Trd()), ("TRD2", 2, Trd())], pidfile=str(pid)))
+    dro = await DaemonProcess.start("tnwgd", "-u", str(cfg), wait_listening=False)
+    try:
+        match = await dro.wait_for_line(STARTED, 30)
+        assert match.group(1) == "dro"
+        await until(pid.exists, "the pid file")
+        assert int(pid.read_text()) == dro.proc.pid
+        line = next(x for x in dro.lines if "Gwd-7122-1" in x)
+        # UM's DRO line: [YYYY-MM-DD HH:MM:SS.uuuuuu] [severity] text
+        assert re.match(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] \[information\] Gwd-", line)
+        assert any("Gwd-7136-1" in x for x in dro.lines)
+    finally:
+        status = await dro.stop()
+    assert status == 0
+    assert not pid.exists()
