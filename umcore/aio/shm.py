@@ -22,9 +22,10 @@ dry the receiver looks again ``transport_lbtipc_pend_behavior_linger_loop_count`
 sets its pending flag and sleeps on the doorbell; the source rings the doorbells of pending
 receivers after each commit.  ``busy_wait``: the receiver never sleeps; it polls the ring on
 every loop iteration (``call_soon``), which is UM's 100% CPU, without starving the loop's other
-callbacks.  LBT-SMX receivers busy-wait (seed 6.5: the only style SMX has) for
-:data:`SMX_SPIN_S` after the last record, then pend like IPC: a context that busy-waits forever
-in a shared Python loop would take a core from every other callback and process.
+callbacks.  LBT-SMX receivers always busy-wait (seed 6.5: the only style SMX has; a context
+with an SMX receiver keeps a core busy, as in UM).  (Measured: spinning for half a
+millisecond after each record, then pending, was slower than either on this 2-core machine --
+the spinning process takes the core the other side needs.)
 
 **Liveness** (seed 6.4.2 "Receiver Monitoring").  Both ends check the other every
 :data:`LIVENESS_S`: a receiver whose source's pid is gone, or whose source neither committed a
@@ -66,8 +67,8 @@ from umcore.transport.shmring import RingReader, RingWriter, SegmentError
 __all__ = [
     "BLOCKED_POLL_S",
     "LIVENESS_S",
+    "MAX_GATHER",
     "SHM_DIR",
-    "SMX_SPIN_S",
     "Doorbell",
     "SegmentReport",
     "ShmReceiverConnection",
@@ -90,9 +91,8 @@ LIVENESS_S = 0.2
 #: While a receiver-paced source is blocked, how often it re-reads the receivers' positions
 #: when no doorbell came (a receiver that died holds it at most this long plus LIVENESS_S).
 BLOCKED_POLL_S = 0.005
-#: LBT-SMX receivers poll the ring (each loop iteration) this long after the last record before
-#: they pend (module docstring).
-SMX_SPIN_S = 0.0005
+#: Bytes of IPC records joined for one call of the receiver core.
+MAX_GATHER = 256 * 1024
 #: Records delivered per loop callback before yielding to the loop's other work.
 READ_BUDGET = 2048
 #: Writes a blocked receiver-paced source holds (the engine stops sending while paused: only
@@ -538,7 +538,6 @@ class ShmReceiverConnection:
         self.paused = False
         self.closed = False
         self._scheduled = False
-        self._spin_until = 0.0
         self._mark = (-1, -1)
         self._active_at = loop.time()
         self._timer: asyncio.TimerHandle | None = loop.call_later(LIVENESS_S, self._tick)
@@ -550,8 +549,9 @@ class ShmReceiverConnection:
 
     # -------------------------------------------------------------- reading
     def _wake(self) -> None:
-        if not self.paused and not self.closed:
-            self._schedule()
+        """The doorbell rang: read now (one loop iteration sooner than scheduling)."""
+        if not self.paused and not self.closed and not self._scheduled:
+            self._pump()
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -572,11 +572,6 @@ class ShmReceiverConnection:
         if got == READ_BUDGET or self.busy_wait:
             self._schedule()  # more to read, or busy-wait: next loop iteration
             return
-        if got:
-            self._spin_until = self.loop.time() + (SMX_SPIN_S if self.zero_copy else 0.0)
-        if self.zero_copy and self.loop.time() < self._spin_until:
-            self._schedule()
-            return
         ring = self.ring
         for _ in range(self.linger):  # transport_lbtipc_pend_behavior_linger_loop_count
             if ring.next_record()[0] != -1:
@@ -589,38 +584,71 @@ class ShmReceiverConnection:
 
     def _read(self, budget: int) -> int:
         """Deliver up to ``budget`` committed records; publish our position."""
-        ring = self.ring
-        view = self.segment.view
-        on_record = self.on_record
         n = 0
+        ring = self.ring
         try:
-            while n < budget and not self.closed and not self.paused:
-                off, length = ring.next_record()
-                if off == -1:
-                    break
-                if off == -2:
-                    if self.on_lost is not None:
-                        self.on_lost(length)
-                    continue
-                if self.zero_copy:
-                    rec = view[off : off + length]
-                    try:
-                        on_record(rec)
-                    finally:
-                        rec.release()
-                else:
-                    data = bytes(view[off : off + length])
-                    if not ring.still_valid():
-                        continue  # overwritten while copied: next_record reports the loss
-                    on_record(data)
-                ring.consume(length)
-                n += 1
+            n = self._read_views(budget) if self.zero_copy else self._read_copies(budget)
         finally:
             ring.publish()
             if n and ring.source_waiting:
                 bell = ring.source_doorbell
                 if bell:
                     self.doorbell.ring(bell)
+        return n
+
+    def _read_views(self, budget: int) -> int:
+        """LBT-SMX: each record handed over as a view into the segment (receiver-paced: the
+        writer cannot reclaim it before we move on)."""
+        ring = self.ring
+        view = self.segment.view
+        on_record = self.on_record
+        n = 0
+        while n < budget and not self.closed and not self.paused:
+            off, length = ring.next_record()
+            if off < 0:
+                break  # (-2, lapped, cannot happen receiver-paced)
+            rec = view[off : off + length]
+            try:
+                on_record(rec)
+            finally:
+                rec.release()
+            ring.consume(length)
+            n += 1
+        return n
+
+    def _read_copies(self, budget: int) -> int:
+        """LBT-IPC: the committed records, copied and joined into one buffer of whole LBMC
+        messages (one call of the receiver core per :data:`MAX_GATHER` bytes, as one TCP read
+        holds many writes), checked whole against the tail once after copying."""
+        ring = self.ring
+        view = self.segment.view
+        n = 0
+        while n < budget and not self.closed and not self.paused:
+            parts: list[bytes] = []
+            first = -1
+            size = 0
+            while n + len(parts) < budget and size < MAX_GATHER:
+                off, length = ring.next_record()
+                if off == -1:
+                    break
+                if off == -2:  # lapped: what was gathered is overwritten too
+                    parts.clear()
+                    first, size = -1, 0
+                    if self.on_lost is not None:
+                        self.on_lost(length)
+                    continue
+                if first < 0:
+                    first = ring.pos
+                parts.append(view[off : off + length].tobytes())
+                ring.consume(length)
+                size += length
+            if not parts:
+                break
+            if not ring.valid_since(first):
+                ring.rewind(first)  # overwritten while copied: next_record reports the loss
+                continue
+            n += len(parts)
+            self.on_record(parts[0] if len(parts) == 1 else b"".join(parts))
         return n
 
     # -------------------------------------------------------------- liveness

@@ -258,7 +258,7 @@ async def join(engine: ShmHost, js: JoinedSession, info: SourceInfo) -> None:
     if smx:
         on_record = core.receive_record
         timeout = o.seconds("transport_lbtsmx_activity_timeout")
-        busy, linger = False, 1
+        busy, linger = True, 0  # SMX receivers busy-wait, always (seed 6.5)
     else:
         on_record = core.receive_data
         timeout = o.seconds("transport_lbtipc_activity_timeout")

@@ -322,6 +322,8 @@ class RingWriter(_Ring):
         self._gen = -1
         self.records_written = 0
         self.bytes_written = 0
+        #: Receiver-paced (fixed when the segment was made).
+        self.paced = bool(self.flags & RECEIVER_PACED)
         #: Records reclaimed before every attached receiver read them (source-paced loss).
         self.records_overwritten = 0
 
@@ -376,9 +378,11 @@ class RingWriter(_Ring):
         off = pos % size
         need = record_size(n)
         pad = size - off if size - off < need else 0
-        limit = self._min_reader() if self.flags & RECEIVER_PACED else None
-        if not self._reclaim(pos + pad + need, limit):
-            return None
+        upto = pos + pad + need
+        if self._tail < upto - size:  # room must be made (else nothing to look at)
+            limit = self._min_reader() if self.paced else None
+            if not self._reclaim(upto, limit):
+                return None
         if pad:
             _pack_rec(self.buf, self.base + off, PAD, (pos >> 3) & 0xFFFFFFFF)
             pos += pad
@@ -387,7 +391,7 @@ class RingWriter(_Ring):
     def has_room(self, n: int) -> bool:
         """Would a record of ``n`` payload bytes fit now (receiver-paced: without overtaking
         the slowest receiver)?  Changes nothing."""
-        if not self.flags & RECEIVER_PACED:
+        if not self.paced:
             return True
         pos = self._reserved
         off = pos % self.size
@@ -562,6 +566,15 @@ class RingReader(_Ring):
         """Source-paced: is the record :meth:`next_record` gave still unreclaimed (so what was
         read of it is whole)?  Always True receiver-paced (the writer waits for us)."""
         return self.pos >= int(_unpack_u64(self.buf, _OFF_TAIL)[0])
+
+    def valid_since(self, pos: int) -> bool:
+        """:meth:`still_valid` for everything read since position ``pos``."""
+        return pos >= int(_unpack_u64(self.buf, _OFF_TAIL)[0])
+
+    def rewind(self, pos: int) -> None:
+        """Back to position ``pos`` (what was read since was overwritten: the next
+        :meth:`next_record` reports the loss)."""
+        self.pos = self._next = pos
 
     def consume(self, n: int) -> None:
         """Done with the record :meth:`next_record` gave (``n`` payload bytes)."""
