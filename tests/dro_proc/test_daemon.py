@@ -15,10 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from daemons.tnwgd.app import check_supported
 from tests.dro_proc.kit import Recorder, Trd, dro_xml
 from tests.integration.daemon_proc import ROOT, DaemonProcess
 from tests.integration.helpers import until
 from umcore.api import Context
+from umcore.config import dro as dro_config
 
 STARTED = re.compile(r"Gwd-7122-1: Gateway named \[(\w+)\] with node id: (\d+) has started")
 _SEQ = struct.Struct("!I")
@@ -126,3 +128,17 @@ async def test_pid_file_log_format_and_clean_stop(tmp_path: Path) -> None:
         status = await dro.stop()
     assert status == 0
     assert not pid.exists()
+
+
+def test_mismatched_datagram_sizes_are_warned_about() -> None:
+    trd1 = Trd()
+    xml = dro_xml([("TRD1", 1, trd1), ("TRD2", 2, Trd())])
+    same = dro_config.load_text(xml, "same.xml")
+    assert check_supported(same) == []
+    bigger = xml.replace(
+        "</lbm-attributes>",
+        '<option scope="context" name="resolver_datagram_max_size" value="4096"/></lbm-attributes>',
+        1,
+    )
+    (warning,) = check_supported(dro_config.load_text(bigger, "sizes.xml"))
+    assert warning.startswith("resolver_datagram_max_size differs between portals: 4096 (TRD1)")
