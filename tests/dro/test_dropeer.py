@@ -23,6 +23,7 @@ from umcore.aio.dropeer import PeerPortalLink
 from umcore.config.dro import Peer, load_text
 from umcore.dro import SourceKey
 from umcore.dro.peer import DownCause, LinkDown, LinkUp, PeerLink
+from umcore.errors import ConfigError
 from umcore.events import CoreEvent
 from umcore.tools.certs import CertFiles, make_certificates
 
@@ -270,3 +271,21 @@ async def test_socket_options_follow_the_configuration() -> None:
         await b.adapter.close()
         await a.adapter.close()
     assert b.adapter.socket_options() == {}
+
+
+def test_bad_security_settings_fail_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        portal_link(portal("acceptor", security="<compression>ZSTD</compression>"))
+    assert err.value.allowed == "LZ4" and err.value.line is not None and "ZSTD" in str(err.value)
+    missing = tmp_path / "nope.pem"
+    sec = (
+        f"<tls><certificate>{missing}</certificate><certificate-key>{missing}</certificate-key>"
+        "</tls>"
+    )
+    with pytest.raises(ConfigError) as err:
+        portal_link(portal("acceptor", security=sec))
+    assert "nope.pem" in str(err.value) and "<acceptor.xml>" in str(err.value)
+
+
+def portal_link(cfg: Peer) -> PeerPortalLink:
+    return PeerPortalLink(cfg, PeerLink(cfg, 1, "x"), source="<acceptor.xml>")

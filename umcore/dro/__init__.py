@@ -19,6 +19,10 @@ and raw source) and the ``tnwgd`` daemon drive it.  Modules:
 * :mod:`.routing` -- domain ids, costs, hop counts, shortest paths, recalculation damping;
 * :mod:`.ratelimit` -- the ``<rate-limit>`` of each class of TR message;
 * :mod:`.core` -- :class:`DroCore`, composing them;
+* :mod:`.peer` -- the peer link protocol of a peer portal (:class:`~umcore.dro.peer.PeerLink`:
+  hello, keepalive, batching, route information, interest, sources and frames over one TCP
+  connection) [inferred wire format], and :mod:`.peerglue`, which joins a link to the core
+  (its socket side is :mod:`umcore.aio.dropeer`);
 * :mod:`.inferred` -- what is *not* documented (the content of DRO-to-DRO route information and
   how it travels), kept in one marked place.  No interoperability with Informatica's DRO is
   claimed for it.
