@@ -62,7 +62,7 @@ def configure_logging(daemon: DROdaemon, *, utc: bool = False) -> LogSetup:
         path = daemon.log_file
         handler = RollingFileHandler(
             path,
-            size_mb=daemon.log_size,
+            size_mb=daemon.log_size or sys.maxsize,  # size 0: no size rolling (notes A12)
             frequency=daemon.log_frequency,
             max_history=sys.maxsize,
             total_size_cap_mb=sys.maxsize,
