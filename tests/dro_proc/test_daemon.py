@@ -142,3 +142,16 @@ def test_mismatched_datagram_sizes_are_warned_about() -> None:
     )
     (warning,) = check_supported(dro_config.load_text(bigger, "sizes.xml"))
     assert warning.startswith("resolver_datagram_max_size differs between portals: 4096 (TRD1)")
+
+
+async def test_log_file_without_size_does_not_roll(tmp_path: Path) -> None:
+    log = tmp_path / "dro.log"
+    cfg = tmp_path / "dro.xml"
+    cfg.write_text(dro_xml([("TRD1", 1, Trd()), ("TRD2", 2, Trd())], log=str(log)))
+    dro = await DaemonProcess.start("tnwgd", str(cfg), wait_listening=False)
+    try:
+        await until(lambda: log.exists() and "has started" in log.read_text(), "the log file")
+    finally:
+        assert await dro.stop() == 0
+    assert "stopping:" in log.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dro.log", "dro.xml"]  # one file
