@@ -201,7 +201,9 @@ def _js() -> JoinedSession:
     info = SimpleNamespace(
         key=("TCP", "10.0.0.1", 1, 7), ip="10.0.0.1", port=1, session_id=7, options=()
     )
-    features = SimpleNamespace(fanout_removed=lambda f: None)  # no late join / OTR here
+    features = SimpleNamespace(  # no late join / OTR here
+        fanout_removed=lambda f: None, fanout_joined=lambda f, o: None
+    )
     owner = SimpleNamespace(features=features, session_ended=lambda js: None, count_loss=print)
     return JoinedSession(owner, info)  # type: ignore[arg-type]
 

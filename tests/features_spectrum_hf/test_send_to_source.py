@@ -36,3 +36,22 @@ async def test_uim_to_source_string(opts: None) -> None:
         with pytest.raises(UMError, match="unknown source"):
             sub.send_uim("SOURCE:TCP:10.9.9.9:1:00000001", b"nobody")
         await replies.close()
+
+
+async def test_uim_to_source_seen_by_a_wildcard_receiver(opts: None) -> None:
+    topicless: list[Message] = []
+    data: list[Message] = []
+    async with await Context.create(opts) as pub, await Context.create(opts) as sub:
+        pub.immediate_message_callback = topicless.append
+        src = await pub.create_source("wc.prices")
+        w = await sub.create_wildcard_receiver(r"^wc\.", data.append)
+        await wait_for(lambda: src.receivers == 1)
+        await src.send(b"tick", flush=True)
+        await wait_for(lambda: any(x.type == m.MSG_DATA for x in data))
+        sub.send_uim("SOURCE:" + data[-1].source, b"hello source")
+        await wait_for(lambda: len(topicless) == 1)
+        assert topicless[0].data == b"hello source"
+        await w.close()
+        await src.close()
+        with pytest.raises(UMError, match="unknown source"):  # forgotten with its fan-out
+            sub.send_uim("SOURCE:" + data[-1].source, b"gone")

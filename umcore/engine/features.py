@@ -200,6 +200,7 @@ class ContextFeatures:
         self.dropped_unknown = 0
         #: Source string -> (its request address, fan-outs holding it): "SOURCE:" UIMs.
         self._source_addresses: dict[str, tuple[tuple[str, int] | None, int]] = {}
+        self._learned: set[int] = set()  # id() of the fan-outs counted there
         #: Persistent sources and receivers (umcore.engine.persist).
         self.persist = ContextPersistence(self)
 
@@ -402,7 +403,7 @@ class ContextFeatures:
         """A joined topic source: attach late join / OTR recovery when configured, and the
         persistence glue when the source is persistent (its TIR's UME option) and the receiver
         uses the Store (``ume_use_store``)."""
-        self._learn_source_address(fan.source, options)
+        self._learn_source_address(fan, options)
         if self.port is None:
             return
         ume = self.persist.receiver_wanted(options, ropts)
@@ -450,15 +451,21 @@ class ContextFeatures:
             rec.start_late_join(self._loop.time())
         self._flush(fan)
 
-    def _learn_source_address(self, source: str, options: tuple[Any, ...]) -> None:
+    def fanout_joined(self, fan: Fanout, options: tuple[Any, ...]) -> None:
+        """A joined topic source of a wildcard receiver (no late join / OTR / persistence
+        there): only its request port is learnt."""
+        self._learn_source_address(fan, options)
+
+    def _learn_source_address(self, fan: Fanout, options: tuple[Any, ...]) -> None:
         """Sending to sources (seed 10.15): a joined source's request port, from its TIR's
         EXFUNC (or late-join) option, kept while a fan-out of that source string exists."""
         for opt in options:
             if type(opt) in (lbmr_options.ExFuncOption, lbmr_options.LateJoinOption):
                 port = int(opt.src_tcp_port)
                 if port:
-                    n = self._source_addresses.get(source, (None, 0))[1]
-                    self._source_addresses[source] = ((str(opt.src_ip_addr), port), n + 1)
+                    n = self._source_addresses.get(fan.source, (None, 0))[1]
+                    self._source_addresses[fan.source] = ((str(opt.src_ip_addr), port), n + 1)
+                    self._learned.add(id(fan))
                 return
 
     def source_address(self, source: str) -> tuple[str, int]:
@@ -476,6 +483,10 @@ class ContextFeatures:
 
     def fanout_removed(self, fan: Fanout) -> None:
         hit = self._source_addresses.get(fan.source)
+        if id(fan) in self._learned:
+            self._learned.discard(id(fan))
+        else:
+            hit = None
         if hit is not None:
             if hit[1] <= 1:
                 del self._source_addresses[fan.source]

@@ -563,6 +563,8 @@ class FeatureHooks(Protocol):
         self, fan: Fanout, options: tuple[Any, ...], ropts: Options, receiver: Any = None
     ) -> None: ...
 
+    def fanout_joined(self, fan: Fanout, options: tuple[Any, ...]) -> None: ...
+
     def fanout_removed(self, fan: Fanout) -> None: ...
 
     def live(self, fan: Fanout, sqn: int, payload: bytes, headers: tuple[Any, ...]) -> None: ...
@@ -699,6 +701,8 @@ class JoinedSession:
             self.core.subscribe(f.dc)
             if receiver.options is not None:
                 self.features.fanout_created(f, self.options, receiver.options, receiver)
+            else:  # a wildcard receiver's: only what any joined source gives (SOURCE: UIMs)
+                self.features.fanout_joined(f, self.options)
         if receiver in f.receivers:
             return
         f.add_receiver(receiver)
