@@ -185,7 +185,8 @@ class SmxReceiverSession:
                 return
             payload = rec[LBMC_DATA_HEADER:]
             try:
-                if sqn == dc.expected and dc.started and not dc.headers:
+                if sqn == dc.expected or not dc.started:  # in order, or the first one
+                    dc.started = True
                     dc.expected = (sqn + 1) & 0xFFFFFFFF
                     dc.fused += 1  # folded by the owner's statistics read (see stats_for)
                     dc.deliver_plain(sqn, payload)  # type: ignore[arg-type]
