@@ -12,8 +12,9 @@ round creates a fresh receiving context with either
 - an **HF receiver fed by two HF sources** sending the same numbers (each message arrives
   twice; the second copy is dropped by the filter): the failover case.
 
-Rounds alternate, each kind keeps its best of :data:`ROUNDS`; figures are msgs/s delivered
-and the ratios HF / plain (1.0 = HF costs nothing; only the ratios mean anything here).
+Rounds alternate, each kind keeps its best of :data:`ROUNDS`; figures are messages (copies,
+with two sources) sent and received per second, and the ratios HF / plain (1.0 = HF costs
+nothing; only the ratios mean anything here).
 Also prints the filter core alone (``HfFilter.receive`` per message).  ~10-15 s.
 """
 
@@ -89,7 +90,7 @@ async def _round(kind: str, topic: str) -> float:
         finally:
             for c in ctxs:
                 await c.__aexit__(None, None, None)
-    return N / elapsed
+    return N * sources / elapsed  # copies sent and received per second
 
 
 def _filter_core() -> tuple[float, float]:
@@ -128,8 +129,8 @@ def main() -> None:
     plain, hf, hf2 = best["plain"], best["hf"], best["hf2"]
     print(f"   HF stream, plain receiver:        {plain:10,.0f} msgs/s (baseline)")
     print(f"   HF receiver, one source:          {hf:10,.0f} msgs/s  ratio {hf / plain:.2f}")
-    print(f"   HF receiver, two sources (dups):  {hf2:10,.0f} msgs/s  ratio {hf2 / plain:.2f}"
-          "  (each message sent and received twice)")  # fmt: skip
+    print(f"   HF receiver, two sources (dups):  {hf2:10,.0f} copies/s ratio {hf2 / plain:.2f}"
+          "  (each message sent and received twice, the second copy dropped)")  # fmt: skip
     first, dup = _filter_core()
     print(f"   HfFilter.receive: {first:.0f} ns per first copy, {dup:.0f} ns per duplicate")
 
