@@ -697,6 +697,8 @@ class EndpointPortal:
                 self.would_block += 1
                 break  # WAKEUP kicks
             except UMError as exc:
+                # not one frame, or longer than the proxy session's datagram max size (UM's
+                # *_dropped_size_error: datagram sizes differ between TRDs): that frame only
                 q.pop()
                 self.send_errors += 1
                 log.debug("portal %s: frame refused: %s", self.name, exc)
@@ -705,7 +707,7 @@ class EndpointPortal:
             for f in q.take(n):
                 nbytes += len(f.data)
             sent += n
-            if n < len(batch):
+            if n < len(batch) and raw.source.writer.paused:
                 self.would_block += 1
                 break  # blocked midway: WAKEUP kicks
         self.frames_forwarded += sent

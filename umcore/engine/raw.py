@@ -209,7 +209,9 @@ class RawSource:
     def send_many_nowait(self, frames: Sequence[bytes | memoryview]) -> int:
         """Forward ``frames`` in order, keeping their sequence numbers, until the session
         blocks; returns how many went (the rest wait for the WAKEUP).  WouldBlock when not even
-        the first may go.  One clock read and one check for the lot: the DRO's data path."""
+        the first may go; LocalProtocolError when the first is not one data frame or is longer
+        than the session's datagram max size.  One clock read and one check for the lot: the
+        DRO's data path."""
         src = self.source
         src.check()
         src.refuse_if_blocked()
@@ -223,7 +225,12 @@ class RawSource:
         n = 0
         for frame in frames:
             framed, sqn = frame_of(frame)  # type: ignore[arg-type]
-            out = send(tidx, framed, sqn, now, False)
+            try:
+                out = send(tidx, framed, sqn, now, False)
+            except ValueError as exc:  # longer than this session's datagram max size
+                if n:
+                    break  # the ones before it went; the next call refuses it first
+                raise LocalProtocolError(str(exc)) from exc
             n += 1
             if out is not None:
                 session.write(out)
