@@ -26,7 +26,9 @@ delivered, with ``sequence_number`` the 32-bit HF sequence number or 0 for 64-bi
 (:class:`~umcore.features.spectrum.ChannelMap`).  Events (BOS, EOS, loss) always go to the
 receiver's callback; an HF receiver's EOS is flagged HF_PASS_THROUGH as UM does.  A receiver
 without callback queues what reaches it for ``async for`` as before; channel callbacks are
-called in delivery order, so order holds across channels.
+called in delivery order, so order holds across channels.  With an event queue, the
+receiver's callback runs from the queue as usual; channel callbacks are called on the loop
+(they are not queued).  Batched delivery (``on_messages``) is refused with channels or HF.
 
 HF wildcard receivers (``hf_receiver`` 1 in the wildcard receiver's attributes) keep one
 :class:`~umcore.features.hotfailover.HfFilter` per topic, created on the topic's first message
