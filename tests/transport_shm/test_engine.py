@@ -16,6 +16,7 @@ from tests.transport_shm.peer import configure
 from umcore.api import Context
 from umcore.api.message import (
     MSG_BOS,
+    MSG_FLAG_RETRANSMIT,
     MSG_UNRECOVERABLE_LOSS,
     MSG_UNRECOVERABLE_LOSS_BURST,
 )
@@ -250,3 +251,46 @@ async def test_killed_receiver_does_not_hold_a_receiver_paced_source(
         if rcv.poll() is None:
             rcv.kill()
             rcv.wait(10)
+
+
+async def test_late_join_over_ipc_then_live_no_gap_no_duplicate(unused_udp_port: int) -> None:
+    """Late join works over LBT-IPC as over the other transports (seed 6.4.4: through the
+    source's retention and the request port, not the ring)."""
+    configure(
+        GROUP,
+        unused_udp_port,
+        "lbtipc",
+        "context request_tcp_port_low 0\ncontext request_tcp_port_high 0\n"
+        "context request_tcp_interface 127.0.0.1\nsource late_join 1\n"
+        "source retransmit_retention_size_threshold 50000000\n",
+    )
+    async with await Context.create() as sctx, await Context.create() as rctx:
+        src = await sctx.create_source("lj.ipc")
+        for i in range(300):
+            await src.send(i.to_bytes(4, "big"), flush=(i % 50 == 49))
+        src.flush()
+        got: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(msg: Any) -> None:
+            if msg.type == 0:
+                got.append(msg)
+                if len(got) >= 400:
+                    done.set()
+
+        rcv = await rctx.create_receiver("lj.ipc", cb)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while src.receivers < 1:
+            assert loop.time() < deadline, "never joined"
+            await asyncio.sleep(0.01)
+        for i in range(300, 400):
+            await src.send(i.to_bytes(4, "big"), flush=True)
+        await asyncio.wait_for(done.wait(), WAIT)
+        assert [msg.sequence_number for msg in got] == list(range(400))
+        assert [int.from_bytes(bytes(msg.data), "big") for msg in got] == list(range(400))
+        rx = [msg.sequence_number for msg in got if msg.flags & MSG_FLAG_RETRANSMIT]
+        assert len(rx) >= 300 and rx == list(range(len(rx)))
+        assert got[0].source.startswith("LBT-IPC:")
+        await rcv.close()
+        await src.close()

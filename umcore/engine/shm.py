@@ -122,11 +122,24 @@ async def source_session(engine: ShmHost, kind: str, o: Options) -> SourceSessio
             n = turns.get(kind, 0)
             turns[kind] = n + 1
             return sessions[pool[n % len(pool)]]
+    if kind == "lbtsmx":
+        _warn_smx_features(o)
     if not 0 < xid <= 0xFFFF:
         raise ConfigError(f"transport id {xid} does not fit a TIR (1..65535)", what=kind)
     s = _new_session(engine, kind, o, c, xid)
     sessions[xid] = s
     return s
+
+
+def _warn_smx_features(o: Options) -> None:
+    """Seed 6.5.3: UM logs a warning for each feature LBT-SMX does not support and does not
+    enable it.  pyum warns alike but leaves late join and persistence working (its SMX records
+    are LBMC messages like any other; refusing them would take features away, not add safety);
+    properties, application headers and requests are refused at send (SmxSource)."""
+    if o.get("late_join"):
+        log.warning("LBT-SMX source with late_join 1: UM does not support it (seed 6.5.6)")
+    if o.get("ume_store") or o.get("ume_store_name"):
+        log.warning("LBT-SMX source with Stores: UM does not support persistence (seed 6.5.6)")
 
 
 def _new_session(engine: ShmHost, kind: str, o: Options, c: Options, xid: int) -> SourceSession:
