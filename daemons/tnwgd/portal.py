@@ -82,7 +82,7 @@ from umcore.engine.message import SRC_EVENT_WAKEUP
 from umcore.engine.srsresolve import parse_source_string
 from umcore.errors import UMError, WouldBlock
 from umcore.resolver.core import SourceInfo
-from umcore.resolver.dro import FINAL_COST
+from umcore.resolver.dro import FINAL_COST, is_final_advertisement
 from umcore.wire import lbmr
 from umcore.wire.lbmr_options import (
     SRC_TYPE_TNWGD,
@@ -408,6 +408,9 @@ class EndpointPortal:
         try:
             advert = advert_from_tir(tir, derive_otid(info))
         except ValueError:
+            return
+        if is_final_advertisement(tir.options):  # another DRO's proxy source is going
+            self.core.receive_source_gone(self.name, advert.source, now)
             return
         self.core.receive_source(self.name, advert, now)
 
