@@ -9,6 +9,8 @@ import os
 import signal
 import sys
 
+import pytest
+
 from tests.api.conftest import WAIT, wait_for
 from umcore.api import Context, Message
 from umcore.api import message as m
@@ -186,3 +188,33 @@ async def test_hf_wildcard_receiver_per_topic_and_forgets(opts: None) -> None:
         await wait_for(lambda: w.hf_filter("hfw.one") is None)  # forgotten after the linger
         assert w.hf_filter("hfw.two") is not None
         await s2.close()
+
+
+async def test_hf_receiver_through_an_event_queue_and_batched_refused(opts: None) -> None:
+    from umcore.api import EventQueue
+    from umcore.api import eventqueue as eq
+    from umcore.errors import UMError
+
+    got: list[Message] = []
+    evq = EventQueue()
+    async with await Context.create(opts) as a, await Context.create(opts) as b:
+        await b.create_hf_receiver("hf.evq", got.append, event_queue=evq)
+        plain = await b.create_receiver("hf.evq", on_messages=lambda msgs: None)
+        with pytest.raises(UMError, match="on_messages"):
+            plain.subscribe_channel(1)
+        src = await a.create_hf_source("hf.evq")
+        await wait_for(lambda: src.receivers == 1)
+        for s in (1, 1, 2):
+            await src.send_hf(b"x", s, flush=True)
+        await wait_for(lambda: evq.size() >= 3)  # BOS + 1 + 2 (the duplicate never queued)
+        assert got == []  # the filter ran on the loop, the callback waits for dispatch
+        task = asyncio.create_task(evq.dispatch(eq.BLOCK))
+        await wait_for(lambda: len(got) == 3)
+        evq.unblock()
+        await task
+        assert [(x.type, x.hf_sequence_number) for x in got] == [
+            (m.MSG_BOS, 0), (m.MSG_DATA, 1), (m.MSG_DATA, 2),
+        ]  # fmt: skip
+        await src.close()
+        await plain.close()
+    evq.close()
