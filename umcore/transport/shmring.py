@@ -346,23 +346,31 @@ class RingWriter(_Ring):
         return int(min(_unpack_u64(buf, self.slot_offset(i) + _S_POS)[0] for i in slots))
 
     def _reclaim(self, upto: int, limit: int | None) -> bool:
-        """Move ``tail`` so that position ``upto`` may be written; False when ``limit`` (the
-        slowest receiver, receiver-paced) forbids it."""
+        """Move ``tail`` so that position ``upto`` may be written; False when receiver-paced
+        and ``limit`` (the slowest receiver's position) forbids it.  Records every receiver
+        has read (below ``limit``) are reclaimed in one go, so the next writes need no walk."""
         tail = self._tail
         need = upto - self.size
         if tail >= need:
             return True
-        if limit is not None and limit < need:
+        if self.paced and limit is not None and limit < need:
             return False
+        target = limit if limit is not None and limit > need else need
         buf, size, base = self.buf, self.size, self.base
-        while tail < need:
+        lost = 0
+        while tail < target:
             off = tail % size
             n = _unpack_rec(buf, base + off)[0]
-            if n == PAD or tail + record_size(n) > tail - off + size:
-                tail += size - off  # PAD (or a record that cannot be: skip the lap's rest)
+            if n == PAD or tail + RECORD_HEADER + ((n + 7) & ~7) > tail - off + size:
+                step = size - off  # PAD (or a record that cannot be: skip the lap's rest)
             else:
-                tail += record_size(n)
-            self.records_overwritten += 1
+                step = RECORD_HEADER + ((n + 7) & ~7)
+            if tail >= need and tail + step > target:
+                break  # room made; the next record is not read by everyone yet
+            if limit is None or tail >= limit:
+                lost += 1  # reclaimed before every receiver read it (source-paced)
+            tail += step
+        self.records_overwritten += lost
         self._tail = tail
         _pack_u64(buf, _OFF_TAIL, tail)
         return True
@@ -379,10 +387,9 @@ class RingWriter(_Ring):
         need = record_size(n)
         pad = size - off if size - off < need else 0
         upto = pos + pad + need
-        if self._tail < upto - size:  # room must be made (else nothing to look at)
-            limit = self._min_reader() if self.paced else None
-            if not self._reclaim(upto, limit):
-                return None
+        # Room must be made (else there is nothing to look at), and may not be.
+        if self._tail < upto - size and not self._reclaim(upto, self._min_reader()):
+            return None
         if pad:
             _pack_rec(self.buf, self.base + off, PAD, (pos >> 3) & 0xFFFFFFFF)
             pos += pad
