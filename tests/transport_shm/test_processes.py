@@ -152,6 +152,9 @@ async def test_sigkill_source_gives_eos_and_leaves_a_reclaimable_segment(
         rep for rep in aio_shm.scan_segments() if rep.header is not None and rep.header.pid == p.pid
     ]
     assert len(mine) == 1 and mine[0].stale and not mine[0].source_alive
+    with pytest.raises(SegmentError, match="gone") as exc:  # a late joiner refuses it
+        aio_shm.open_segment(mine[0].name)
+    assert "--reclaim" in str(exc.value)
     out = subprocess.run(
         [sys.executable, "-m", "umcore.tools.ipcrm"], cwd=ROOT, capture_output=True, text=True,
         timeout=30,

@@ -60,7 +60,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from umcore.errors import TransportError, UMError, WouldBlock
+from umcore.errors import TransportError, UMError
 from umcore.transport import shmring
 from umcore.transport.shmring import RingReader, RingWriter, SegmentError
 
@@ -96,7 +96,8 @@ MAX_GATHER = 256 * 1024
 #: Records delivered per loop callback before yielding to the loop's other work.
 READ_BUDGET = 2048
 #: Writes a blocked receiver-paced source holds (the engine stops sending while paused: only
-#: what was in flight when the ring filled lands here); beyond this a write raises WouldBlock.
+#: what was in flight when the ring filled, and timer output, lands here); beyond this they are
+#: dropped and counted (``refused``).
 MAX_HELD = 1024
 PREFIXES = {shmring.KIND_IPC: "LBTIPC", shmring.KIND_SMX: "LBTSMX"}
 
@@ -205,8 +206,14 @@ def read_header(name: str) -> tuple[int, shmring.RingHeader]:
 
 
 def open_segment(name: str) -> Segment:
-    """Map an existing segment for reading and slot updates, its header checked first."""
-    size, _ = read_header(name)
+    """Map an existing segment for reading and slot updates, its header checked first, and its
+    source process alive (a segment left by a dead one is refused, with what to run)."""
+    size, h = read_header(name)
+    if not pid_alive(h.pid):
+        raise SegmentError(
+            f"{name}: left by process {h.pid}, which is gone; run "
+            "`python -m umcore.tools.ipcrm --reclaim` to remove it"
+        )
     fd = os.open(_path(name), os.O_RDWR)
     try:
         if os.fstat(fd).st_size != size:
@@ -326,8 +333,12 @@ class ShmSourceEndpoint:
         """One record (a batch of LBMC messages); held while receiver-paced and full."""
         if self._held:
             if len(self._held) >= MAX_HELD:
+                # Only timer output (batches, TSNIs) arrives while paused (sends wait): a
+                # receiver stuck this long loses it, counted, rather than memory growing.
                 self.refused += 1
-                raise WouldBlock(f"{self.name}: receiver-paced ring full")
+                if self.refused == 1:
+                    log.warning("%s: receiver-paced ring full for long: output dropped", self.name)
+                return
             self._held.append(data)
             return
         ring = self.ring
