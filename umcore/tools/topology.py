@@ -83,6 +83,7 @@ from typing import Any
 
 from lxml import etree
 
+from umcore.tools import drotopology
 from umcore.tools.certs import make_certificates
 from umcore.tools.children import Child, pump_lines, spawn, started, wait_line
 from umcore.tools.children import stop as stop_child
@@ -498,6 +499,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--dro" in argv:  # three TRDs joined by two DROs: a topology of its own
+        return drotopology.main(argv)
     p = argparse.ArgumentParser(
         prog="python -m umcore.tools.topology",
         description="Run lbmrd, the SRS and a Store (configs/umestored.xml) on loopback, an lbmsrc/lbmrcv pair resolving through "
@@ -541,6 +545,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=("none", "lz4"),
         default="none",
         help="compress the pairs' and the Store's TCP connections (none)",
+    )
+    p.add_argument(
+        "--dro",
+        action="store_true",
+        help="instead: three topic resolution domains joined by two DROs "
+        "(umcore.tools.drotopology; its own options)",
     )
     p.add_argument(
         "--mcs-db",
