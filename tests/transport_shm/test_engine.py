@@ -294,3 +294,42 @@ async def test_late_join_over_ipc_then_live_no_gap_no_duplicate(unused_udp_port:
         assert got[0].source.startswith("LBT-IPC:")
         await rcv.close()
         await src.close()
+
+
+@pytest.mark.parametrize("transport", ["lbtipc", "lbtsmx"])
+async def test_monitoring_samples_fill_ums_mon(transport: str, unused_udp_port: int) -> None:
+    """Automatic monitoring's transport samples of IPC/SMX sessions fill UM's LBTIPC/LBTSMX
+    members of ums_mon (source and receiver), with the messages counted."""
+    from umcore.monitor.umsstats import TransportSample, transport_message
+
+    configure(GROUP, unused_udp_port, transport)
+    async with await Context.create() as ctx:
+        got = Got()
+        got.want = 9
+        src, r = await pair(ctx, f"mon.{transport}", got)
+        for i in range(10):
+            await src.send(i.to_bytes(4, "big"), flush=True)
+        await asyncio.wait_for(got.last.wait(), WAIT)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while src.session.core.clients < 1:  # the source's liveness scan counts receivers
+            assert loop.time() < deadline
+            await asyncio.sleep(0.01)
+        samples = {s[0]: s for s in ctx.transport_samples() if s[1] == transport}
+        for direction in ("source", "receiver"):
+            msg = transport_message(TransportSample(*samples[direction], flag=0))
+            side = (
+                msg.stats.source_transports
+                if direction == "source"
+                else msg.stats.receiver_transports
+            )
+            member = getattr(side[0], transport)
+            if direction == "source":
+                assert member.msgs_sent >= 10 and member.num_clients == 1
+            else:
+                assert member.lbm_msgs_rcved == 10 and member.bytes_rcved > 0
+            assert side[0].source_string.startswith(
+                "LBT-IPC:" if transport == "lbtipc" else "LBT-SMX:"
+            )
+        await src.close()
+        await r.close()
