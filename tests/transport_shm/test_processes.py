@@ -17,13 +17,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.transport_shm.peer import configure
 from umcore.aio import shm as aio_shm
 from umcore.api import Context
-from umcore.api.message import MSG_BOS, MSG_EOS
+from umcore.api.message import (
+    MSG_BOS,
+    MSG_EOS,
+    MSG_UNRECOVERABLE_LOSS,
+    MSG_UNRECOVERABLE_LOSS_BURST,
+)
 from umcore.transport import shmring
 from umcore.transport.shmring import SegmentError
 
@@ -191,3 +197,48 @@ def test_bad_segment_is_refused_not_mapped(tmp_path: Path) -> None:
         os.unlink(path)
     with pytest.raises(SegmentError, match="no such segment"):
         aio_shm.open_segment(name)
+
+
+async def test_source_paced_overrun_across_processes_never_tears(
+    unused_udp_port: int, procs: list[subprocess.Popen[str]]
+) -> None:
+    """A source in another process laps a slow receiver on a 4 KB ring, concurrently with its
+    reads: every message delivered is whole and in order, the overwritten ones are reported
+    as loss, and the newest arrive."""
+    n = 20_000
+    small = (
+        "source transport_lbtipc_transmission_window_size 4096\\n"
+        "context transport_lbtipc_datagram_max_size 500"
+    )
+    got: list[int] = []
+    torn: list[bytes] = []
+    lost = 0
+    done = asyncio.Event()
+
+    def on_msg(msg: Any) -> None:
+        nonlocal lost
+        if msg.type in (MSG_UNRECOVERABLE_LOSS, MSG_UNRECOVERABLE_LOSS_BURST):
+            lost += 1
+        if msg.type != 0:
+            return
+        data = bytes(msg.data)
+        if len(data) != 32 or data != data[:8] * 4:
+            torn.append(data)
+        got.append(int.from_bytes(data[:8], "big"))
+        sum(range(200))  # a slow receiver
+        if got[-1] == n - 1:
+            done.set()
+
+    p = spawn(unused_udp_port, "--transport", "lbtipc", "--count", str(n), "--extra", small)
+    procs.append(p)
+    configure(GROUP, unused_udp_port, "lbtipc")
+    async with await Context.create() as ctx:
+        r = await ctx.create_receiver("shm-test", on_msg)
+        try:
+            await asyncio.wait_for(done.wait(), WAIT)
+        finally:
+            await r.close()
+    assert torn == []
+    assert got == sorted(set(got)) and got[-1] == n - 1
+    if len(got) < n:
+        assert lost > 0

@@ -276,6 +276,11 @@ async def join(engine: ShmHost, js: JoinedSession, info: SourceInfo) -> None:
         on_record = core.receive_data
         timeout = o.seconds("transport_lbtipc_activity_timeout")
         busy = str(c.get("transport_lbtipc_receiver_thread_behavior")) == "busy_wait"
+        if str(c.get("transport_lbtipc_receiver_operational_mode")) == "sequential":
+            log.warning(
+                "transport_lbtipc_receiver_operational_mode sequential is not implemented: the "
+                "asyncio loop reads LBT-IPC (run the loop to drive it)"
+            )
         linger = int(c.get("transport_lbtipc_pend_behavior_linger_loop_count"))
     try:
         conn = aio_shm.ShmReceiverConnection(
