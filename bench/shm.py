@@ -106,12 +106,18 @@ def _reap(p: subprocess.Popen[bytes]) -> None:
 
 
 # ------------------------------------------------------------------ pyum children
-async def _stopped() -> None:
-    """Until SIGTERM (then the child closes its objects: no segment is left behind), or a bound."""
+def _stop_event() -> asyncio.Event:
+    """Set by SIGTERM (installed first thing: the child then closes its objects, and no
+    segment is left behind however early the parent stops it)."""
     import signal
 
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    return stop
+
+
+async def _stopped(stop: asyncio.Event) -> None:
+    """Until the parent stops us (SIGTERM), or a bound."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), WAIT_S * 2)
 
@@ -121,6 +127,7 @@ async def _child_send(port: int, transport: str, extra: str) -> None:
     from umcore.engine import shm
     from umcore.errors import WouldBlock
 
+    stop = _stop_event()
     _configure(port, transport, extra)
     async with await Context.create() as ctx:
         src = await ctx.create_source("bench.tput")
@@ -133,7 +140,7 @@ async def _child_send(port: int, transport: str, extra: str) -> None:
         if transport == "lbtsmx":
             bufs = shm.smx_buffers(src)
             i = 0
-            while i < N_THROUGHPUT:
+            while i < N_THROUGHPUT and not stop.is_set():
                 try:
                     view = bufs.acquire(SIZE)
                 except WouldBlock:
@@ -148,16 +155,19 @@ async def _child_send(port: int, transport: str, extra: str) -> None:
             bufs.complete()
         else:
             send = src.send
-            for _ in range(N_THROUGHPUT):
+            for i in range(N_THROUGHPUT):
                 await send(payload)
+                if i & 1023 == 0 and stop.is_set():
+                    break
             src.flush()
-        await _stopped()  # until the parent has them all and stops us (SIGTERM)
+        await _stopped(stop)  # until the parent has them all and stops us
         await src.close()
 
 
 async def _child_pong(port: int, transport: str, extra: str) -> None:
     from umcore.api import Context
 
+    stop = _stop_event()
     _configure(port, transport, extra)
     async with await Context.create() as ctx:
         pong = await ctx.create_source("bench.pong")
@@ -167,7 +177,7 @@ async def _child_pong(port: int, transport: str, extra: str) -> None:
                 pong.send_nowait(bytes(msg.data), flush=True)
 
         r = await ctx.create_receiver("bench.ping", on_ping)
-        await _stopped()
+        await _stopped(stop)
         await r.close()
         await pong.close()
 

@@ -157,6 +157,14 @@ def _new_session(engine: ShmHost, kind: str, o: Options, c: Options, xid: int) -
         receivers = int(o.get("transport_lbtipc_maximum_receivers_per_transport"))
         sm = o.seconds("transport_lbtipc_sm_interval")
         data_size = max((window + 7) & ~7, 2 * shmring.record_size(dgram))
+        if data_size > window:
+            log.warning(
+                "transport_lbtipc_transmission_window_size %d raised to %d: the ring must hold "
+                "two transport_lbtipc_datagram_max_size (%d) records",
+                window,
+                data_size,
+                dgram,
+            )
     else:
         window = int(o.get("transport_lbtsmx_transmission_window_size"))
         dgram = int(o.get("transport_lbtsmx_datagram_max_size"))
