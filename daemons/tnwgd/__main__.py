@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
         from daemons.tnwgd.app import check_supported
 
         check_supported(config, xml=xml, base=base)
+        from daemons.tnwgd.peerportal import check_peers
+
+        check_peers(config)  # a peer's compression or TLS files: refused now
         from daemons.tnwgd.monitor import monitor_settings
         from daemons.tnwgd.webmon import parse_web_monitor
 

@@ -25,8 +25,9 @@ Log lines carry UM's message ids where our notes give them (``Gwd-7136-1`` versi
 ``Gwd-7122-1`` started with node id, ``Gwd-9574-01`` RecalcTrigger).  A full portal queue is
 logged (at most once per :data:`DROP_LOG_INTERVAL`) with its drop counter.
 
-Peer portals (DRO-to-DRO links) are not built here: a configuration with ``<peer>`` portals
-starts its endpoints and logs that the peers are not available in this build.
+Peer portals (DRO-to-DRO links, ``<peer>``) are :class:`~daemons.tnwgd.peerportal.PeerPortal`
+objects in the same ``portals`` table (``kind`` ``"peer"``): the pump hands them their commands,
+interest, route information and egress queue like an endpoint portal's.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from daemons.tnwgd.monitor import DroMonitor, register_metrics
+from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
 from daemons.tnwgd.webmon import DroWebMonitor, start_dro_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.timer import CoreTimer
-from umcore.config.dro import DROConfig, Endpoint
+from umcore.config.dro import DROConfig, Endpoint, Peer
 from umcore.config.umxml import UMXml
 from umcore.daemon.lifecycle import StopSignals
 from umcore.daemon.logs import LogSetup
@@ -153,12 +155,14 @@ class DroRuntime:
         self.started_at = self.loop.time()
         self.started_wall = time.time()
         self.core = DroCore(config, self.node_id, self.started_at)
-        self.portals: dict[str, EndpointPortal] = {}
+        self.portals: dict[str, EndpointPortal | PeerPortal] = {}
         for index, cfg in enumerate(config.portals):
             if isinstance(cfg, Endpoint):
                 self.portals[cfg.name] = EndpointPortal(
                     self, config, cfg, index, xml=xml, base=base
                 )
+            elif isinstance(cfg, Peer):
+                self.portals[cfg.name] = PeerPortal(self, config, cfg, index)
         self.warnings = check_supported(config, xml=xml, base=base)
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
@@ -188,14 +192,12 @@ class DroRuntime:
         """Start every endpoint portal (in order); any failure closes those started."""
         for w in self.warnings:
             log.warning("%s", w)
-        for cfg in self.config.peers:
-            log.warning(
-                "peer portal [%s] is not available in this build (DRO-to-DRO links): not started",
-                cfg.name,
-            )
         try:
             for p in self.portals.values():
                 await p.start()
+                if isinstance(p, PeerPortal):
+                    log.info("%s", p.describe())
+                    continue
                 rcv, src = p.context_names()
                 log.info(
                     "endpoint portal [%s] domain id %d up (receiver context %s, source context %s)",
@@ -243,7 +245,10 @@ class DroRuntime:
             p = portals.get(name)
             if p is not None:
                 p.send_lbmr(packet)
-        core.take_route_info()  # peer links only: none in this build
+        for name, info in core.take_route_info():
+            peer = portals.get(name)
+            if isinstance(peer, PeerPortal):
+                peer.send_route_info(info)
         again = False
         for p in portals.values():
             # frames left only because the pump's share ran out: come back after the loop ran

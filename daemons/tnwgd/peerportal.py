@@ -1,0 +1,214 @@
+"""A DRO peer portal in tnwgd: one DRO-to-DRO link (``<peer>``) driven by the routing core.
+
+Theory of operation
+-------------------
+A peer portal is the sans-IO :class:`~umcore.dro.peer.PeerLink` (the link protocol: hello,
+keepalive, route information, interest, source advertisements, batched data frames) and its
+asyncio adapter :class:`~umcore.aio.dropeer.PeerPortalLink` (the TCP connection: initiator or
+acceptor, reconnect back-off, LZ4, TLS).  This module joins them to the daemon's runtime the
+way :class:`tests.dro.test_dropeer_core.MiniDro` does, through :mod:`umcore.dro.peerglue`:
+
+* **Link -> core.**  After every input of the adapter (bytes, timer, connection change) its
+  ``on_activity`` calls :func:`~umcore.dro.peerglue.deliver`: ``LinkUp`` becomes
+  ``core.receive_portal_up(peer_node_id=...)``, ``LinkDown`` ``receive_portal_down`` (the core
+  forgets what it learned through the link and recalculates with back-off), route information,
+  interest and sources their ``receive_*``, frames ``receive_frame``.  Then the runtime drains
+  the endpoint portals at once (the data path: frames from the link leave through the proxy
+  sources in the same loop turn) and schedules a pump for the rest.
+* **Core -> link.**  The runtime's pump hands this portal its share of the core's output like
+  an endpoint portal's: :meth:`PeerPortal.apply` (commands: proxy source advertisements become
+  source records on the link, proxy receiver commands need nothing), :meth:`send_lbmr` (the
+  core's TNWG interest), :meth:`send_route_info`, and :meth:`drain` (the core's egress queue of
+  this portal onto the link while the link is writable; past ``<max-queue>`` the core's queue
+  drops and counts, the link never blocks an endpoint portal).  After each the adapter
+  flushes.  When the link stops taking data (its own queue at ``max-queue`` because the socket
+  is flow-controlled) one task waits for it to take data again and pumps.
+
+The portal offers the runtime's portal view (``name``, ``index``, ``domain_id`` None, ``kind``
+``"peer"``, ``contexts()`` none) plus :attr:`link` and :attr:`adapter`, read by the monitor for
+the peer fields of ``DROMonMsg`` (link state, keepalive RTT, bytes and messages each way,
+drops).  Bad TLS files or compression are refused by :func:`check_peers` before the daemon
+starts (a :class:`~umcore.errors.ConfigError` naming the file, line and element).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from umcore.aio.dropeer import PeerPortalLink, peer_security
+from umcore.config.dro import DROConfig, Peer
+from umcore.dro import DroCore, PortalCommand, SourceKey
+from umcore.dro.inferred import RouteInfo
+from umcore.dro.peer import LinkDown, LinkUp, PeerLink
+from umcore.dro.peerglue import deliver, link_command, link_lbmr
+from umcore.engine import Engine
+from umcore.wire import lbmr
+
+__all__ = ["PeerPortal", "check_peers"]
+
+log = logging.getLogger("tnwgd")
+
+
+class PeerHost(Protocol):
+    """What a peer portal needs of the runtime (the same as an endpoint portal's host)."""
+
+    @property
+    def core(self) -> DroCore: ...
+    @property
+    def node_id(self) -> int: ...
+    def now(self) -> float: ...
+    def kick(self) -> None: ...
+    def drain(self) -> None: ...
+
+
+def check_peers(config: DROConfig) -> None:
+    """Refuse, before anything starts, a peer portal whose compression or TLS files are bad
+    (ConfigError with the file, the line and the element)."""
+    for p in config.peers:
+        peer_security(p, str(config.source)).close()
+
+
+class PeerPortal:
+    """One ``<peer>`` portal of the running DRO (see the module docstring)."""
+
+    kind = "peer"
+    domain_id: int | None = None
+
+    def __init__(self, host: PeerHost, config: DROConfig, peer: Peer, index: int) -> None:
+        self.host = host
+        self.core = host.core
+        self.config = peer
+        self.name = peer.name
+        self.index = index
+        self.cost = peer.cost
+        self.link = PeerLink(peer, host.node_id, config.daemon.name or "")
+        self.adapter = PeerPortalLink(
+            peer, self.link, source=str(config.source), on_activity=self._activity
+        )
+        #: Frames moved from the core's queue onto the link, and their bytes.
+        self.frames_forwarded = 0
+        self.bytes_forwarded = 0
+        #: Times the link refused more data (its queue at max-queue): the core's queue held it.
+        self.would_block = 0
+        #: Sessions that came up / went down (the adapter logs each with its reason).
+        self.links_up = 0
+        self.links_down = 0
+        self.tr_malformed = 0  # an endpoint's figure; a peer has no topic resolution datagrams
+        self._waiter: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ portal view
+    @property
+    def up(self) -> bool:
+        return self.link.up
+
+    def contexts(self) -> list[Engine]:
+        return []
+
+    def context_names(self) -> tuple[str | None, str | None]:
+        return None, None
+
+    def context_app_ids(self) -> list[tuple[str, Engine]]:
+        return []
+
+    # ------------------------------------------------------------------ life
+    async def start(self) -> None:
+        await self.adapter.start()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._waiter is not None:
+            self._waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._waiter
+            self._waiter = None
+        await self.adapter.close()
+
+    def describe(self) -> str:
+        """The log line of a started portal."""
+        st = self.config.single_tcp
+        if st.role == "acceptor":
+            where = f"accepting on port {self.adapter.port}"
+        else:
+            where = f"connecting to {st.address}:{st.port}"
+        extras = [x for x, on in (("LZ4", st.compression), ("TLS", st.tls)) if on]
+        return f"peer portal [{self.name}] cost {self.cost} {where}" + (
+            f" ({' + '.join(extras)})" if extras else ""
+        )
+
+    # ------------------------------------------------------------------ link -> core
+    def _activity(self) -> None:
+        if self._closed:
+            return
+        now = self.host.now()
+        # the link hands frames out as views of its receive buffer; an endpoint's raw proxy
+        # source rebuilds a frame with ``+`` (bytes only), so each becomes bytes here, once
+        frames = self.link.take_frames()
+        events = deliver(self.core, self.link, now)
+        receive_frame = self.core.receive_frame
+        portal = self.name
+        for source, sqn, data in frames:
+            receive_frame(portal, source, sqn, bytes(data))
+        for ev in events:
+            if isinstance(ev, LinkUp):
+                self.links_up += 1
+            elif isinstance(ev, LinkDown):
+                self.links_down += 1
+        self.host.drain()
+        self.host.kick()
+
+    # ------------------------------------------------------------------ core -> link
+    def apply(self, commands: list[PortalCommand]) -> None:
+        now = self.host.now()
+        for cmd in commands:
+            link_command(self.link, cmd, now)
+        self.adapter.flush()
+
+    def send_lbmr(self, packet: lbmr.LBMRPacket) -> None:
+        link_lbmr(self.link, packet, self.host.now())
+        self.adapter.flush()
+
+    def send_route_info(self, info: RouteInfo) -> None:
+        self.link.send_route_info(info, self.host.now())
+        self.adapter.flush()
+
+    def drain(self, max_frames: int = 0) -> bool:
+        """Move up to ``max_frames`` (0: no bound) frames of the core's queue onto the link
+        while it is writable; True if frames are left only because the share ran out."""
+        queue = self.core.queue(self.name)
+        link = self.link
+        now = self.host.now()
+        moved = 0
+        nbytes = 0
+        left = False
+        while True:
+            if not link.writable:
+                break
+            frame = queue.peek()
+            if frame is None:
+                break
+            if max_frames and moved >= max_frames:
+                left = True
+                break
+            queue.pop()
+            link.send_data(SourceKey(frame.otid, frame.topic), frame.sqn, frame.data, now)
+            moved += 1
+            nbytes += len(frame.data)
+        self.frames_forwarded += moved
+        self.bytes_forwarded += nbytes
+        self.adapter.flush()
+        if not left and link.up and not link.writable and queue.peek() is not None:
+            self.would_block += 1
+            if self._waiter is None and not self._closed:
+                self._waiter = asyncio.get_running_loop().create_task(self._wait_writable())
+        return left
+
+    async def _wait_writable(self) -> None:
+        try:
+            await self.adapter.wait_writable()
+        finally:
+            self._waiter = None
+        self.host.kick()
