@@ -21,7 +21,15 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
   datagram that does not decode is counted (``tr_malformed``) and dropped: it costs only itself.
 * **Topic resolution out.**  ``core.take_lbmr()`` packets for this portal get the same option and
   leave through the receiver context's resolver (its multicast group or lbmrd).  A TRD resolved by
-  the SRS only has no datagram path: they are counted in ``tr_unsent``.
+  the SRS only has no datagram path: the domain route becomes the RTIR the portal holds at the
+  SRS (next to its DIR, the TRD's domain id); the rest are counted in ``tr_unsent``.
+* **The SRS** (``resolver_service``).  Both contexts register as this DRO's (app type TNWGD,
+  the portal's domain id; :class:`~umcore.engine.srsresolve.DroRole`), the receiver context in
+  interest mode filter + forward-interest: the SRS reports the other contexts' RIR / WIR / RER
+  / WER, which feed ``core.receive_srs_interest`` (counted per context instance; records of
+  DRO contexts -- proxy receivers -- are ignored, as their TQRs are on UDP).  A source the SRS
+  reports (SIR) for a proxy receiver's topic, or matching one of its patterns, is resolved as
+  its TIR would be, before any data; its SER is the source gone.
 * **Proxy receivers.**  :class:`~umcore.dro.CreateProxyReceiver` for a topic opens a raw receiver
   (:meth:`Engine.open_raw_receiver`) on the receiver context.  For a pattern the resolver queries
   the pattern (wildcard TQRs) and every TIR heard whose topic matches opens a raw receiver for that
@@ -79,11 +87,13 @@ from umcore.dro import (
 )
 from umcore.engine import Engine, RawReceiver, RawSession, RawSource
 from umcore.engine.message import SRC_EVENT_WAKEUP
-from umcore.engine.srsresolve import parse_source_string
+from umcore.engine.srsresolve import DroRole, info_from_sir, parse_source_string
 from umcore.errors import UMError, WouldBlock
 from umcore.resolver.core import SourceInfo
 from umcore.resolver.dro import FINAL_COST, is_final_advertisement
+from umcore.srs.client import InterestReported, SourceResolved, SourceWithdrawn
 from umcore.wire import lbmr
+from umcore.wire import srs_messages as srsm
 from umcore.wire.lbmr_options import (
     SRC_TYPE_TNWGD,
     CostOption,
@@ -95,6 +105,9 @@ from umcore.wire.lbmr_options import (
 )
 
 __all__ = ["EndpointPortal", "PortalHost", "derive_otid", "source_transport"]
+
+# An SRS's WIR names a PCRE pattern (the wildcard receivers' default pattern type).
+PCRE = 1
 
 log = logging.getLogger("tnwgd")
 
@@ -273,6 +286,9 @@ class EndpointPortal:
         self._worker: asyncio.Task[None] | None = None
         self._echoes = _OwnEchoes()
         self._session_keys: dict[RawSession, SourceKey] = {}
+        #: interest the SRS reported: key -> context instances holding it
+        self._srs_interest: dict[InterestKey, set[bytes]] = {}
+        self._srs_routes: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
         # counters (cumulative)
         self.tr_received = 0
         self.tr_malformed = 0
@@ -287,6 +303,9 @@ class EndpointPortal:
         self.command_errors = 0
         self.final_advertisements = 0
         self.own_joins_avoided = 0
+        self.srs_interest_records = 0
+        self.srs_dro_interest_ignored = 0
+        self.srs_sources = 0
 
     # ------------------------------------------------------------------ life
     def context_names(self) -> tuple[str | None, str | None]:
@@ -320,6 +339,11 @@ class EndpointPortal:
         trailer = encode_packet_options(self.packet_options)
         rcv.tr_packet_options = trailer
         src.tr_packet_options = trailer
+        # With the SRS: both register as this DRO's (app type TNWGD, domain id); the receiver
+        # context also in forward-interest mode, and its SRS events come here.
+        rcv.srs_dro = DroRole(self.domain_id, forward_interest=True)
+        src.srs_dro = DroRole(self.domain_id)
+        rcv.srs_listener = self._on_srs
         await rcv.start()
         try:
             await src.start()
@@ -330,6 +354,8 @@ class EndpointPortal:
         rcv.resolver.answer_use_queries = False
         src.resolver.answer_use_queries = False
         self.rcv, self.src = rcv, src
+        if rcv.srs is not None:
+            rcv.srs.send_dro_records(())  # the DIR: this TRD's domain id
         rcv.tr_listener = self._on_tr
         rcv.join_filter = self._may_join
         self._worker = asyncio.get_running_loop().create_task(self._work())
@@ -352,6 +378,7 @@ class EndpointPortal:
         rcv, src = self.rcv, self.src
         if rcv is not None:
             rcv.tr_listener = None
+            rcv.srs_listener = None
             for pr in self.receivers.values():
                 rcv.close_raw_receiver(pr.raw)
             for pattern in self.patterns:
@@ -427,6 +454,8 @@ class EndpointPortal:
         """Send one of the core's packets into the TRD (with the TNWGD source type)."""
         rcv = self.rcv
         if rcv is None or rcv.endpoint is None:
+            if rcv is not None and rcv.srs is not None and self._srs_route(packet, rcv):
+                return
             self.tr_unsent += 1  # SRS-only TRD (or not started): no datagram path
             return
         opts = (*packet.options, *self.packet_options)
@@ -442,6 +471,85 @@ class EndpointPortal:
         self._echoes.sent(data, self.host.now())
         rcv.send_topic_resolution(data)
         self.tr_sent += 1
+
+    def _srs_route(self, packet: lbmr.LBMRPacket, rcv: Engine) -> bool:
+        """In an SRS-resolved TRD the core's domain route record becomes the RTIR this portal
+        holds at the SRS (the SRS relays it to every context there, as DIR/RTIR: notes A4,
+        seed SRS "DRO routing info").  Use queries, TR requests and interest records have no SRS
+        form (the SRS reports receivers itself): False, counted unsent by the caller."""
+        body = packet.body
+        if packet.type != lbmr.LBMR_TYPE_EXT or not isinstance(body, lbmr.RemoteDomainRoute):
+            return False
+        routes = ((body.ip, body.port, tuple(body.domains)),)
+        if routes != self._srs_routes:
+            self._srs_routes = routes
+            assert rcv.srs is not None
+            rcv.srs.send_dro_records(routes)
+        self.tr_sent += 1
+        return True
+
+    def _on_srs(self, ev: object) -> None:
+        """An SRS event of the receiver context (after the context handled it): other
+        contexts' interest (RIR/WIR/RER/WER, forward-interest mode) feeds the core; sources
+        of proxy receivers' topics (SIR/SER) are resolved or gone, as TIRs are on UDP."""
+        now = self.host.now()
+        if isinstance(ev, InterestReported):
+            self._srs_interest_record(ev.record, now)
+        elif isinstance(ev, SourceResolved):
+            info = info_from_sir(ev.record)
+            if info is None:
+                return
+            self.srs_sources += 1
+            topic = info.topic
+            for key, regex in self.patterns.items():
+                if regex is not None and regex.search(topic):
+                    self._open_topic(topic, key)
+            if topic in self.receivers:
+                tir = lbmr.TIR(topic, info.index, info.transport, info.options)
+                self._resolved(tir, now)
+        elif isinstance(ev, SourceWithdrawn):
+            info = info_from_sir(ev.record)
+            if info is None or info.topic not in self.receivers:
+                return
+            try:
+                tir = lbmr.TIR(info.topic, info.index, info.transport, info.options)
+                advert = advert_from_tir(tir, derive_otid(info.transport))
+            except ValueError:
+                return
+            self.core.receive_source_gone(self.name, advert.source, now)
+        else:
+            return
+        self.host.kick()
+
+    def _srs_interest_record(self, rec: object, now: float) -> None:
+        if isinstance(rec, (srsm.ReceiverInfo, srsm.ReceiverEnd)):
+            key = InterestKey(rec.topic)
+        elif isinstance(rec, (srsm.WildcardReceiverInfo, srsm.WildcardReceiverEnd)):
+            key = InterestKey(rec.pattern, PCRE)
+        else:
+            return
+        self.srs_interest_records += 1
+        if rec.context_type == srsm.APP_TYPE_TNWGD:
+            # a DRO's proxy receiver (its interest is not this TRD's), as its TQRs on UDP
+            self.srs_dro_interest_ignored += 1
+            return
+        holders = self._srs_interest.get(key)
+        inst = bytes(rec.context_instance)
+        if isinstance(rec, (srsm.ReceiverInfo, srsm.WildcardReceiverInfo)):
+            if holders is None:
+                holders = self._srs_interest[key] = set()
+                self.core.receive_srs_interest(self.name, key, now, present=True)
+            holders.add(inst)
+            return
+        if holders is None:
+            return
+        if inst in holders:
+            holders.discard(inst)
+        elif holders:  # an end the SRS sent without the context instance (expiry): one holder
+            holders.pop()
+        if not holders:
+            del self._srs_interest[key]
+            self.core.receive_srs_interest(self.name, key, now, present=False)
 
     # ------------------------------------------------------------------ commands
     def apply(self, commands: list[PortalCommand]) -> None:

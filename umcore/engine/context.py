@@ -153,6 +153,11 @@ class Engine:
         #: ``join_filter(info)`` False: do not join that source for the raw receivers (a DRO
         #: portal's proxy receivers leave its own proxy sources alone).
         self.join_filter: Callable[[SourceInfo], bool] | None = None
+        #: With ``resolver_service``: ``srs_dro`` (set before start) registers the context with
+        #: the SRS as a DRO portal's (:class:`~umcore.engine.srsresolve.DroRole`);
+        #: ``srs_listener(event)`` hears every SRS event after the context handled it.
+        self.srs_dro: srsresolve.DroRole | None = None
+        self.srs_listener: Callable[[object], object] | None = None
 
     # -------------------------------------------------------------- topic resolution
     async def start(self) -> None:

@@ -56,7 +56,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from umcore.aio.shm import host_id as shm_host_id
@@ -88,6 +89,7 @@ from umcore.wire.lbmr_base import ip_bytes
 __all__ = [
     "MAX_REJOIN_ATTEMPTS",
     "REJOIN_INTERVAL_S",
+    "DroRole",
     "SRSResolution",
     "SRSTopicResolver",
     "info_from_sir",
@@ -111,8 +113,24 @@ Transport = lbmr.TCPInfo | lbmr.LBTRMInfo
 SIRKey = tuple[bytes, str]
 
 
+@dataclass(frozen=True, slots=True)
+class DroRole:
+    """A DRO endpoint portal's context (:mod:`daemons.tnwgd.portal`) registers with the SRS as
+    a DRO (app type TNWGD) of TRD ``domain_id``; with ``forward_interest`` (the portal's
+    receiver context) in interest mode filter + forward-interest, so the SRS tells it the
+    other contexts' RIR/WIR/RER/WER.  Its records (RIR, WIR, SIR) carry that domain and type."""
+
+    domain_id: int
+    forward_interest: bool = False
+
+
 class SRSHost(Protocol):
     """What SRS resolution needs of its context (the engine)."""
+
+    #: A DRO portal's role (None: an application) and the listener its portal hears SRS
+    #: events on (after the context handled them).
+    srs_dro: DroRole | None
+    srs_listener: Callable[[object], object] | None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -202,15 +220,26 @@ def sir_from_source(
     request: tuple[str, int] | None,
     context_instance: bytes,
     domain_id: int = 0,
+    context_type: int = srsm.APP_TYPE_APPLICATION,
 ) -> srsm.SourceInfo:
-    """The SIR advertising a local source (the TIR's content, in SRS form)."""
+    """The SIR advertising a local source (the TIR's content, in SRS form).  A DRO's proxy
+    source (TIR options OTID, COST, DOMAIN_ID) keeps its originating OTID, cost and domain."""
     flags = 0
     lj: lbmr_options.LateJoinOption | None = None
+    proxy_otid: bytes | None = None
+    cost = 0
     for opt in options:
-        if type(opt) is lbmr_options.ExFuncOption:
+        otype = type(opt)
+        if otype is lbmr_options.ExFuncOption:
             flags |= opt.functionality_flags
-        elif type(opt) is lbmr_options.LateJoinOption:
+        elif otype is lbmr_options.LateJoinOption:
             lj = opt
+        elif otype is lbmr_options.OTIDOption:
+            proxy_otid = bytes(opt.otid)
+        elif otype is lbmr_options.CostOption:
+            cost = max(int(opt.cost), 0)  # a SIR with cost -1 would be a SER
+        elif otype is lbmr_options.DomainIdOption:
+            domain_id = int(opt.domain_id)
     if lj is not None:
         flags |= lbmr_options.EXFUNC_LATE_JOIN
         request = (str(lj.src_ip_addr), lj.src_tcp_port)
@@ -223,6 +252,8 @@ def sir_from_source(
     else:
         kind = 1 if type(transport) is lbmr.LBTRUInfo else 0
         otid = make_otid(transport.ip, transport.port, transport.session_id or 0, 0x10 | kind)
+    if proxy_otid is not None:
+        otid = proxy_otid
     rip, rport = request if request is not None else ("0.0.0.0", 0)
     # TLS / LZ4 travel in the SIR's own encryption and compression bytes (1 = on: the value
     # is inferred, the notes give the fields, not their values), not as functionality bits.
@@ -240,6 +271,8 @@ def sir_from_source(
         request_port=rport,
         domain_id=domain_id,
         context_instance=context_instance,
+        context_type=context_type,
+        cost=cost,
     )
 
 
@@ -262,6 +295,13 @@ def info_from_sir(rec: srsm.SourceInfo) -> SourceInfo | None:
             options = (lbmr_options.LateJoinOption(port, ip, tix, 0, 0), *options)
     # [inferred] a DRO's proxy source registers with the DRO's context type (umcore.engine.dro)
     proxy = rec.context_type == srsm.APP_TYPE_TNWGD
+    if proxy:  # what its TIR would say: originating OTID, cost (a DRO crossed), origin domain
+        options = (
+            *options,
+            lbmr_options.OTIDOption(rec.otid),
+            lbmr_options.CostOption(1, max(rec.cost, 0)),
+            lbmr_options.DomainIdOption(rec.domain_id),
+        )
     return SourceInfo(rec.topic, rec.topic_idx, transport, options, proxy=proxy)
 
 
@@ -442,12 +482,18 @@ class SRSResolution:
         ctx = self.ctx
         feat = ctx.features
         port = feat.port.port if feat.port is not None else 0
+        mode = srsm.INTEREST_MODE_FLOOD if self.flood else srsm.INTEREST_MODE_FILTER
+        role = ctx.srs_dro
+        if role is not None and role.forward_interest:
+            mode |= srsm.INTEREST_MODE_FLOOD_FORWARD_INTEREST  # 0 -> 2, 1 -> 3
         self.core = SRSClient(
             self.servers,
             now=ctx.loop.time(),
             client_addr=ctx.advertised_ip,
             client_port=port,
-            interest_mode=srsm.INTEREST_MODE_FLOOD if self.flood else srsm.INTEREST_MODE_FILTER,
+            interest_mode=mode,
+            app_type=srsm.APP_TYPE_TNWGD if role is not None else srsm.APP_TYPE_APPLICATION,
+            local_domain_id=role.domain_id if role is not None else 0,
             context_instance=feat.ctxinst,
         )
         for entry in self._own_names.values():
@@ -479,8 +525,16 @@ class SRSResolution:
             return
         feat = self.ctx.features
         request = (feat.ip, feat.port.port) if feat.port is not None else None
+        role = self.ctx.srs_dro
         rec = sir_from_source(
-            topic, index, transport, options, request=request, context_instance=feat.ctxinst
+            topic,
+            index,
+            transport,
+            options,
+            request=request,
+            context_instance=feat.ctxinst,
+            domain_id=role.domain_id if role is not None else 0,
+            context_type=srsm.APP_TYPE_TNWGD if role is not None else srsm.APP_TYPE_APPLICATION,
         )
         key = SourceInfo(topic, index, transport).key
         self._mine[(topic, index, key)] = (rec.otid, topic)
@@ -515,6 +569,24 @@ class SRSResolution:
         if self.core is not None:
             self.core.send_wildcard_delete(pattern)
             self._flush()
+
+    def send_dro_records(self, routes: Iterable[tuple[str, int, tuple[int, ...]]]) -> None:
+        """A DRO portal's DIR (its ``srs_dro`` domain) and one RTIR per route (ip, port of the
+        portal's request port, remote domains reached through it): the set held now."""
+        role = self.ctx.srs_dro
+        if self.core is None or role is None:
+            return
+        inst = self.ctx.features.ctxinst
+        recs: list[srsm.DomainInfo | srsm.RouteInfo] = [
+            srsm.DomainInfo(role.domain_id, context_instance=inst)
+        ]
+        recs += [
+            srsm.RouteInfo(domains, ip, port, route_index=i, context_instance=inst)
+            for i, (ip, port, domains) in enumerate(routes)
+            if domains
+        ]
+        self.core.send_dro_records(recs)
+        self._flush()
 
     def name_advertised(self, entry: ContextName) -> None:
         self._own_names[entry.name] = entry
@@ -574,6 +646,9 @@ class SRSResolution:
                 self._dro_record(ev)
             else:
                 log.debug("SRS %s", ev)
+            listener = ctx.srs_listener
+            if listener is not None:
+                listener(ev)
 
     def _dro_record(self, ev: DroRecord) -> None:
         """A DRO's DIR / RTIR / RTER relayed by the SRS: the context's domain table

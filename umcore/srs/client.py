@@ -88,6 +88,7 @@ from umcore.wire.srs_messages import (
     ContextNameQuery,
     DomainInfo,
     ReceiverDelete,
+    ReceiverEnd,
     ReceiverInfo,
     RegistrationRequest,
     RegistrationResponse,
@@ -98,6 +99,7 @@ from umcore.wire.srs_messages import (
     SRSError,
     StreamRequest,
     WildcardReceiverDelete,
+    WildcardReceiverEnd,
     WildcardReceiverInfo,
 )
 
@@ -110,6 +112,7 @@ __all__ = [
     "ContextNameEnded",
     "DroRecord",
     "Event",
+    "InterestReported",
     "Registered",
     "SRSClient",
     "SlotDown",
@@ -175,6 +178,11 @@ SLOT_TRANSITIONS: dict[tuple[SlotState, SlotInput], SlotState] = {
 REMOTE_SLOT_INPUTS = frozenset({SlotInput.REGISTERED, SlotInput.RECORDS})
 
 
+# What a forward-interest client hears of other contexts' interest, and its mode bit.
+_INTEREST_RECORDS = (ReceiverInfo, ReceiverEnd, WildcardReceiverInfo, WildcardReceiverEnd)
+_FORWARD_INTEREST = 0x02
+
+
 @dataclass(frozen=True, slots=True)
 class Event(CoreEvent):
     """Base of everything :meth:`SRSClient.take_events` returns (each names its ``slot``)."""
@@ -226,6 +234,16 @@ class DroRecord(Event):
     (:mod:`umcore.resolver.dro`)."""
 
     record: DomainInfo | RouteInfo | RouteEnd
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterestReported(Event):
+    """A forward-interest client (a DRO endpoint, interest mode 2/3) heard another context's
+    interest: RIR / WIR (receivers of a topic / pattern there), RER / WER (that interest ended,
+    by a delete or the SRS's interest-state lifetime)."""
+
+    record: ReceiverInfo | ReceiverEnd | WildcardReceiverInfo | WildcardReceiverEnd
     slot: int
 
 
@@ -366,6 +384,7 @@ class SRSClient:
         self._pattern_raw: dict[str, bytes] = {}
         self._name_infos: dict[str, bytes] = {}  # own context names: name -> CNIR
         self._name_queries: dict[str, bytes] = {}  # names looked for: name -> CNQR
+        self._dro_records: dict[bytes, bytes] = {}  # a DRO endpoint's DIR / RTIRs (raw -> raw)
         # what the SRSes told us
         self._known: dict[SourceKey, _Known] = {}
         self._writes: dict[int, list[bytes]] = {}
@@ -418,6 +437,19 @@ class SRSClient:
             del self._receivers[topic]
             del self._receiver_raw[topic]
             self._broadcast(self._interest_record(ReceiverDelete, topic))
+
+    def send_dro_records(self, records: list[DomainInfo | RouteInfo]) -> None:
+        """A DRO endpoint's DIR (its TRD's domain id) and RTIRs (its routes): the set it holds
+        now.  New ones go out at once; all are sent again on every (re)connect.  The protocol
+        has no record withdrawing an RTIR: one no longer held is only not sent again (the SRS
+        ends it with an RTER when this context's route state expires there)."""
+        new = {r.encode(): r for r in records}
+        fresh = [raw for raw in new if raw not in self._dro_records]
+        self._dro_records = {raw: raw for raw in new}
+        if fresh:
+            for slot in self.slots:
+                if slot.state is SlotState.STREAMING:
+                    self._send(slot.index, _frames(fresh))
 
     def send_wildcard(self, pattern: str) -> None:
         """Register a wildcard receiver's pattern (WIR)."""
@@ -493,14 +525,20 @@ class SRSClient:
 
     def _interest_record(self, cls: type[ReceiverInfo | ReceiverDelete], topic: str) -> bytes:
         return cls(
-            topic, domain_id=self.local_domain_id, context_instance=self.context_instance
+            topic,
+            domain_id=self.local_domain_id,
+            context_instance=self.context_instance,
+            context_type=self.app_type,
         ).encode()
 
     def _pattern_record(
         self, cls: type[WildcardReceiverInfo | WildcardReceiverDelete], pattern: str
     ) -> bytes:
         return cls(
-            pattern, domain_id=self.local_domain_id, context_instance=self.context_instance
+            pattern,
+            domain_id=self.local_domain_id,
+            context_instance=self.context_instance,
+            context_type=self.app_type,
         ).encode()
 
     def _broadcast(self, raw: bytes) -> None:
@@ -635,6 +673,7 @@ class SRSClient:
             *self._pattern_raw.values(),
             *self._name_infos.values(),
             *self._name_queries.values(),
+            *self._dro_records.values(),
         ]
         if state:
             out.append(_frames(state))
@@ -654,8 +693,12 @@ class SRSClient:
             assert isinstance(rec, (DomainInfo, RouteInfo, RouteEnd))
             self._event(DroRecord(rec, slot.index))
             return
+        if type(rec) in _INTEREST_RECORDS:
+            if self.interest_mode & _FORWARD_INTEREST:
+                self._event(InterestReported(rec, slot.index))  # type: ignore[arg-type]
+            return
         if type(rec) is not SourceInfo:
-            return  # RER/WER...: for DROs, not an application
+            return
         assert isinstance(rec, SourceInfo)
         self.sirs_received += 1
         key = (rec.otid, rec.topic)

@@ -162,6 +162,25 @@ class Relay:
             for src in self.registry.sources.values():
                 if src.owner is not client:
                     self._queue_sir(client, src)
+        if client.forward_interest:
+            # a DRO endpoint connecting after the receivers: their interest so far (the
+            # records' context instance is not kept; the topic, domain and type are)
+            for other in self.registry.clients.values():
+                if other is client:
+                    continue
+                kind = other.app_type
+                for topic, active in other.interest.items():
+                    if active:
+                        rir = ReceiverInfo(topic, domain_id=other.domain_id, context_type=kind)
+                        self._queue(client, rir.encode())
+                        client.stats.client_rir_sent_count += 1
+                for pattern, active in other.patterns.items():
+                    if active:
+                        wir = WildcardReceiverInfo(
+                            pattern, domain_id=other.domain_id, context_type=kind
+                        )
+                        self._queue(client, wir.encode())
+                        client.stats.client_wir_sent_count += 1
 
     def receive_record(self, client: Client, rec: BatchRecord, now: float) -> None:
         t = type(rec)
@@ -385,7 +404,13 @@ class Relay:
         self.registry.drop_interest(client, rec.topic)
         if self.events.keep:
             self.events.add("RDR", client, now, rec)
-        self._forward_interest(client, ReceiverEnd(rec.topic, domain_id=rec.domain_id), "rer")
+        end = ReceiverEnd(
+            rec.topic,
+            domain_id=rec.domain_id,
+            context_instance=rec.context_instance,
+            context_type=rec.context_type,
+        )
+        self._forward_interest(client, end, "rer")
 
     def _wir(self, client: Client, rec: WildcardReceiverInfo, now: float) -> None:
         pattern = rec.pattern
@@ -426,7 +451,12 @@ class Relay:
         self.registry.drop_pattern(client, rec.pattern)
         if self.events.keep:
             self.events.add("WDR", client, now, rec)
-        end = WildcardReceiverEnd(rec.pattern, domain_id=rec.domain_id)
+        end = WildcardReceiverEnd(
+            rec.pattern,
+            domain_id=rec.domain_id,
+            context_instance=rec.context_instance,
+            context_type=rec.context_type,
+        )
         self._forward_interest(client, end, "wer")
 
     def _forward_interest(self, origin: Client, rec: BatchRecord, kind: str) -> None:
@@ -546,12 +576,16 @@ class Relay:
                 del client.interest[topic]
                 self.registry.drop_interest(client, topic)
                 s.clients_expired_rir_count += 1
-                self._forward_interest(client, ReceiverEnd(topic), "rer")
+                end_r = ReceiverEnd(topic, domain_id=client.domain_id, context_type=client.app_type)
+                self._forward_interest(client, end_r, "rer")
             for pattern in [p for p, a in client.patterns.items() if not a]:
                 del client.patterns[pattern]
                 self.registry.drop_pattern(client, pattern)
                 s.clients_expired_wir_count += 1
-                self._forward_interest(client, WildcardReceiverEnd(pattern), "wer")
+                end_w = WildcardReceiverEnd(
+                    pattern, domain_id=client.domain_id, context_type=client.app_type
+                )
+                self._forward_interest(client, end_w, "wer")
         elif kind == "routes":
             for key, (rt, active) in list(client.routes.items()):
                 if not active:

@@ -1,0 +1,115 @@
+"""The transit topology of seed 003 ("Routing Topologies"): TRD1 -- DRO1 -- TRD2 -- DRO2 -- TRD3.
+
+TRD1 resolves topics through an lbmrd, TRD2 by multicast, TRD3 through the SRS (as
+``make run ARGS="--dro"``).  A source in TRD1, a receiver of its topic in TRD3 and a wildcard
+receiver in TRD2, all in this process with both DROs; the lbmrd and the SRS are processes.
+
+- Interest crosses two DROs: the TRD3 receiver's interest reaches DRO2 from the SRS (its RIR,
+  forward-interest mode), DRO2's proxy receiver in TRD2 sends interest records that DRO1 picks
+  up, DRO1's proxy receiver resolves the source through the lbmrd.
+- Every message arrives in order at both receivers, unrecoverable loss 0; the source's end
+  reaches both as EOS (final advertisement in TRD2, SER in TRD3).
+- The traffic took the DRO path: the source's one transport peer is DRO1's proxy receiver, the
+  wildcard receiver's one session is DRO1's proxy source, the TRD3 receiver's one session is
+  DRO2's proxy source, and DRO2's proxy receiver in TRD2 joined DRO1's proxy source.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from daemons.tnwgd.app import DroRuntime
+from tests.dro_proc.kit import (
+    Recorder,
+    Trd,
+    dro_xml,
+    proxy_ready,
+    proxy_source_strings,
+    running_dro,
+)
+from tests.integration.daemon_proc import DaemonProcess
+from tests.integration.helpers import until
+from tests.integration.test_srs import srs_xml
+from umcore.api import Context
+
+TOPIC = "dro.transit.data"
+PATTERN = r"^dro\.transit\."
+COUNT = 2000
+_SEQ = struct.Struct("!I")
+
+
+@asynccontextmanager
+async def transit(tmp: Path) -> AsyncIterator[tuple[Trd, Trd, Trd, DroRuntime, DroRuntime]]:
+    """lbmrd (TRD1), SRS (TRD3), and the two DROs joining TRD1-TRD2 and TRD2-TRD3."""
+    lbmrd = await DaemonProcess.start("lbmrd", "-i", "127.0.0.1", "-p", "0")
+    srs = await DaemonProcess.start("srs", str(srs_xml(tmp)))
+    try:
+        t1, t2, t3 = Trd(lbmrd=lbmrd.address), Trd(), Trd(srs=srs.address)
+        big = 64 << 20
+        async with (
+            running_dro(dro_xml([("TRD1", 1, t1), ("TRD2", 2, t2)], name="dro1", max_queue=big))
+            as d1,
+            running_dro(dro_xml([("TRD2", 2, t2), ("TRD3", 3, t3)], name="dro2", max_queue=big))
+            as d2,
+        ):  # fmt: skip
+            yield t1, t2, t3, d1, d2
+    finally:
+        await srs.stop()
+        await lbmrd.stop()
+
+
+def _sessions(ctx: Context) -> list[str]:
+    return [js.source_string for js in ctx.joined.values()]
+
+
+async def test_three_trds_transit_with_wildcard_receiver(tmp_path: Path) -> None:
+    rec3, wrec2 = Recorder(), Recorder()
+    rec3.keep_payloads = True
+    async with (
+        transit(tmp_path) as (t1, t2, t3, d1, d2),
+        await Context.create(t1.context()) as a,
+        await Context.create(t2.context()) as b,
+        await Context.create(t3.context()) as c,
+    ):
+        await c.create_receiver(TOPIC, rec3, attributes=t3.receiver())
+        await b.create_wildcard_receiver(PATTERN, wrec2)
+        src = await a.create_source(TOPIC, attributes=t1.source("tcp"))
+        # the SRS told DRO2 of the TRD3 receiver; interest crossed DRO2 into TRD2 and DRO1
+        await until(lambda: TOPIC in d2.portals["TRD2"].receivers, "DRO2's proxy receiver")
+        await until(lambda: TOPIC in d1.portals["TRD1"].receivers, "DRO1's proxy receiver")
+        # both receivers joined their proxy sources (resolved from the SRS in TRD3)
+        await until(lambda: len(c.joined) == 1 and len(b.joined) == 1, "receivers joined")
+        await until(lambda: src.receivers == 1, "DRO1 joined the source")
+        await until(lambda: proxy_ready(d2, "TRD3", TOPIC), "the TRD3 receiver joined DRO2")
+        await until(
+            lambda: (
+                d1.portals["TRD2"].sources
+                and all(
+                    px.raw is not None and px.raw.source.receivers >= 2
+                    for px in d1.portals["TRD2"].sources.values()
+                )
+            ),
+            "DRO1's proxy source in TRD2 has both the wildcard receiver and DRO2",
+        )
+        for i in range(COUNT):
+            await src.send(_SEQ.pack(i) + bytes(12), flush=i % 200 == 199)
+        src.flush()
+        await until(lambda: len(rec3.sqns) >= COUNT and len(wrec2.sqns) >= COUNT, "all data")
+        for r in (rec3, wrec2):
+            assert r.sqns == list(range(r.sqns[0], r.sqns[0] + COUNT))
+            assert r.losses == 0 and r.bos == 1
+        assert [_SEQ.unpack_from(p)[0] for p in rec3.payloads] == list(range(COUNT))
+        # the DRO path, hop by hop
+        assert a.joined == {}
+        assert _sessions(b) == proxy_source_strings(d1, "TRD2", TOPIC)
+        assert _sessions(c) == proxy_source_strings(d2, "TRD3", TOPIC)
+        dro2_in = d2.portals["TRD2"].rcv
+        assert dro2_in is not None
+        assert _sessions(dro2_in) == proxy_source_strings(d1, "TRD2", TOPIC)
+        assert d2.portals["TRD3"].srs_interest_records >= 1
+        # the source ends: EOS through both DROs
+        await src.close()
+        await until(lambda: rec3.eos == 1 and wrec2.eos == 1, "EOS at both receivers")
