@@ -38,9 +38,15 @@ What :func:`stats_pb` fills, from the runtime's public views (:class:`DroRuntime
 - ``stats.other_gateways[]``: every DRO heard (name, id, version, its links with costs, last
   activity on the wall clock).
 
-Fields the core does not count stay 0: the immediate-message (MIM/UIM), request and control
-message figures, ``*_bytes_forwarded``/``*_bytes_sent``, the recalculation durations, and the
-peer link's batching, keepalive RTT and UDP figures.
+A peer portal's link (its :class:`~umcore.dro.peer.PeerLink`, the portal view's ``link``) adds
+its own figures: data messages and bytes received on the link, control messages and bytes each
+way, data fragments and bytes sent on the link, drops while it was down (``*_not_operational``)
+or full, batching (count, min/mean/max messages and bytes), keepalive RTT (samples, min/mean/max
+in µs) and ``last_ka_time`` (wall-clock second of the last keepalive answer).
+
+Fields nothing counts stay 0: the immediate-message (MIM/UIM), request and unicast figures,
+endpoint ``*_bytes_forwarded``/``*_bytes_sent``, the recalculation durations, and the peer
+link's UDP figures (no UDP data link).
 
 Only the ``lbm`` transport and the ``pb`` format are implemented: :func:`monitor_settings` refuses
 anything else with a ConfigError before the daemon starts (UM's DRO with the ``csv`` format
@@ -76,6 +82,7 @@ from umcore.aio.timer import CoreTimer
 from umcore.config.dro import DROConfig
 from umcore.daemon.statspub import MonitorSettings, StatsPublisher, sender_address
 from umcore.dro import DroCore, InterestKey
+from umcore.dro.peer import PeerLink
 from umcore.errors import ConfigError, LocalProtocolError
 from umcore.monitor.automatic import AutomaticMonitor, MonitoringPublisher
 from umcore.monitor.control import ControlReply
@@ -240,7 +247,7 @@ def configs_pb(config: DROConfig, portals: Mapping[str, PortalView], text: str, 
         c.portal_type = PORTAL_TYPE.get(p.kind, 0)
 
 
-def _portal_pb(rt: DroRuntime, p: PortalView, out: Any) -> None:
+def _portal_pb(rt: DroRuntime, p: PortalView, out: Any, wall_offset: float = 0.0) -> None:
     core = rt.core
     cfg = rt.config.portal(p.name)
     st = core.stats(p.name)
@@ -276,6 +283,9 @@ def _portal_pb(rt: DroRuntime, p: PortalView, out: Any) -> None:
         s.data_bytes_enqueued = q.bytes_enqueued
         s.data_bytes_enqueued_max = q.bytes_enqueued_max
         s.data_bytes_enqueued_limit = q.limit
+        link = getattr(p, "link", None)
+        if isinstance(link, PeerLink):
+            _link_pb(link, r, s, wall_offset)
     else:
         e = out.endpoint
         e.domain_id = p.domain_id or 0
@@ -302,6 +312,40 @@ def _portal_pb(rt: DroRuntime, p: PortalView, out: Any) -> None:
         s.data_bytes_enqueued = q.bytes_enqueued
         s.data_bytes_enqueued_max = q.bytes_enqueued_max
         s.data_bytes_enqueued_limit = q.limit
+
+
+def _link_pb(link: PeerLink, r: Any, s: Any, wall_offset: float) -> None:
+    """The peer link's own figures (:class:`~umcore.dro.peer.LinkStats`): messages and bytes
+    each way as they crossed the link, control messages, batching, keepalive RTT (µs) and the
+    wall-clock second of the last keepalive answer, drops while the link was down."""
+    ls = link.stats
+    r.data_msgs_rcvd = ls.data_msgs_rcvd
+    r.data_msg_bytes_rcvd = ls.data_msg_bytes_rcvd
+    r.transport_topic_fragment_data_msgs_rcvd_unknown_source += ls.data_msgs_rcvd_unknown_source
+    r.gateway_cntl_msgs_rcvd = ls.gateway_cntl_msgs_rcvd
+    r.gateway_cntl_msg_bytes_rcvd = ls.gateway_cntl_msg_bytes_rcvd
+    r.unicast_cntl_msgs_rcvd_unhandled = ls.cntl_msgs_unhandled
+    s.data_fragments_sent = ls.data_fragments_sent
+    s.data_fragment_bytes_sent = ls.data_fragment_bytes_sent
+    s.data_fragments_dropped_not_operational = ls.data_fragments_dropped_not_operational
+    s.data_fragment_bytes_dropped_not_operational = ls.data_fragment_bytes_dropped_not_operational
+    s.data_fragments_dropped_would_block += ls.data_fragments_dropped_would_block
+    s.data_fragment_bytes_dropped_would_block += ls.data_fragment_bytes_dropped_would_block
+    s.gateway_cntl_msgs = s.gateway_cntl_msgs_sent = ls.gateway_cntl_msgs_sent
+    s.gateway_cntl_msg_bytes = s.gateway_cntl_msg_bytes_sent = ls.gateway_cntl_msg_bytes_sent
+    s.gateway_cntl_msgs_dropped_not_operational = ls.gateway_cntl_msgs_dropped_not_operational
+    s.batches = ls.batches
+    s.batch_msgs_min, s.batch_msgs_mean, s.batch_msgs_max = (
+        ls.batch_msgs_min, ls.batch_msgs_mean, ls.batch_msgs_max
+    )  # fmt: skip
+    s.batch_bytes_min, s.batch_bytes_mean, s.batch_bytes_max = (
+        ls.batch_bytes_min, ls.batch_bytes_mean, ls.batch_bytes_max
+    )  # fmt: skip
+    s.data_bytes_enqueued += ls.data_bytes_enqueued
+    s.rtt_samples = ls.rtt_samples
+    s.rtt_min, s.rtt_mean, s.rtt_max = ls.rtt_min, ls.rtt_mean, ls.rtt_max
+    if ls.last_ka_time is not None:
+        s.last_ka_time = int(max(0.0, ls.last_ka_time + wall_offset))
 
 
 def _local_pb(rt: DroRuntime, out: Any) -> None:
@@ -353,7 +397,7 @@ def stats_pb(
     all).  ``wall_offset`` turns the core's clock into the wall clock (other DROs' activity)."""
     _local_pb(rt, out.local)
     for p in portals if portals is not None else list(rt.portals.values()):
-        _portal_pb(rt, p, out.portals.add())
+        _portal_pb(rt, p, out.portals.add(), wall_offset)
     _others_pb(rt, out.other_gateways, wall_offset)
 
 
@@ -695,7 +739,8 @@ def register_metrics(
         out = []
         for p in runtime.portals.values():
             msg = Stats.Portal()
-            _portal_pb(runtime, p, msg)
+            # the loop's clock is the monotonic one: to wall-clock time (peers' last_ka_time)
+            _portal_pb(runtime, p, msg, time.time() - time.monotonic())
             out.append((p, msg))
         return out
 
@@ -755,14 +800,61 @@ def register_metrics(
         ),
         StatsCollector(
             "pyum", "dro_peer_send", Stats.Portal.Peer.Send.DESCRIPTOR,  # type: ignore[arg-type]
-            part("peer", "send"), labelnames=("portal",), gauges=levels | {"last_ka_time"},
+            part("peer", "send"), labelnames=("portal",), gauges=levels | _PEER_LEVELS,
         ),
     ]  # fmt: skip
     for c in collectors:
         registry.register(c)
     registry.register(_CoreCollector(runtime))
+    registry.register(_LinkCollector(runtime))
     if monitor is not None:
         registry.register(_MonitorCollector(monitor))
+
+
+_PEER_LEVELS = {
+    "last_ka_time", "rtt_min", "rtt_mean", "rtt_max", "batch_msgs_min", "batch_msgs_mean",
+    "batch_msgs_max", "batch_bytes_min", "batch_bytes_mean", "batch_bytes_max",
+}  # fmt: skip
+"""Peer send fields that are levels (gauges), not cumulative counters."""
+
+# (LinkStats field, metric suffix, help): the peer link figures DROMonMsg has no field for.
+_LINK_COUNTERS = (
+    ("bytes_sent", "bytes_sent", "bytes written on the link (after batching, before LZ4/TLS)"),
+    ("bytes_rcvd", "bytes_received", "bytes read from the link (after LZ4/TLS)"),
+    ("connects", "connections", "connections a link session started on"),
+    ("losses", "losses", "link sessions lost (keepalive timeout, garbage, peer gone)"),
+)
+
+
+class _LinkCollector:
+    """Per peer portal: its link's bytes each way, sessions and losses, and whether it is up
+    (``pyum_dro_peer_link_*``, label ``portal``)."""
+
+    def __init__(self, runtime: DroRuntime) -> None:
+        self.runtime = runtime
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        links = [
+            (p.name, link)
+            for p in self.runtime.portals.values()
+            if isinstance(link := getattr(p, "link", None), PeerLink)
+        ]
+        for field, suffix, text in _LINK_COUNTERS:
+            fam = CounterMetricFamily(
+                f"pyum_dro_peer_link_{suffix}", f"peer link: {text}", labels=["portal"]
+            )
+            for name, link in links:
+                fam.add_metric([name], getattr(link.stats, field))
+            yield fam
+        up = GaugeMetricFamily(
+            "pyum_dro_peer_link_up", "1 while the peer link is up", labels=["portal"]
+        )
+        for name, link in links:
+            up.add_metric([name], 1 if link.up else 0)
+        yield up
 
 
 class _MonitorCollector:

@@ -20,7 +20,9 @@ page with its JSON twin under ``/json``, a 404 page for anything unknown).  Page
   :func:`daemons.tnwgd.monitor.stats_pb` (one source of figures for UM's messages, Prometheus
   and these pages), and "Current/maximum data bytes enqueued (limit: N)"; the core's own
   counters (ACL rejections, ...) below them.  A peer portal: name, cost, adjacent DRO,
-  Interest, the same lists, its Receive and Send statistics and the enqueued bytes;
+  Interest, the same lists, its Receive and Send statistics and the enqueued bytes, and a
+  "Peer Link" table (state, the DRO at the other end, keepalive RTT, bytes and messages each
+  way, drops while down or full, batches, connections, sessions lost);
 - ``/topology`` -- "Topology Info": this DRO's name, id, version, topology signature, graph
   version, DRO and TRD counts; per local portal its adjacent domain or DRO and cost; per other
   DRO its name, id, version, signature, "Last Activity N seconds ago" and its adjacent domains
@@ -55,6 +57,7 @@ from daemons.tnwgd.monitor import (
 from daemons.umestored.webmon import parse_web_monitor
 from umcore.daemon.web import Block, Heading, Html, Link, Para, Table, WebPages
 from umcore.dro import InterestKey
+from umcore.dro.peer import PeerLink
 from umcore.dro.routing import domain_node
 
 __all__ = [
@@ -132,6 +135,30 @@ def shortest_path(rt: DroRuntime, d1: int, d2: int) -> dict[str, Any] | None:
         else:
             shown.append(f"DRO at {ident >> 16:#x}:{ident & 0xFFFF}")
     return {"from": d1, "to": d2, "hop_count": len(path) - 1, "cost": cost, "path": shown}
+
+
+def _link_rows(link: PeerLink) -> list[tuple[str, object]]:
+    """A peer portal's link: state, the DRO at the other end, keepalive RTT (µs), bytes and
+    messages each way, drops, sessions."""
+    st = link.stats
+    peer = f"{link.peer_name} ({link.peer_node_id:#x})" if link.peer_node_id else "-"
+    return [
+        ("state", link.state.value),
+        ("peer DRO", peer),
+        ("keepalive RTT min/mean/max (us)", f"{st.rtt_min}/{st.rtt_mean}/{st.rtt_max}"),
+        ("keepalive RTT samples", st.rtt_samples),
+        ("bytes sent", st.bytes_sent),
+        ("bytes received", st.bytes_rcvd),
+        ("data messages sent", st.data_fragments_sent),
+        ("data messages received", st.data_msgs_rcvd),
+        ("control messages sent", st.gateway_cntl_msgs_sent),
+        ("control messages received", st.gateway_cntl_msgs_rcvd),
+        ("data dropped (link down)", st.data_fragments_dropped_not_operational),
+        ("data dropped (link full)", st.data_fragments_dropped_would_block),
+        ("batches", st.batches),
+        ("connections", st.connects),
+        ("sessions lost", st.losses),
+    ]
 
 
 def _stat_rows(msg: Any) -> list[tuple[str, int, int | None]]:
@@ -378,6 +405,9 @@ class DroWebMonitor:
             "max": kind_msg.send.data_bytes_enqueued_max,
             "limit": kind_msg.send.data_bytes_enqueued_limit,
         }
+        link = getattr(p, "link", None)
+        if isinstance(link, PeerLink):
+            d["link"] = _link_rows(link)
         st = core.stats(p.name)
         d["core"] = {
             name: getattr(st, name)
@@ -449,6 +479,9 @@ class DroWebMonitor:
                 f"(limit: {q['limit']})"
             )
         )
+        if "link" in d:
+            out.append(Heading("Peer Link"))
+            out.append(Table(["", "value"], d["link"]))
         out.append(Heading("Core counters (pyum)"))
         out.append(Table(["", "count"], sorted(d["core"].items())))
         return out

@@ -8,15 +8,23 @@ initiator reconnect 200 ms.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
+import struct
+import urllib.request
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from tests.dro_proc.kit import Trd
-from tests.integration.daemon_proc import DaemonProcess
+from tests.integration.daemon_proc import METRICS, DaemonProcess
+from umcore.api import Message
+from umcore.api.message import MSG_DATA
 from umcore.tools.certs import CertFiles
+
+SEQ = struct.Struct("!I")
 
 STARTED = re.compile(r"Gwd-7122-1: Gateway named \[([\w-]+)\] with node id: (\d+) has started")
 LINK_UP = re.compile(r"peer portal \[(\w+)\]: link up with DRO \[([\w-]+)\]")
@@ -79,12 +87,15 @@ class PeerSpec:
         )
 
 
-def peer_dro_xml(name: str, endpoints: list[tuple[str, int, Trd]], peers: list[PeerSpec]) -> str:
-    """A DRO with endpoint portals (name, domain id, TRD; TCP proxy sources) and peer portals."""
+def peer_dro_xml(
+    name: str, endpoints: list[tuple[str, int, Trd]], peers: list[PeerSpec], cost: int = 1
+) -> str:
+    """A DRO with endpoint portals (name, domain id, TRD; TCP proxy sources; ``cost``) and peer
+    portals."""
     parts = [f'<tnw-gateway version="1.0"><daemon><name>{name}</name>{TIMERS}</daemon><portals>']
     for pname, dom, trd in endpoints:
         parts.append(
-            f"<endpoint><name>{pname}</name><domain-id>{dom}</domain-id>"
+            f"<endpoint><name>{pname}</name><domain-id>{dom}</domain-id><cost>{cost}</cost>"
             f"<max-queue>{BIG_QUEUE}</max-queue><lbm-attributes>"
             + options("context", trd.context())
             + options("source", trd.source("tcp"))
@@ -96,14 +107,70 @@ def peer_dro_xml(name: str, endpoints: list[tuple[str, int, Trd]], peers: list[P
     return "".join(parts)
 
 
-async def start_dro(folder: Path, name: str, xml: str) -> DaemonProcess:
-    """``python -m daemons.tnwgd FILE`` (log on stdout), returned once it has started."""
+async def start_dro(folder: Path, name: str, xml: str, *, metrics: bool = False) -> DaemonProcess:
+    """``python -m daemons.tnwgd FILE`` (log on stdout), returned once it has started (and, with
+    ``metrics``, serves Prometheus metrics: ``dro.metrics`` is their address)."""
     cfg = folder / f"{name}.xml"
     cfg.write_text(xml)
-    dro = await DaemonProcess.start("tnwgd", str(cfg), wait_listening=False)
+    args = ["--metrics", "127.0.0.1:0"] if metrics else []
+    dro = await DaemonProcess.start("tnwgd", *args, str(cfg), wait_listening=False)
     try:
         await dro.wait_for_line(STARTED, 30)
+        if metrics:
+            found = await dro.wait_for_line(METRICS, 30)
+            dro.metrics = (found.group(1), int(found.group(2)))
     except BaseException:
         await dro.kill()
         raise
     return dro
+
+
+def count_lines(dro: DaemonProcess, pattern: re.Pattern[str]) -> int:
+    return sum(1 for line in dro.all_lines() if pattern.search(line))
+
+
+class Arrivals:
+    """A receiver callback keeping, per data message, (source string, counter, loop time)."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, int, float]] = []
+        self.loop = asyncio.get_running_loop()
+
+    def __call__(self, msg: Message) -> None:
+        if msg.type == MSG_DATA and len(msg.data) >= 4:
+            self.got.append((msg.source, SEQ.unpack_from(msg.data)[0], self.loop.time()))
+
+    def sources(self) -> list[str]:
+        """Source strings in the order they first delivered."""
+        return list(dict.fromkeys(s for s, _, _ in self.got))
+
+    def first_from(self, source: str) -> float | None:
+        return next((t for s, _, t in self.got if s == source), None)
+
+    def count_from(self, source: str) -> int:
+        return sum(1 for s, _, _ in self.got if s == source)
+
+
+async def ticker(send: Callable[[bytes], Awaitable[object]], period: float) -> None:
+    """Send a counter every ``period`` seconds until cancelled."""
+    i = 0
+    while True:
+        await send(SEQ.pack(i))
+        i += 1
+        await asyncio.sleep(period)  # the sending rate, not a synchronisation
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return str(r.read().decode())
+
+
+async def metric(dro: DaemonProcess, name: str) -> float:
+    """One sample of the DRO's Prometheus metric ``name`` (no labels)."""
+    assert dro.metrics is not None
+    host, port = dro.metrics
+    text = await asyncio.to_thread(_get, f"http://{host}:{port}/metrics")
+    for line in text.splitlines():
+        if line.startswith((name + " ", name + "_total ")):  # a counter's sample is NAME_total
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
