@@ -6,7 +6,8 @@ Each program runs as ``python -m ...`` with unbuffered output; :func:`pump_lines
 lines to our standard output, each prefixed with its name, and optionally into a queue that
 :func:`wait_line` watches for a readiness line (bounded by :data:`START_TIMEOUT_S`).
 :func:`stop` sends the child's :attr:`Child.stop_signal`, waits :data:`STOP_TIMEOUT_S`, then
-SIGKILLs: no process is left behind.
+SIGKILLs: no process is left behind.  A child that exits before its readiness line, or does not
+print it in time, raises :class:`ChildFailed` at once (its output is already on our output).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "START_TIMEOUT_S",
     "STOP_TIMEOUT_S",
     "Child",
+    "ChildFailed",
     "pump_lines",
     "spawn",
     "started",
@@ -33,6 +35,10 @@ __all__ = [
 # Bound on each child's start-up and on its exit after SIGINT.
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 5.0
+
+
+class ChildFailed(RuntimeError):
+    """A child exited before it was ready, or was not ready within START_TIMEOUT_S."""
 
 
 class Child:
@@ -92,12 +98,36 @@ async def stop(child: Child) -> None:
 async def wait_line(
     child: Child, lines: asyncio.Queue[bytes], rx: re.Pattern[bytes]
 ) -> re.Match[bytes]:
-    """The first line of ``child`` matching ``rx`` (bounded by START_TIMEOUT_S)."""
-    async with asyncio.timeout(START_TIMEOUT_S):
-        while True:
-            found = rx.search(await lines.get())
-            if found:
-                return found
+    """The first line of ``child`` matching ``rx`` (bounded by START_TIMEOUT_S); ChildFailed
+    when the child exits first or the time runs out."""
+    exited = asyncio.ensure_future(child.proc.wait())
+    try:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            while True:
+                get = asyncio.ensure_future(lines.get())
+                await asyncio.wait({get, exited}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    if child.pump is not None:  # every line it printed is out (and queued)
+                        with contextlib.suppress(Exception):
+                            await child.pump
+                    while not lines.empty():
+                        found = rx.search(lines.get_nowait())
+                        if found:
+                            return found
+                    raise ChildFailed(
+                        f"{child.name} exited (status {child.proc.returncode}) before it was "
+                        "ready; its output is above"
+                    )
+                found = rx.search(get.result())
+                if found:
+                    return found
+    except TimeoutError:
+        raise ChildFailed(
+            f"{child.name} printed no readiness line within {START_TIMEOUT_S:g} s"
+        ) from None
+    finally:
+        exited.cancel()
 
 
 async def started(

@@ -25,7 +25,11 @@ The topology of seed 003's "Routing Topologies" (a transit domain in the middle)
    where the wildcard receiver takes it too) and DRO2 (TRD2 to TRD3).
 
 The run ends when the TRD3 receiver has seen its source finish (EOS through both DROs), or on
-Ctrl-C / SIGTERM; every child is stopped as in ``make run`` (:mod:`umcore.tools.children`).
+Ctrl-C / SIGTERM, or after ``--timeout`` seconds (status 1); every child is stopped as in
+``make run`` (:mod:`umcore.tools.children`).  A child that exits before its readiness line (or
+prints none within the start-up bound) ends the run at once with status 1, its output above.
+The exit status is the TRD3 receiver's: 0 when it saw every message and its source's end.
+Outside the namespace, SIGINT/SIGTERM are passed on to the run inside it.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from umcore.tools.children import Child, started
+from umcore.tools.children import Child, ChildFailed, pump_lines, spawn, started, wait_line
 from umcore.tools.children import stop as stop_child
 
 __all__ = ["Trd", "main", "trds"]
@@ -164,7 +168,35 @@ def _dro_xml(
     return path
 
 
+async def _start_all(
+    children: list[Child], *specs: tuple[str, ...], ready: re.Pattern[bytes]
+) -> list[tuple[Child, re.Match[bytes] | None]]:
+    """Start children at once (``(name, *args)`` each), each until its ``ready`` line; those
+    that started join ``children`` (to be stopped) even when another failed, which raises."""
+
+    async def one(spec: tuple[str, ...]) -> tuple[Child, re.Match[bytes] | None]:
+        child = await spawn(spec[0], *spec[1:])
+        children.append(child)
+        lines: asyncio.Queue[bytes] = asyncio.Queue()
+        child.pump = asyncio.create_task(pump_lines(child, lines))
+        return child, await wait_line(child, lines, ready)
+
+    results = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
+
+
 async def _run(args: argparse.Namespace, separate: bool) -> int:
+    try:
+        return await _run_children(args, separate)
+    except ChildFailed as exc:
+        print(f"[topo  ] failed: {exc}", flush=True)
+        return 1
+
+
+async def _run_children(args: argparse.Namespace, separate: bool) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -176,19 +208,16 @@ async def _run(args: argparse.Namespace, separate: bool) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="pyum-dro-topology-") as tmpdir:
             tmp = Path(tmpdir)
-            lbmrd, found = await started(
-                "lbmrd", "-m", "daemons.lbmrd", "-i", t1.address, "-p", "0", ready=_LISTENING
+            (_, found1), (_, found3) = await _start_all(
+                children,
+                ("lbmrd", "-m", "daemons.lbmrd", "-i", t1.address, "-p", "0"),
+                ("srs", "-m", "daemons.srs", str(_srs_xml(tmp, t3))),
+                ready=_LISTENING,
             )
-            children.append(lbmrd)
-            assert found is not None
-            lbmrd_port = int(found.group(2))
+            assert found1 is not None and found3 is not None
+            lbmrd_port = int(found1.group(2))
             print(f"[topo  ] TRD1     lbmrd udp {t1.address}:{lbmrd_port}")
-            srs, found = await started(
-                "srs", "-m", "daemons.srs", str(_srs_xml(tmp, t3)), ready=_LISTENING
-            )
-            children.append(srs)
-            assert found is not None
-            srs_port = int(found.group(2))
+            srs_port = int(found3.group(2))
             print(f"[topo  ] TRD3     SRS tcp {t3.address}:{srs_port}")
             cfg1, cfg2, cfg3 = (tmp / f"trd{n}.cfg" for n in (1, 2, 3))
             cfg1.write_text(
@@ -213,20 +242,23 @@ async def _run(args: argparse.Namespace, separate: bool) -> int:
             )
             print(f"[topo  ] TRD2     multicast {t2.mc_group}:{t2.mc_port} on {t2.address}")
             ivl = max(1, round(args.stats_interval))
-            mon, _ = await started(
-                "lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(cfg2), ready=_LBMMON_READY
+            await _start_all(
+                children,
+                ("lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(cfg2)),
+                ready=_LBMMON_READY,
             )
-            children.append(mon)
-            for name, ends in (
-                ("dro1", ((t1, cfg1), (t2, cfg2))),
-                ("dro2", ((t2, cfg2), (t3, cfg3))),
-            ):
-                xml = _dro_xml(tmp, name, ends, cfg2, ivl)
-                dro, _ = await started(name, "-m", "daemons.tnwgd", str(xml), ready=_DRO_READY)
-                children.append(dro)
-                print(
-                    f"[topo  ] {name}     TRD{ends[0][0].domain_id} <-> TRD{ends[1][0].domain_id} (pid {dro.proc.pid})"
-                )
+            dros = (("dro1", ((t1, cfg1), (t2, cfg2))), ("dro2", ((t2, cfg2), (t3, cfg3))))
+            up = await _start_all(
+                children,
+                *(
+                    (name, "-m", "daemons.tnwgd", str(_dro_xml(tmp, name, ends, cfg2, ivl)))
+                    for name, ends in dros
+                ),
+                ready=_DRO_READY,
+            )
+            for (name, ends), (dro, _) in zip(dros, up, strict=True):
+                a, b = (t.domain_id for t, _cfg in ends)
+                print(f"[topo  ] {name}     TRD{a} <-> TRD{b} (pid {dro.proc.pid})")
             common = ["-V"]
             pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
             rcv, _ = await started(
@@ -244,13 +276,25 @@ async def _run(args: argparse.Namespace, separate: bool) -> int:
             children.append(src)
             waiter = asyncio.create_task(stop.wait())
             done = asyncio.create_task(rcv.proc.wait())
-            await asyncio.wait({waiter, done}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {waiter, done},
+                timeout=args.timeout if args.timeout > 0 else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             waiter.cancel()
-            reason = "Ctrl-C" if stop.is_set() else "the TRD3 receiver saw its source finish"
+            timed_out = not stop.is_set() and not done.done()
+            if stop.is_set():
+                reason = "Ctrl-C"
+            elif timed_out:
+                reason = f"--timeout {args.timeout:g} s: the TRD3 receiver did not finish"
+            else:
+                reason = "the TRD3 receiver saw its source finish"
             print(f"[topo  ] stopping ({reason})")
             for child in (rcv, wrcv, src, *children):
                 await stop_child(child)
             print(f"[topo  ] done; TRD3 lbmrcv exit status {rcv.proc.returncode}")
+            if timed_out:
+                return 1
             return 0 if stop.is_set() or rcv.proc.returncode == 0 else 1
     finally:
         for child in reversed(children):
@@ -266,9 +310,16 @@ def _enter_namespace(argv: list[str]) -> int | None:
     env = dict(os.environ, **{NETNS_ENV: "1"})
     cmd = [sys.executable, "-m", "umcore.tools.drotopology", *argv]
     inner = f"{script} && exec {' '.join(map(_quote, cmd))}"
-    with contextlib.suppress(KeyboardInterrupt):
-        return subprocess.call(["unshare", "--net", "--", "sh", "-c", inner], env=env)
-    return 130
+    # unshare and sh exec: the child's pid is the run inside the namespace; pass signals on
+    proc = subprocess.Popen(["unshare", "--net", "--", "sh", "-c", inner], env=env)
+
+    def forward(sig: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    return proc.wait()
 
 
 def _quote(word: str) -> str:
@@ -287,6 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats-interval", type=float, default=5.0, help="DRO statistics (5 s)")
     p.add_argument(
         "--no-netns", action="store_true", help="stay in this namespace: every TRD on 127.0.0.1"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="stop after this many seconds with status 1 if the TRD3 receiver has not "
+        "finished (0: no limit)",
     )
     return p
 
