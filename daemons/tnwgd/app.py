@@ -43,6 +43,7 @@ from pathlib import Path
 from daemons.tnwgd.monitor import DroMonitor, register_metrics
 from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
+from daemons.tnwgd.uim import UimForwarder
 from daemons.tnwgd.webmon import DroWebMonitor, start_dro_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.timer import CoreTimer
@@ -164,6 +165,10 @@ class DroRuntime:
             elif isinstance(cfg, Peer):
                 self.portals[cfg.name] = PeerPortal(self, config, cfg, index)
         self.warnings = check_supported(config, xml=xml, base=base)
+        #: UIMs, requests and responses across the DRO (daemons.tnwgd.uim)
+        self.uim = UimForwarder(
+            self.core, {n: p for n, p in self.portals.items() if isinstance(p, EndpointPortal)}
+        )
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False
@@ -198,6 +203,7 @@ class DroRuntime:
                 if isinstance(p, PeerPortal):
                     log.info("%s", p.describe())
                     continue
+                self.uim.attach(p)
                 rcv, src = p.context_names()
                 log.info(
                     "endpoint portal [%s] domain id %d up (receiver context %s, source context %s)",

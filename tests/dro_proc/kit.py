@@ -59,6 +59,9 @@ class Trd:
                 "resolver_unicast_interface": "127.0.0.1",
                 "resolver_unicast_port_low": "0",
                 "resolver_unicast_port_high": "0",
+                # register with the lbmrd at once (recommended with DROs: an application
+                # without sources or receivers still hears the DRO's domain id and routes)
+                "resolver_unicast_force_alive": "1",
             }
         return {
             "resolver_multicast_interface": "127.0.0.1",

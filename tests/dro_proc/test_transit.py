@@ -16,6 +16,7 @@ receiver in TRD2, all in this process with both DROs; the lbmrd and the SRS are 
 
 from __future__ import annotations
 
+import gc
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,7 +34,7 @@ from tests.dro_proc.kit import (
 from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.test_srs import srs_xml
-from umcore.api import Context
+from umcore.api import Context, Message
 
 TOPIC = "dro.transit.data"
 PATTERN = r"^dro\.transit\."
@@ -110,6 +111,69 @@ async def test_three_trds_transit_with_wildcard_receiver(tmp_path: Path) -> None
         assert dro2_in is not None
         assert _sessions(dro2_in) == proxy_source_strings(d1, "TRD2", TOPIC)
         assert d2.portals["TRD3"].srs_interest_records >= 1
+        # a UIM to the source ("SOURCE:" + the proxy's source string) reaches its origin
+        got_a: list[Message] = []
+        a.immediate_message_callback = got_a.append
+        c.send_uim("SOURCE:" + _sessions(c)[0], b"to the source")
+        await until(lambda: len(got_a) == 1, "the source UIM in TRD1")
+        assert bytes(got_a[0].data) == b"to the source"
+        assert (d1.uim.forwarded, d2.uim.forwarded) == (1, 1)
         # the source ends: EOS through both DROs
         await src.close()
         await until(lambda: rec3.eos == 1 and wrec2.eos == 1, "EOS at both receivers")
+
+
+def _addr(ctx: Context) -> tuple[str, int]:
+    addr = ctx.request_address
+    assert addr is not None
+    _tcp, ip, port = addr.split(":")
+    return ip, int(port)
+
+
+async def test_uim_and_request_response_across_two_dros(tmp_path: Path) -> None:
+    """A UIM TCP:3:ip:port from TRD1 reaches TRD3 through both DROs and its answer to the
+    reported source comes back; a request's REQUEST header is rewritten hop by hop, so the
+    response retraces the path (each DRO forwards one request and one response)."""
+    got_a: list[Message] = []
+    got_c: list[Message] = []
+    responses: list[Message] = []
+    async with (
+        transit(tmp_path) as (t1, _t2, t3, d1, d2),
+        await Context.create(t1.context()) as a,
+        await Context.create(t3.context()) as c,
+    ):
+        a.immediate_message_callback = got_a.append
+        c.immediate_message_callback = got_c.append
+        # each application learns its domain and a route to the other's (lbmrd; SRS DIR/RTIR)
+        await until(lambda: a.domain_id == 1 and 3 in a.domain_routes, "TRD1 learns domain 3")
+        await until(lambda: c.domain_id == 3 and 1 in c.domain_routes, "TRD3 learns domain 1")
+        cip, cport = _addr(c)
+        aip, aport = _addr(a)
+        a.send_uim(f"TCP:3:{cip}:{cport}", b"hello across two DROs")
+        await until(lambda: len(got_c) == 1, "the UIM in TRD3")
+        assert bytes(got_c[0].data) == b"hello across two DROs"
+        assert got_c[0].source == f"TCP:1:{aip}:{aport}"  # the originator, not a DRO
+        c.send_uim(got_c[0].source, b"and back")
+        await until(lambda: len(got_a) == 1, "the answer in TRD1")
+        assert bytes(got_a[0].data) == b"and back"
+        assert got_a[0].source == f"TCP:3:{cip}:{cport}"
+        assert (d1.uim.forwarded, d2.uim.forwarded) == (2, 2)
+
+        def answer(msg: Message) -> None:
+            got_c.append(msg)
+            msg.respond(b"response:" + bytes(msg.data))
+
+        c.immediate_message_callback = answer
+        req = a.send_uim_request(f"TCP:3:{cip}:{cport}", b"q1", responses.append)
+        await until(lambda: len(responses) == 1, "the response in TRD1")
+        assert bytes(responses[0].data) == b"response:q1"
+        assert req.responses == 1
+        # the request's REQUEST header named a DRO, not the requester: rewritten
+        assert got_c[-1].response is not None
+        assert (d1.uim.responses_forwarded, d2.uim.responses_forwarded) == (1, 1)
+        assert d1.uim.no_route == d2.uim.no_route == 0
+        req.close()
+        # a request's response object holds the connection back to the requester until it is
+        # collected: let that happen while the loop still runs
+        got_c.clear()
+        gc.collect()

@@ -75,7 +75,9 @@ def test_plain_source_sir_round_trip() -> None:
     assert (sir.request_ip, sir.request_port) == ("127.0.0.1", 14391)
     info = info_from_sir(sir)
     assert info is not None
-    assert info.key == SourceInfo("t", 7, tcp).key and info.index == 7 and info.options == ()
+    assert info.key == SourceInfo("t", 7, tcp).key and info.index == 7
+    # the request port, as a TIR's EXFUNC names it (where "SOURCE:" UIMs go), no flags
+    assert info.options == (lbmr_options.ExFuncOption(14391, "127.0.0.1", 0),)
     # two sessions of one context get different OTIDs (the SRS keys sources by OTID + topic)
     other = sir_from_source("t", 7, lbmr.TCPInfo("127.0.0.1", 40001, 0xABCDEF01), (),
                             request=None, context_instance=b"c" * 8)  # fmt: skip

@@ -328,6 +328,16 @@ class Router:
         nxt = self.parent(domain, self.me)
         return None if nxt is None else self.node_portal.get(nxt)
 
+    def next_hop(self, portal_domain: int, domain: int) -> tuple[int, int] | None:
+        """The (IPv4 as int, port) of another DRO's portal in TRD ``portal_domain`` whose remote
+        domain route record lists ``domain`` (where a UIM for ``domain`` goes next from there:
+        that portal's request port); the lowest address when several do, None when none."""
+        best: int | None = None
+        for (dom, addr), (doms, _) in self.domain_routes.items():
+            if dom == portal_domain and domain in doms and (best is None or addr < best):
+                best = addr
+        return None if best is None else (best >> 16, best & 0xFFFF)
+
     def cost_to(self, domain: int) -> tuple[int, int] | None:
         """(cost, DRO hops) of our shortest path to ``domain``."""
         tree = self.dist.get(domain)

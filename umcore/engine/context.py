@@ -70,7 +70,7 @@ from umcore.resolver.core import (
 from umcore.resolver.names import ContextName, NameRow
 from umcore.resolver.schedule import advertisement_timings_from, query_timings_from
 from umcore.transport.tcp import TcpSourceSession
-from umcore.wire import lbmr, lbmr_options
+from umcore.wire import lbmc, lbmr, lbmr_options
 
 __all__ = ["CONNECT_TIMEOUT_S", "Engine", "with_packet_options"]
 
@@ -158,6 +158,9 @@ class Engine:
         #: ``srs_listener(event)`` hears every SRS event after the context handled it.
         self.srs_dro: srsresolve.DroRole | None = None
         self.srs_listener: Callable[[object], object] | None = None
+        #: ``uim_interceptor(msg, peer_ip, kind)`` True: a DRO portal took that UIM, request or
+        #: response arriving at the request port (to forward it) instead of delivering it.
+        self.uim_interceptor: Callable[[lbmc.LBMCMessage, str, str], bool] | None = None
 
     # -------------------------------------------------------------- topic resolution
     async def start(self) -> None:

@@ -68,6 +68,8 @@ from umcore.wire import lbmc, lbmr_options
 __all__ = ["ContextFeatures", "Request", "Response"]
 
 log = logging.getLogger("umcore.engine.features")
+# Request-port traffic a DRO portal's ``uim_interceptor`` may take (umcore.engine.dro 4, 5).
+_FORWARDABLE = frozenset({im.KIND_UIM, im.KIND_REQUEST, im.KIND_RESPONSE})
 
 OnResponse = Callable[[Message], object]
 OnImmediate = Callable[[Message], object]
@@ -96,6 +98,9 @@ class FeatureHost(Protocol):
 
     @property
     def mim_loss_callback(self) -> Callable[[int], object] | None: ...
+
+    @property
+    def uim_interceptor(self) -> Callable[[lbmc.LBMCMessage, str, str], bool] | None: ...
 
     def receivers_of(self, topic: str) -> list[Subscriber]: ...
 
@@ -640,6 +645,9 @@ class ContextFeatures:
     # ------------------------------------------------------------------ request port input
     def _on_message(self, msg: lbmc.LBMCMessage, peer_ip: str) -> None:
         kind = im.classify(msg)
+        hook = self.ctx.uim_interceptor  # a DRO portal's: UIMs, requests, responses to forward
+        if hook is not None and kind in _FORWARDABLE and hook(msg, peer_ip, kind):
+            return
         if kind in (im.KIND_LJI_REQ, im.KIND_RXREQ):
             if self.service is not None and self.port is not None:
                 for dest, data in self.service.handle(msg):

@@ -287,7 +287,7 @@ def info_from_sir(rec: srsm.SourceInfo) -> SourceInfo | None:
         flags |= lbmr_options.EXFUNC_TLS
     if rec.compression:
         flags |= lbmr_options.EXFUNC_COMPRESSION
-    if flags:
+    if flags or rec.request_port:  # the request port: where "SOURCE:" UIMs go
         options = (lbmr_options.ExFuncOption(rec.request_port, rec.request_ip, flags),)
         ident = parse_otid(rec.otid)
         if flags & lbmr_options.EXFUNC_LATE_JOIN and ident is not None:

@@ -1,0 +1,226 @@
+"""UIMs, requests and responses across the DRO (seed 003 7.3; notes A7; umcore.engine.dro 4, 5).
+
+Theory of operation
+-------------------
+An application sends a UIM to another domain (``TCP:D:ip:port``) to the request port of the DRO
+portal whose remote domain route names D, with a DESTINATION header (domain D, the destination
+context's request port, ``hops_taken``, the originator's domain and request port).  A UIM to a
+proxy source (``SOURCE:`` + its source string) carries DESTINATION with the originating domain
+and no address, plus an OTID header naming the originating source.  Each portal's source context
+hands such traffic to :class:`UimForwarder` (``Engine.uim_interceptor``) instead of delivering
+it, and the forwarder sends it on, hop by hop, from the source context of the egress portal:
+
+* **Egress.**  The portal whose ``<domain-id>`` is D delivers: to DESTINATION's ``ipaddr:port``,
+  or for a source UIM to the request port the origin's TIR named (its EXFUNC option, learned by
+  that portal, :attr:`EndpointPortal.source_requests`).  Otherwise the router's portal towards D
+  (:meth:`Router.toward`) sends it to the next DRO's portal in that TRD, the one whose remote
+  domain route record lists D (:meth:`Router.next_hop`); while the route tree does not know D
+  yet (a recalculation waits its back-off), any portal whose TRD has such a record will do.  DESTINATION travels with
+  ``hops_taken`` + 1; STREAM and the rest are kept (the receiver reports the originator as
+  ``TCP:orig_domain:orig_ip:orig_port``, so answering it goes back the same way).
+* **Requests.**  The REQUEST header names where responses go: the DRO rewrites it to the egress
+  portal's own request port and a request index of its own, remembering the original
+  (:data:`REQUEST_LIFETIME_S`, at most :data:`MAX_PENDING_REQUESTS`).  A response arriving there
+  for that index gets the original index back and goes to the original address from the portal
+  the request came in through; across two DROs each rewrites, so responses retrace the path.
+* **Refused.**  No route to D, a destination in the TRD the UIM came from, a source UIM for an
+  OTID no portal knows, more than ``max-hop-count`` DROs crossed, a full connection queue: the
+  message is dropped and counted (UM: "UIMs and responses can be dropped by an overloaded DRO;
+  applications need timeouts and retries").  A UIM without DESTINATION addressed to the DRO's
+  own port is not for forwarding (nothing in the DRO receives it): counted.
+
+[inferred] DESTINATION handling beyond what seed 003 and the client contract say (the OTID header
+for source UIMs, the rewritten request index) is pyum's; no interoperability with Informatica's
+DRO is claimed for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from umcore.errors import UMError
+from umcore.features import immediate as im
+from umcore.wire import lbmc
+
+if TYPE_CHECKING:
+    from daemons.tnwgd.portal import EndpointPortal
+    from umcore.dro import DroCore
+
+__all__ = ["MAX_PENDING_REQUESTS", "REQUEST_LIFETIME_S", "UimForwarder"]
+
+log = logging.getLogger("tnwgd")
+
+# How long a rewritten request waits for its responses: UM's requests have no fixed lifetime
+# (the requester closes them); responses after this are dropped and counted.  A minute covers
+# any request/response exchange meant to cross a WAN; the bound keeps the table small.
+REQUEST_LIFETIME_S = 60.0
+# Rewritten requests remembered at once; beyond this the oldest is forgotten (its late
+# responses are counted as unknown): a flood of requests cannot grow the DRO without bound.
+MAX_PENDING_REQUESTS = 65536
+_U32 = struct.Struct("!I")
+
+
+@dataclasses.dataclass(slots=True)
+class _Pending:
+    back: str  # the portal the request came in through (responses leave from there)
+    address: tuple[str, int]  # the requester's (or previous DRO's) request port
+    qidx: int  # its request index
+    expires: float
+
+
+class UimForwarder:
+    """Forwards UIMs, requests and responses between the portals (see the module docstring).
+    Counters (cumulative): ``forwarded``, ``responses_forwarded``, ``no_route``,
+    ``not_for_dro``, ``unknown_response``, ``send_failed``, ``too_many_hops``."""
+
+    def __init__(self, core: DroCore, portals: dict[str, EndpointPortal]) -> None:
+        self.core = core
+        self.portals = portals
+        self._pending: OrderedDict[tuple[str, int], _Pending] = OrderedDict()
+        self._next_qidx = 1
+        self.forwarded = 0
+        self.responses_forwarded = 0
+        self.no_route = 0
+        self.not_for_dro = 0
+        self.unknown_response = 0
+        self.send_failed = 0
+        self.too_many_hops = 0
+
+    def attach(self, portal: EndpointPortal) -> None:
+        """Take the UIM traffic of ``portal``'s source context (call once it started)."""
+        if portal.src is None:
+            return
+        name = portal.name
+
+        def intercept(msg: lbmc.LBMCMessage, peer_ip: str, kind: str) -> bool:
+            return self.receive(name, msg, kind)
+
+        portal.src.uim_interceptor = intercept
+
+    # ------------------------------------------------------------------ input
+    def receive(self, ingress: str, msg: lbmc.LBMCMessage, kind: str) -> bool:
+        """A UIM (``kind`` of :mod:`umcore.features.immediate`) at portal ``ingress``'s request
+        port; True: taken (forwarded or dropped and counted)."""
+        now = self.core_now()
+        if kind == im.KIND_RESPONSE:
+            return self._response(ingress, msg, now)
+        dest = msg.find(lbmc.Destination)
+        if dest is None:
+            self.not_for_dro += 1
+            return True
+        if dest.hops_taken + 1 > self.core.router.max_hop_count:
+            self.too_many_hops += 1
+            return True
+        hop = self._egress(ingress, msg, dest)
+        if hop is None:
+            self.no_route += 1
+            return True
+        egress, addr = hop
+        headers: list[lbmc.Header] = []
+        for h in msg.headers:
+            if type(h) is lbmc.Destination:
+                h = dataclasses.replace(dest, hops_taken=dest.hops_taken + 1)
+            elif type(h) is lbmc.Request:
+                h = self._rewrite_request(ingress, egress, h, now)
+            headers.append(h)
+        out = lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, headers, msg.payload)
+        if self._send(egress, addr, out):
+            self.forwarded += 1
+        return True
+
+    def core_now(self) -> float:
+        for p in self.portals.values():
+            if p.src is not None:
+                return p.src.loop.time()
+        return 0.0
+
+    # ------------------------------------------------------------------ routing
+    def _egress(
+        self, ingress: str, msg: lbmc.LBMCMessage, dest: lbmc.Destination
+    ) -> tuple[EndpointPortal, tuple[str, int]] | None:
+        domain = dest.domain_id
+        for p in self.portals.values():
+            if p.domain_id == domain and p.up:
+                if p.name == ingress:
+                    return None  # addressed to the TRD it came from: not ours to loop back
+                if dest.ipaddr:
+                    return p, (lbmc.ip4_to_str(dest.ipaddr), dest.port)
+                otid = msg.find(lbmc.Otid)  # a UIM to a source (umcore.engine.dro 5)
+                addr = p.source_requests.get(bytes(otid.otid)) if otid is not None else None
+                return None if addr is None else (p, addr)
+        router = self.core.router
+        toward = router.toward(domain)
+        if toward is not None:
+            candidates = [self.portals[toward]] if toward in self.portals else []
+        else:  # not in the route tree (yet: recalculation waits its back-off): any portal
+            candidates = list(self.portals.values())  # whose TRD has a route record for it
+        for via in candidates:
+            if not via.up or via.name == ingress or via.domain_id is None:
+                continue
+            nxt = router.next_hop(via.domain_id, domain)
+            if nxt is not None:
+                ip, port = nxt
+                return via, (lbmc.ip4_to_str(ip), port)
+        return None
+
+    def _rewrite_request(
+        self, ingress: str, egress: EndpointPortal, req: lbmc.Request, now: float
+    ) -> lbmc.Request:
+        """Responses to this request come to ``egress``'s request port, under an index of ours."""
+        self._expire(now)
+        if len(self._pending) >= MAX_PENDING_REQUESTS:
+            self._pending.popitem(last=False)
+        qidx = self._next_qidx
+        self._next_qidx = qidx % 0xFFFFFFFF + 1
+        self._pending[(egress.name, qidx)] = _Pending(
+            ingress, (lbmc.ip4_to_str(req.ipaddr), req.port), req.qidx, now + REQUEST_LIFETIME_S
+        )
+        ip, port = egress.request_address()
+        return dataclasses.replace(req, qidx=qidx, port=port, ipaddr=lbmc.ip4_from_str(ip))
+
+    def _response(self, ingress: str, msg: lbmc.LBMCMessage, now: float) -> bool:
+        qidx = im.response_index(msg)
+        self._expire(now)
+        entry = self._pending.get((ingress, qidx))
+        if entry is None:
+            self.unknown_response += 1
+            return True
+        back = self.portals.get(entry.back)
+        if back is None or not back.up:
+            self.no_route += 1
+            return True
+        headers: list[lbmc.Header] = []
+        for h in msg.headers:
+            if type(h) is lbmc.AppHeader and h.code == im.RESPONSE_APPHDR_CODE:
+                h = dataclasses.replace(h, data=_U32.pack(entry.qidx) + h.data[4:])
+            headers.append(h)
+        out = lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, headers, msg.payload)
+        if self._send(back, entry.address, out):
+            self.responses_forwarded += 1
+        return True
+
+    def _expire(self, now: float) -> None:
+        pending = self._pending
+        while pending:
+            key, first = next(iter(pending.items()))
+            if first.expires > now:
+                return
+            del pending[key]
+
+    def _send(self, portal: EndpointPortal, addr: tuple[str, int], msg: lbmc.LBMCMessage) -> bool:
+        src = portal.src
+        port = src.features.port if src is not None else None
+        if port is None:
+            self.send_failed += 1
+            return False
+        try:
+            port.send(addr, lbmc.encode(msg))
+        except UMError as exc:  # WouldBlock (full connection queue) among them
+            self.send_failed += 1
+            log.debug("portal %s: UIM to %s:%d dropped: %s", portal.name, *addr, exc)
+            return False
+        return True
