@@ -98,6 +98,7 @@ from umcore.wire.lbmr_options import (
     SRC_TYPE_TNWGD,
     CostOption,
     DomainIdOption,
+    ExFuncOption,
     LocalDomainOption,
     OTIDOption,
     SrcTypeOption,
@@ -108,6 +109,9 @@ __all__ = ["EndpointPortal", "PortalHost", "derive_otid", "source_transport"]
 
 # An SRS's WIR names a PCRE pattern (the wildcard receivers' default pattern type).
 PCRE = 1
+# Sources whose request port a portal remembers for UIMs to sources: one per source its proxy
+# receivers resolved; beyond this the oldest is forgotten (a UIM to it is then unroutable).
+MAX_SOURCE_REQUESTS = 65536
 
 log = logging.getLogger("tnwgd")
 
@@ -306,6 +310,8 @@ class EndpointPortal:
         self.srs_interest_records = 0
         self.srs_dro_interest_ignored = 0
         self.srs_sources = 0
+        #: OTID -> the request port a source's TIR named (EXFUNC): UIMs to sources
+        self.source_requests: dict[bytes, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ life
     def context_names(self) -> tuple[str | None, str | None]:
@@ -440,6 +446,20 @@ class EndpointPortal:
             self.core.receive_source_gone(self.name, advert.source, now)
             return
         self.core.receive_source(self.name, advert, now)
+        for opt in tir.options:
+            if isinstance(opt, ExFuncOption) and opt.src_tcp_port:
+                # where a UIM to this source goes (daemons.tnwgd.uim: "SOURCE:" UIMs)
+                reqs = self.source_requests
+                if advert.source.otid not in reqs and len(reqs) >= MAX_SOURCE_REQUESTS:
+                    reqs.pop(next(iter(reqs)))
+                reqs[advert.source.otid] = (str(opt.src_ip_addr), opt.src_tcp_port)
+
+    def request_address(self) -> tuple[str, int]:
+        """The source context's request port (UIMs, responses): what the domain route names."""
+        src = self.src
+        if src is None or src.features.port is None:
+            return ("0.0.0.0", 0)
+        return (src.advertised_ip, src.features.port.port)
 
     def _may_join(self, info: SourceInfo) -> bool:
         """Not a source this portal advertises itself (its own proxy source, or another DRO's
