@@ -21,6 +21,11 @@ Around it :func:`serve` runs what the other modules of this package provide on t
 pages (:mod:`daemons.tnwgd.webmon`) and, with ``--metrics``, their Prometheus collectors plus this
 module's per-portal forwarding counters (``pyum_tnwgd_<portal>_*``).
 
+A portal that fails at run time (a context closed under it, its command worker gone:
+:meth:`EndpointPortal.failure`) is logged as failed, closed and started again (checked every
+:data:`PORTAL_CHECK_INTERVAL_S`; a restart that fails is retried after a doubling back-off);
+UIMs and requests cross the portals through :class:`~daemons.tnwgd.uim.UimForwarder`.
+
 Log lines carry UM's message ids where our notes give them (``Gwd-7136-1`` version,
 ``Gwd-7122-1`` started with node id, ``Gwd-9574-01`` RecalcTrigger).  A full portal queue is
 logged (at most once per :data:`DROP_LOG_INTERVAL`) with its drop counter.
@@ -33,6 +38,7 @@ interest, route information and egress queue like an endpoint portal's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -65,6 +71,11 @@ DROP_LOG_INTERVAL = 5.0
 # Frames a pump sends from one portal before it lets the loop run (the other portal's reads,
 # timers): bounds the time one busy portal holds the loop.
 MAX_FRAMES_PER_PUMP = 4096
+# How often the runtime checks that its endpoint portals still work (a context closed under
+# one, its command worker gone); a failed portal is logged, closed and started again, at once
+# and then, while starting fails, after a back-off doubling up to PORTAL_RESTART_MAX_S.
+PORTAL_CHECK_INTERVAL_S = 1.0
+PORTAL_RESTART_MAX_S = 30.0
 
 
 def _opt(attrs: object, name: str) -> object:
@@ -173,6 +184,7 @@ class DroRuntime:
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False
         self._drop_logged: dict[str, tuple[int, float]] = {}
+        self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ PortalHost
     def now(self) -> float:
@@ -215,11 +227,53 @@ class DroRuntime:
         except BaseException:
             await self.close()
             raise
+        self._watcher = self.loop.create_task(self._watch())
         self.kick()
+
+    async def _watch(self) -> None:
+        """Restart endpoint portals that failed at run time (see PORTAL_CHECK_INTERVAL_S)."""
+        retry: dict[str, tuple[float, float]] = {}  # portal -> (next attempt, back-off)
+        while not self._closed:
+            await asyncio.sleep(PORTAL_CHECK_INTERVAL_S)  # a periodic check, not a wait
+            for p in list(self.portals.values()):
+                if not isinstance(p, EndpointPortal) or self._closed:
+                    continue
+                now = self.loop.time()
+                if p.name not in retry:
+                    reason = p.failure()
+                    if reason is None:
+                        continue
+                    log.error("endpoint portal [%s] failed: %s; restarting it", p.name, reason)
+                    await p.close()
+                    retry[p.name] = (now, PORTAL_CHECK_INTERVAL_S)
+                at, backoff = retry[p.name]
+                if now < at:
+                    continue
+                try:
+                    await p.start()
+                except Exception as exc:
+                    await p.close()
+                    backoff = min(backoff * 2, PORTAL_RESTART_MAX_S)
+                    retry[p.name] = (now + backoff, backoff)
+                    log.error(
+                        "endpoint portal [%s] could not be restarted: %s; next attempt in %.0f s",
+                        p.name, exc, backoff,
+                    )  # fmt: skip
+                    continue
+                del retry[p.name]
+                p.restarts += 1
+                self.uim.attach(p)
+                log.warning("endpoint portal [%s] restarted (%d so far)", p.name, p.restarts)
+                self.kick()
 
     async def close(self) -> None:
         """Portals down and closed (their proxies and contexts), timer cancelled."""
         self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
         self._timer.cancel()
         if self._pump_handle is not None:
             self._pump_handle.cancel()

@@ -307,6 +307,8 @@ class EndpointPortal:
         self.command_errors = 0
         self.final_advertisements = 0
         self.own_joins_avoided = 0
+        #: times the runtime restarted this portal after a failure (DroRuntime)
+        self.restarts = 0
         self.srs_interest_records = 0
         self.srs_dro_interest_ignored = 0
         self.srs_sources = 0
@@ -377,7 +379,7 @@ class EndpointPortal:
             self.core.receive_portal_down(self.name, self.host.now())
         if self._worker is not None:
             self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failed worker
                 await self._worker
             self._worker = None
         self._commands.clear()
@@ -385,20 +387,40 @@ class EndpointPortal:
         if rcv is not None:
             rcv.tr_listener = None
             rcv.srs_listener = None
-            for pr in self.receivers.values():
-                rcv.close_raw_receiver(pr.raw)
-            for pattern in self.patterns:
-                rcv.resolver.remove_wildcard_receiver(pattern.symbol)
+            if not rcv.closed:
+                for pr in self.receivers.values():
+                    rcv.close_raw_receiver(pr.raw)
+                for pattern in self.patterns:
+                    rcv.resolver.remove_wildcard_receiver(pattern.symbol)
         self.receivers.clear()
         self.patterns.clear()
         for px in list(self.sources.values()):
             if px.raw is not None:
-                await px.raw.close()
+                with contextlib.suppress(UMError):  # its context may have closed under it
+                    await px.raw.close()
         self.sources.clear()
         for eng in (src, rcv):
             if eng is not None:
                 await eng.close()
         self.rcv = self.src = None
+        # a restart begins afresh
+        self._session_keys.clear()
+        self._srs_interest.clear()
+        self._srs_routes = ()
+
+    def failure(self) -> str | None:
+        """Why this running portal no longer works (None: it does, or it is not running): a
+        context closed under it, or its command worker ended.  The runtime restarts it."""
+        if not self.up:
+            return None
+        for role, eng in (("receiver", self.rcv), ("source", self.src)):
+            if eng is None or eng.closed:
+                return f"its {role} context closed"
+        w = self._worker
+        if w is not None and w.done():
+            exc = None if w.cancelled() else w.exception()
+            return f"its command worker stopped ({exc!r})"
+        return None
 
     # ------------------------------------------------------------------ topic resolution
     def _on_tr(self, data: bytes | memoryview, addr: tuple[str, int]) -> None:
