@@ -18,14 +18,21 @@ under ``flock`` on the segment (several receivers may attach at once).
 end binds a UNIX datagram socket in the abstract namespace (``\\0pyum-shm-<pid>-<hex>``, no file
 to leak) and stores its name in the ring.  The loop watches it with ``add_reader``: a wake-up is
 one byte.  ``transport_lbtipc_receiver_thread_behavior`` ``pend`` (default): after the ring runs
-dry the receiver looks again ``transport_lbtipc_pend_behavior_linger_loop_count`` times, then
-sets its pending flag and sleeps on the doorbell; the source rings the doorbells of pending
-receivers after each commit.  ``busy_wait``: the receiver never sleeps; it polls the ring on
-every loop iteration (``call_soon``), which is UM's 100% CPU, without starving the loop's other
-callbacks.  LBT-SMX receivers always busy-wait (seed 6.5: the only style SMX has; a context
-with an SMX receiver keeps a core busy, as in UM).  (Measured: spinning for half a
-millisecond after each record, then pending, was slower than either on this 2-core machine --
-the spinning process takes the core the other side needs.)
+dry the receiver looks again on the next ``transport_lbtipc_pend_behavior_linger_loop_count``
+loop iterations (UM's receive-thread loops before pending; the loop's other callbacks run in
+between), then announces it sleeps (its slot's pending flag and the header's ``sleeping``
+word, a full barrier, one more look) and sleeps on the doorbell.  The source, after each
+commit, loads the ``sleeping`` word (a barrier before it) and rings only the doorbells of
+receivers that announced sleep: while receivers keep up, a commit costs no syscall.
+``busy_wait``: the receiver never sleeps; it polls the ring on every loop iteration
+(``call_soon``), which is UM's 100% CPU, without starving the loop's other callbacks.  LBT-SMX
+receivers always busy-wait (seed 6.5: the only style SMX has; a context with an SMX receiver
+keeps a core busy, as in UM).  Measured and not adopted (bench/shm.py's round trip, a 2-core
+host at load 5-6): spinning after the ring runs dry before sleeping -- fixed 0.1-2 ms, adaptive
+(doubling when woken soon after sleeping, halving otherwise) with and without ``sched_yield``
+-- was bimodal: round trips of 30-50 us in some runs and 180-2500 us in others, worse than no
+spin on the median of runs; the spinning process takes the core the woken one needs.  Raising
+the linger count is the way to trade CPU for latency, as in UM.
 
 **Liveness** (seed 6.4.2 "Receiver Monitoring").  Both ends check the other every
 :data:`LIVENESS_S`: a receiver whose source's pid is gone, or whose source neither committed a
@@ -54,6 +61,7 @@ import mmap
 import os
 import secrets
 import socket
+import threading
 import time
 import zlib
 from collections import deque
@@ -100,6 +108,19 @@ READ_BUDGET = 2048
 #: dropped and counted (``refused``).
 MAX_HELD = 1024
 PREFIXES = {shmring.KIND_IPC: "LBTIPC", shmring.KIND_SMX: "LBTSMX"}
+
+
+_FENCE = threading.Lock()
+_fence_acquire = _FENCE.acquire
+_fence_release = _FENCE.release
+
+
+def fence() -> None:
+    """A full memory barrier between a store and a later load to the shared segment: an
+    uncontended lock taken and released (a locked instruction; x86-64 orders nothing else that
+    way).  The ring's sleep/wake-up protocol needs it on both sides (shmring, "Ordering")."""
+    _fence_acquire()
+    _fence_release()
 
 
 def segment_name(kind: int, session_id: int, xport_id: int) -> str:
@@ -149,7 +170,7 @@ class Segment:
     def __init__(self, name: str, fd: int, size: int) -> None:
         self.name = name
         self.fd = fd
-        self.map = mmap.mmap(fd, size)
+        self.map = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         self.view = memoryview(self.map)
 
     @contextlib.contextmanager
@@ -343,7 +364,9 @@ class ShmSourceEndpoint:
             return
         ring = self.ring
         if ring.write(data):
-            bells = ring.take_wakeups()
+            _fence_acquire()  # fence(): head stored before the sleeping word is loaded
+            _fence_release()
+            bells = ring.take_wakeups()  # (one load while no receiver sleeps)
             if bells:
                 ring_ = self.doorbell.ring
                 for b in bells:
@@ -381,6 +404,7 @@ class ShmSourceEndpoint:
             self._block()  # a zero-copy reserve is waiting for this much room
             return
         self._want = 0
+        fence()
         for b in ring.take_wakeups():
             self.doorbell.ring(b)
         if self.paused:
@@ -415,6 +439,7 @@ class ShmSourceEndpoint:
     def commit(self) -> None:
         ring = self.ring
         ring.commit()
+        fence()
         for b in ring.take_wakeups():
             self.doorbell.ring(b)
 
@@ -545,6 +570,8 @@ class ShmReceiverConnection:
         self.paused = False
         self.closed = False
         self._scheduled = False
+        #: Loop iterations in a row that found the ring dry (the linger count's counter).
+        self._dry = 0
         self._mark = (-1, -1)
         self._active_at = loop.time()
         self._timer: asyncio.TimerHandle | None = loop.call_later(LIVENESS_S, self._tick)
@@ -579,14 +606,20 @@ class ShmReceiverConnection:
         if got == READ_BUDGET or self.busy_wait:
             self._schedule()  # more to read, or busy-wait: next loop iteration
             return
+        if got:
+            self._dry = 0  # look again next iteration: the linger starts when it runs dry
+            self._schedule()
+            return
+        if self._dry < self.linger:  # transport_lbtipc_pend_behavior_linger_loop_count
+            self._dry += 1
+            self._schedule()
+            return
+        self._dry = 0
         ring = self.ring
-        for _ in range(self.linger):  # transport_lbtipc_pend_behavior_linger_loop_count
-            if ring.next_record()[0] != -1:
-                self._schedule()
-                return
-        ring.set_pending(True)
-        if ring.next_record()[0] != -1:  # committed meanwhile: no doorbell will come for it
-            ring.set_pending(False)
+        ring.prepare_sleep()
+        fence()  # pending and sleeping stored before head is loaded (shmring, "Signalling")
+        if ring.has_data():  # committed meanwhile: no doorbell will come for it
+            ring.cancel_sleep()
             self._schedule()
 
     def _read(self, budget: int) -> int:

@@ -328,26 +328,29 @@ class SmxBuffers:
         self.core = cast(SmxSource, src.session.core)
         self.endpoint = cast(aio_shm.ShmSourceEndpoint, src.session.writer)
         self._acquired = 0
+        self._time = src.engine.loop.time
 
     def acquire(self, n: int, *, nonblock: bool = True) -> memoryview:
         """A writable ``n``-byte view into the ring for the next message.  With ``nonblock``
         (the only form an asyncio caller can use without awaiting) WouldBlock when the ring is
         full; ``await wait_for_room()`` then try again."""
         src = self.src
-        src.check()
-        self.core.check_length(n)
+        if src.closed:
+            src.check()
+        core = self.core
+        core.check_length(n)
         ep = self.endpoint
         if ep.paused:
             raise WouldBlock(f"LBT-SMX source {src.topic!r}: ring full")
-        out = self.core.flush()
-        if out is not None:
-            ep.write(out)  # a TSNI or anything batched goes first
+        if core.batch_len:
+            out = core.flush()
+            if out is not None:
+                ep.write(out)  # a TSNI or anything batched goes first
         off = ep.reserve(LBMC_DATA_HEADER + n)
         if off is None:
             ep.wait_for_room(LBMC_DATA_HEADER + n)
             raise WouldBlock(f"LBT-SMX source {src.topic!r}: ring full")
-        now = src.engine.loop.time()
-        sqn = self.core.take_sequence_number(src.tidx, n, now)
+        sqn = core.take_sequence_number(src.tidx, n, self._time())
         view = ep.view
         pack_data_header(view, off, n, src.tidx, sqn)
         self._acquired += 1

@@ -19,6 +19,7 @@ Layout (little-endian, offsets in bytes)::
     24  u32 session_id, 28 u32 xport_id 72  u64 generation (receiver slots changed)
     32  u32 source pid                  80  32s source doorbell (a name, NUL padded)
     36  u32 flags (RECEIVER_PACED, CLOSED, SOURCE_WAITING)
+    112 u32 sleeping: some receiver set its pending flag (cleared by the writer's scan)
     128 receiver slots, SLOT_SIZE each: u32 state, u32 pid, u64 position, u32 pending,
         u32 reserved, 32s doorbell, u64 attach time (ns)
 
@@ -46,14 +47,23 @@ committed at once.
 record's payload place (or that the reader was lapped: loss); the adapter reads or copies it,
 then :meth:`RingReader.still_valid` (source-paced: was it overwritten meanwhile?) and
 :meth:`RingReader.consume` (moves the reader's position, which a receiver-paced writer waits
-for).  *Signalling*: a reader about to wait sets its slot's ``pending`` flag and looks once more;
-a writer that committed clears the flags it finds set and returns those receivers' doorbells
-(:meth:`RingWriter.take_wakeups`) for the adapter to ring.
+for).  *Signalling* (futex-style): a reader about to wait sets its slot's ``pending`` flag,
+then the header's ``sleeping`` flag (:meth:`RingReader.prepare_sleep`), and looks at ``head``
+once more: data committed meanwhile means it does not sleep.  A writer, after each commit, reads
+the one ``sleeping`` word (:meth:`RingWriter.take_wakeups`): 0, the common case while receivers
+keep up, costs nothing more -- no slot scan, no wake-up syscall; else it clears it, then scans
+the slots, clears the ``pending`` flags it finds set and returns those receivers' doorbells for
+the adapter to ring.  Under sequential consistency no wake-up is lost: the reader stores
+``pending`` and ``sleeping`` before it loads ``head``, the writer stores ``head`` before it loads
+``sleeping`` and scans after clearing it, so either the reader sees the new ``head`` or the
+writer sees its flags (``tests/transport_shm/test_ring.py`` checks every interleaving).
 
 Ordering: CPython writes these fields with ``struct.pack_into`` on a shared mapping; x86-64
 keeps stores in order and loads in order, which is what the protocol needs (payload before
-head; tail before overwriting).  A store-load race on the ``pending`` flag can lose a wake-up;
-the adapters therefore also poll on a slow timer, so a lost wake-up costs latency, never a hang.
+head; tail before overwriting).  It may let a load pass an earlier store, though -- exactly the
+store-then-load of the signalling above -- so the adapters put a full barrier between the two
+(a ``threading.Lock`` acquire/release: a locked instruction); the adapters also poll on a slow
+timer, so even a lost wake-up would cost latency, never a hang.
 """
 
 from __future__ import annotations
@@ -88,7 +98,8 @@ __all__ = [
 
 MAGIC = b"PYUMSHM\x00"
 #: Bumped whenever the layout changes: a segment of another version is refused, not guessed at.
-VERSION = 1
+#: (2: the header's ``sleeping`` word.)
+VERSION = 2
 KIND_IPC = 1
 KIND_SMX = 2
 KIND_NAMES = {KIND_IPC: "LBT-IPC", KIND_SMX: "LBT-SMX"}
@@ -124,6 +135,7 @@ _OFF_TAIL = 56
 _OFF_HEARTBEAT = 64
 _OFF_GENERATION = 72
 _OFF_DOORBELL = 80
+_OFF_SLEEPING = 112
 # Within a slot.
 _S_STATE = 0
 _S_POS = 8
@@ -411,29 +423,47 @@ class RingWriter(_Ring):
     def write(self, data: Buffer) -> bool:
         """Append one record and commit it; False (nothing written) when receiver-paced and
         full.  UMError for a record larger than the ring's maximum."""
-        n = len(memoryview(data))
-        pos = self._place(n)
-        if pos is None:
-            return False
-        off = self.base + pos % self.size
+        n = len(data) if type(data) is bytes else len(memoryview(data))
+        pos = self._reserved
+        size = self.size
+        off = pos % size
+        need = RECORD_HEADER + ((n + 7) & ~7)
+        # The data path: room before the lap's end and nothing to reclaim (the tail already
+        # far enough); anything else (a PAD, reclaiming, a full receiver-paced ring, a
+        # too-large record) takes _place.
+        if size - off < need or self._tail < pos + need - size or n > self.max_record:
+            placed = self._place(n)
+            if placed is None:
+                return False
+            pos = placed
+            off = pos % size
         buf = self.buf
+        off += self.base
         buf[off + RECORD_HEADER : off + RECORD_HEADER + n] = data
         _pack_rec(buf, off, n, (pos >> 3) & 0xFFFFFFFF)
-        self._reserved = pos + record_size(n)
+        end = pos + need
+        self._reserved = self._head = end
         self.records_written += 1
         self.bytes_written += n
-        self.commit()
+        _pack_u64(buf, _OFF_HEAD, end)  # the commit
         return True
 
     def reserve(self, n: int) -> int | None:
         """Room for a record of ``n`` bytes written in place: the offset (in the segment) of
         its payload, or None when receiver-paced and full.  Published by :meth:`commit`."""
-        pos = self._place(n)
-        if pos is None:
-            return None
-        off = self.base + pos % self.size
+        pos = self._reserved
+        size = self.size
+        off = pos % size
+        need = RECORD_HEADER + ((n + 7) & ~7)
+        if size - off < need or self._tail < pos + need - size or n > self.max_record:
+            placed = self._place(n)  # (the data path is as in write)
+            if placed is None:
+                return None
+            pos = placed
+            off = pos % size
+        off += self.base
         _pack_rec(self.buf, off, n, (pos >> 3) & 0xFFFFFFFF)
-        self._reserved = pos + record_size(n)
+        self._reserved = pos + need
         self.records_written += 1
         self.bytes_written += n
         return off + RECORD_HEADER
@@ -455,13 +485,27 @@ class RingWriter(_Ring):
         return self._reserved != self._head
 
     def take_wakeups(self) -> list[bytes]:
-        """Doorbells of the receivers waiting for data (their flags cleared): ring them."""
-        slots = self._refresh_slots()
-        if not slots:
+        """Doorbells of the receivers waiting for data (their flags cleared): ring them.  One
+        load when no receiver is sleeping (module docstring, "Signalling"); the steps are
+        :attr:`sleeping`, :meth:`clear_sleeping`, :meth:`take_pending`."""
+        if not _unpack_u32(self.buf, _OFF_SLEEPING)[0]:
             return []
+        self.clear_sleeping()  # before the scan: a receiver announcing sleep later sets it again
+        return self.take_pending()
+
+    @property
+    def sleeping(self) -> bool:
+        """Has some receiver announced it sleeps (the header's ``sleeping`` word)?"""
+        return bool(_unpack_u32(self.buf, _OFF_SLEEPING)[0])
+
+    def clear_sleeping(self) -> None:
+        _pack_u32(self.buf, _OFF_SLEEPING, 0)
+
+    def take_pending(self) -> list[bytes]:
+        """The doorbells of the receivers whose pending flag is set, the flags cleared."""
         buf = self.buf
         out: list[bytes] = []
-        for i in slots:
+        for i in self._refresh_slots():
             o = self.slot_offset(i)
             if _unpack_u32(buf, o + _S_PENDING)[0]:
                 _pack_u32(buf, o + _S_PENDING, 0)
@@ -598,9 +642,29 @@ class RingReader(_Ring):
             _pack_u64(self.buf, self.slot_offset(self.slot_index) + _S_POS, self.pos)
 
     def set_pending(self, on: bool) -> None:
-        """This reader is about to wait: the writer should ring its doorbell."""
+        """Set or clear this reader's pending flag (its slot only: :meth:`prepare_sleep`)."""
         if self.slot_index >= 0:
             _pack_u32(self.buf, self.slot_offset(self.slot_index) + _S_PENDING, 1 if on else 0)
+
+    def announce_sleep(self) -> None:
+        """Set the header's ``sleeping`` word (after the pending flag)."""
+        if self.slot_index >= 0:
+            _pack_u32(self.buf, _OFF_SLEEPING, 1)
+
+    def prepare_sleep(self) -> None:
+        """About to wait for a doorbell: pending flag, then the header's ``sleeping`` word
+        (module docstring, "Signalling").  The caller puts a full barrier after this and then
+        checks :meth:`has_data` once more: True means do not sleep (:meth:`cancel_sleep`)."""
+        self.set_pending(True)
+        self.announce_sleep()
+
+    def cancel_sleep(self) -> None:
+        """Not sleeping after all (the writer may still ring once: harmless)."""
+        self.set_pending(False)
+
+    def has_data(self) -> bool:
+        """Is a record committed past this reader's position (one load)?"""
+        return bool(_unpack_u64(self.buf, _OFF_HEAD)[0] > self.pos)
 
     @property
     def source_waiting(self) -> bool:
