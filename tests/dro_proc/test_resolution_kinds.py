@@ -3,13 +3,13 @@
 - TRD1 by an lbmrd (source side), TRD2 by multicast (receiver side): the portal's contexts talk
   to the lbmrd, the DRO's interest and requests reach TRD1 through it, messages flow in order.
 - TRD1 by the SRS (source side, UDP topic resolution off), TRD2 by an lbmrd (receiver side):
-  the proxy receiver resolves the source through the SRS; the SRS has no datagram path, so the
-  DRO's own topic resolution records are not sent there (counted in ``tr_unsent``).
+  the proxy receiver resolves the source through the SRS (its SIR); the SRS has no datagram
+  path, so the DRO's use queries and requests are not sent there (counted in ``tr_unsent``);
+  its domain id and routes go as DIR / RTIR (test_transit checks applications learn them).
 """
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from pathlib import Path
 
@@ -32,15 +32,9 @@ async def _flow(trd1: Trd, trd2: Trd, topic: str) -> None:
     ):
         rcv = await b.create_receiver(topic, rec, attributes=trd2.receiver())
         src = await a.create_source(topic, attributes=trd1.source("tcp"))
-        if trd1.srs is not None:
-            # through the SRS the DRO learns of the source when its session becomes active: a
-            # trickle of probes until the path exists
-            async with asyncio.timeout(30):
-                while not proxy_ready(rt, "TRD2", topic):
-                    await src.send(b"probe", flush=True)
-                    await asyncio.sleep(0.02)
-        else:
-            await until(lambda: proxy_ready(rt, "TRD2", topic), "the path", timeout=30)
+        # the DRO learns of the source from its TIR (lbmrd) or its SIR (SRS), before any data
+        await until(lambda: proxy_ready(rt, "TRD2", topic), "the path", timeout=30)
+        assert rt.core.stats("TRD1").frames_received == 0
         await until(lambda: rt.portals["TRD2"].tr_sent > 0, "TR in TRD2")
         skip = len(rec.sqns)
         for i in range(COUNT):
@@ -52,7 +46,10 @@ async def _flow(trd1: Trd, trd2: Trd, topic: str) -> None:
         assert rec.losses == 0
         assert src.receivers == 1 and a.joined == {}  # the DRO is the source's one peer
         if trd1.srs is not None:
-            assert rt.portals["TRD1"].tr_unsent > 0 and rt.portals["TRD1"].tr_sent == 0
+            # use queries and TR requests have no SRS form (the SRS reports receivers)
+            assert rt.portals["TRD1"].tr_unsent > 0
+            # the SRS portal received its sources from the SRS (SIR), not from UDP TR
+            assert rt.portals["TRD1"].srs_sources >= 1 and rt.portals["TRD1"].tr_received == 0
         await rcv.close()
         await src.close()
 
