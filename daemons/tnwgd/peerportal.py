@@ -180,31 +180,31 @@ class PeerPortal:
         while it is writable; True if frames are left only because the share ran out."""
         queue = self.core.queue(self.name)
         link = self.link
+        send = link.send_data
+        pop = queue.pop
         now = self.host.now()
+        limit = max_frames if max_frames > 0 else len(queue)
         moved = 0
         nbytes = 0
-        left = False
-        while True:
-            if not link.writable:
-                break
-            frame = queue.peek()
-            if frame is None:
-                break
-            if max_frames and moved >= max_frames:
-                left = True
-                break
-            queue.pop()
-            link.send_data(SourceKey(frame.otid, frame.topic), frame.sqn, frame.data, now)
+        key: SourceKey | None = None
+        while moved < limit and len(queue) and link.writable:
+            frame = pop()
+            otid, topic = frame.otid, frame.topic
+            if key is None or key.otid != otid or key.topic != topic:
+                key = SourceKey(otid, topic)  # a run of one source's frames shares its key
+            send(key, frame.sqn, frame.data, now)
             moved += 1
             nbytes += len(frame.data)
         self.frames_forwarded += moved
         self.bytes_forwarded += nbytes
         self.adapter.flush()
-        if not left and link.up and not link.writable and queue.peek() is not None:
+        left = len(queue) > 0
+        if left and link.up and not link.writable:
             self.would_block += 1
             if self._waiter is None and not self._closed:
                 self._waiter = asyncio.get_running_loop().create_task(self._wait_writable())
-        return left
+            return False
+        return left and moved >= limit
 
     async def _wait_writable(self) -> None:
         try:
