@@ -26,8 +26,11 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
 * **The SRS** (``resolver_service``).  Both contexts register as this DRO's (app type TNWGD,
   the portal's domain id; :class:`~umcore.engine.srsresolve.DroRole`), the receiver context in
   interest mode filter + forward-interest: the SRS reports the other contexts' RIR / WIR / RER
-  / WER, which feed ``core.receive_srs_interest`` (counted per context instance; records of
-  DRO contexts -- proxy receivers -- are ignored, as their TQRs are on UDP).  A source the SRS
+  / WER, which feed ``core.receive_srs_interest`` (counted per context instance).  Records of
+  another DRO's contexts (its proxy receivers) count as interest too [inferred]: on UDP the
+  core ignores a proxy receiver's TQRs because the TNWG interest records carry that interest,
+  but those records have no SRS form, so in a transit TRD resolved by the SRS the proxy
+  receivers' RIRs are how one DRO learns the other's interest.  A source the SRS
   reports (SIR) for a proxy receiver's topic, or matching one of its patterns, is resolved as
   its TIR would be, before any data; its SER is the source gone.
 * **Proxy receivers.**  :class:`~umcore.dro.CreateProxyReceiver` for a topic opens a raw receiver
@@ -310,7 +313,7 @@ class EndpointPortal:
         #: times the runtime restarted this portal after a failure (DroRuntime)
         self.restarts = 0
         self.srs_interest_records = 0
-        self.srs_dro_interest_ignored = 0
+        self.srs_dro_interest = 0
         self.srs_sources = 0
         #: OTID -> the request port a source's TIR named (EXFUNC): UIMs to sources
         self.source_requests: dict[bytes, tuple[str, int]] = {}
@@ -572,9 +575,7 @@ class EndpointPortal:
             return
         self.srs_interest_records += 1
         if rec.context_type == srsm.APP_TYPE_TNWGD:
-            # a DRO's proxy receiver (its interest is not this TRD's), as its TQRs on UDP
-            self.srs_dro_interest_ignored += 1
-            return
+            self.srs_dro_interest += 1  # another DRO's proxy receiver (module docstring)
         holders = self._srs_interest.get(key)
         inst = bytes(rec.context_instance)
         if isinstance(rec, (srsm.ReceiverInfo, srsm.WildcardReceiverInfo)):

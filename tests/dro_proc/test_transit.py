@@ -177,3 +177,37 @@ async def test_uim_and_request_response_across_two_dros(tmp_path: Path) -> None:
         # collected: let that happen while the loop still runs
         got_c.clear()
         gc.collect()
+
+
+async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
+    """TRD1 -- DRO1 -- TRD2 (SRS) -- DRO2 -- TRD3: interest crosses a transit TRD resolved by
+    the SRS, where no TNWG interest record can travel: DRO1 learns it from DRO2's proxy
+    receiver's RIR (the SRS forwards it to DROs), and the source's SIR there is DRO1's proxy."""
+    srs = await DaemonProcess.start("srs", str(srs_xml(tmp_path)))
+    rec = Recorder()
+    try:
+        t1, t2, t3 = Trd(), Trd(srs=srs.address), Trd()
+        async with (
+            running_dro(dro_xml([("TRD1", 1, t1), ("TRD2", 2, t2)], name="dro1")) as d1,
+            running_dro(dro_xml([("TRD2", 2, t2), ("TRD3", 3, t3)], name="dro2")) as d2,
+            await Context.create(t1.context()) as a,
+            await Context.create(t3.context()) as c,
+        ):
+            await c.create_receiver(TOPIC, rec, attributes=t3.receiver())
+            src = await a.create_source(TOPIC, attributes=t1.source("tcp"))
+            await until(lambda: proxy_ready(d2, "TRD3", TOPIC), "the path through TRD2")
+            for i in range(200):
+                await src.send(_SEQ.pack(i), flush=i % 50 == 49)
+            src.flush()
+            await until(lambda: len(rec.sqns) >= 200, "200 messages")
+            assert rec.sqns == list(range(rec.sqns[0], rec.sqns[0] + 200))
+            assert rec.losses == 0
+            assert a.joined == {} and src.receivers == 1
+            assert d1.portals["TRD2"].srs_interest_records >= 1
+            dro2_in = d2.portals["TRD2"].rcv
+            assert dro2_in is not None
+            assert _sessions(dro2_in) == proxy_source_strings(d1, "TRD2", TOPIC)
+            await src.close()
+            await until(lambda: rec.eos == 1, "EOS through the SRS TRD")
+    finally:
+        await srs.stop()
