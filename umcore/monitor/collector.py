@@ -33,6 +33,7 @@ needs nothing beyond the standard library.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections import deque
 from typing import Any
 
@@ -140,10 +141,29 @@ class Record:
     @property
     def date(self) -> str:
         """The UTC date of :attr:`time` (the Parquet partition)."""
-        return _dt.datetime.fromtimestamp(self.time, _dt.UTC).strftime("%Y-%m-%d")
+        return _utc_date(int(self.time // 86400))
 
     def keys(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, c) for c in KEY_COLUMNS)
+        """The :data:`KEY_COLUMNS` values, in order."""
+        return (
+            self.time,
+            self.application_id,
+            self.sender,
+            self.process_id,
+            self.object_id,
+            self.context_instance,
+            self.domain_id,
+            self.source,
+        )
+
+
+@functools.lru_cache(maxsize=64)  # statistics arrive in time order: a few days at once at most
+def _utc_date(day: int) -> str:
+    """The UTC date (``YYYY-MM-DD``) of a day number since the Unix epoch."""
+    return (_EPOCH + _dt.timedelta(days=day)).strftime("%Y-%m-%d")
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 class Collector:

@@ -35,7 +35,10 @@ __all__ = ["encoder", "rower", "to_json", "to_row"]
 _INT64 = {F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64, F.TYPE_UINT64, F.TYPE_FIXED64}
 _INT32 = {F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32, F.TYPE_UINT32, F.TYPE_FIXED32}
 
-_dumps = json.JSONEncoder(ensure_ascii=False).encode
+# A string's JSON (quotes, escapes, non-ASCII kept): the C function behind
+# ``json.JSONEncoder(ensure_ascii=False).encode`` of a str, called without the Python method that
+# dispatches on the value's type (one Python call less per string field).
+_dumps = json.encoder.encode_basestring
 _cache: dict[str, Callable[[Message], str]] = {}
 
 
