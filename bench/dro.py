@@ -20,12 +20,14 @@ the same receiving process, TCP on every hop, 64-byte payloads.
 
 The DRO's forwarded and dropped counts are read from its ``--metrics`` endpoint at the end.
 
-Run alone: ``python -m bench.dro``; ``python -m bench dro`` runs it with the others.
+Run alone: ``python -m bench.dro``; ``python -m bench dro`` runs it with the others.  With
+``PYUM_BENCH_DRO_PROFILE=FILE`` the DRO runs under cProfile and writes its profile to FILE.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import re
 import socket
@@ -238,8 +240,11 @@ async def _all() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pyum-bench-dro-") as tmp:
         cfg = Path(tmp) / "dro.xml"
         cfg.write_text(_xml(trd1, trd2))
+        profile = os.environ.get("PYUM_BENCH_DRO_PROFILE")
+        prof = ["-m", "cProfile", "-o", profile] if profile else []
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "daemons.tnwgd", "--metrics", f"127.0.0.1:{mport}", str(cfg),
+            sys.executable, *prof, "-m", "daemons.tnwgd", "--metrics", f"127.0.0.1:{mport}",
+            str(cfg),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         dro = _Dro(proc)

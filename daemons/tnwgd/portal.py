@@ -38,8 +38,9 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
   the pattern (wildcard TQRs) and every TIR heard whose topic matches opens a raw receiver for that
   topic.  A raw receiver's session BOS becomes ``core.receive_source`` (the TIR's OTID, COST and
   DOMAIN_ID options, read like :func:`umcore.dro.advert_from_tir`), its EOS
-  ``core.receive_source_gone``, and every data frame of its topic index ``core.receive_frame``
-  with the frame's own sequence number: fragments stay frames, nothing is reassembled.
+  ``core.receive_source_gone``, and its frames ``core.receive_frames`` (every data frame of
+  its topic index, with the frame's own sequence number): fragments stay frames, nothing is
+  reassembled.
 * **Proxy sources.**  :class:`~umcore.dro.CreateProxySource` opens a raw source
   (:meth:`Engine.open_raw_source`) on the source context whose TIRs carry OTID, COST (cost, hop
   count) and DOMAIN_ID; :class:`~umcore.dro.UpdateProxySource` re-advertises the new COST
@@ -47,9 +48,11 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
   COST cost -1 (the client library's final advertisement: its receivers see EOS at once);
   :class:`~umcore.dro.DeleteProxySource` closes it.  Commands are
   applied in order by one task per portal (opening a source awaits a listener).
-* **Forwarding.**  :meth:`EndpointPortal.drain` sends the portal's egress queue
-  (``core.queue(name)``) through the proxy sources with ``send_nowait``: a
-  :class:`~umcore.errors.WouldBlock` leaves the frame at the head of the queue until the proxy
+* **Forwarding.**  A proxy receiver's read goes to ``core.receive_frames`` whole (in pieces
+  of :data:`DRAIN_BYTES`), and :meth:`EndpointPortal.drain` sends the portal's egress queue
+  (``core.queue(name)``), a run of frames at a time, through the proxy sources with
+  ``send_run_nowait`` and flushes them (a lone frame leaves at once): a
+  :class:`~umcore.errors.WouldBlock` leaves the run at the head of the queue until the proxy
   source's WAKEUP; the queue's ``<max-queue>`` bound drops (and counts) what does not fit, in the
   core.  Nothing here awaits on the data path, so a blocked portal never slows another.
 
@@ -64,7 +67,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import struct
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -118,9 +120,6 @@ MAX_SOURCE_REQUESTS = 65536
 
 log = logging.getLogger("tnwgd")
 
-# The LBMC data frame header: ver/type, next header, msglen, topic index, sqn.
-_HEAD = struct.Struct("!BBHII")
-_DATA = 0x00
 # How long a datagram this portal sent is remembered to recognise it coming back (multicast
 # loopback echoes within milliseconds; lbmrd does not echo, so entries must expire).
 OWN_ECHO_S = 2.0
@@ -129,12 +128,11 @@ OWN_ECHO_S = 2.0
 MAX_OWN_ECHOES = 1024
 
 
-# Frames of one read queued before the egress queues are drained: a TCP read can hold hundreds
-# of frames, more than a small <max-queue>; draining every 64 keeps such a queue from dropping
-# while its proxy source is not even blocked, at the cost of one pass over the portals.
-DRAIN_EVERY = 64
-# Frames handed to one proxy source at once (a run of one source's frames, at most this many).
-DRAIN_BATCH = 256
+# Bytes of one read handed to the core before the egress queues are drained: a TCP read can
+# hold hundreds of kilobytes, more than a small <max-queue>; draining every 32 KiB keeps such a
+# queue from dropping while its proxy source is not even blocked (the default max-queue is
+# 1 MB), at the cost of one pass over the portals per piece.
+DRAIN_BYTES = 32 * 1024
 
 
 class PortalHost(Protocol):
@@ -749,12 +747,10 @@ class EndpointPortal:
     def _frames_handler(
         self, holder: list[_ProxyReceiver]
     ) -> Callable[[RawSession, list[bytes]], None]:
-        unpack = _HEAD.unpack_from
         name = self.name
-        receive = self.core.receive_frame
+        receive = self.core.receive_frames
         keys = self._session_keys
         kick = self.host.kick
-
         drain = self.host.drain
 
         def on_frames(session: RawSession, frames: list[bytes]) -> None:
@@ -762,19 +758,19 @@ class EndpointPortal:
             if sk is None:
                 sk = self._source_key(session)
             tidx = session.topic_index
+            n = len(frames)
+            step = max(1, DRAIN_BYTES // len(frames[0])) if n else 1
+            if n <= step:
+                if receive(name, sk, tidx, frames):
+                    drain()
+                    kick()
+                return
             queued = 0
-            for f in frames:
-                if len(f) < 16:
-                    continue
-                ver_type, _nh, _len, ftidx, sqn = unpack(f)
-                if ver_type != _DATA or ftidx != tidx:
-                    continue
-                if receive(name, sk, sqn, f):
+            for i in range(0, n, step):  # one read may hold more than a small <max-queue>
+                if receive(name, sk, tidx, frames[i : i + step]):
                     queued += 1
-                    if queued % DRAIN_EVERY == 0:
-                        drain()  # one read may hold more than a small <max-queue>
+                    drain()
             if queued:
-                drain()
                 kick()
 
         return on_frames
@@ -813,57 +809,53 @@ class EndpointPortal:
 
     def drain(self, max_frames: int = 0) -> bool:
         """Send what the core queued for this portal until a proxy source would block (or
-        ``max_frames`` were sent, 0 = no limit); True when it stopped at that limit.  Runs of
-        frames of one source go to its proxy source together (one check, one clock read)."""
+        ``max_frames`` were sent, 0 = no limit); True when it stopped at that limit.  The
+        queue's runs go to their proxy sources whole (``RawSource.send_run_nowait``: one check,
+        one clock read, one write per run)."""
         q = self.core.queue(self.name)
-        frames = q.frames
-        if not frames:
+        run = q.peek_run()
+        if run is None:
             return False
         sources = self.sources
         touched: set[RawSource] = set()
         sent = nbytes = 0
         limited = False
-        batch: list[bytes | memoryview] = []
-        while frames:
+        while run is not None:
             if max_frames and sent >= max_frames:
                 limited = True
                 break
-            head = frames[0]
-            otid, topic = head.otid, head.topic
-            px = sources.get((otid, topic))
+            px = sources.get((run.otid, run.topic))
             if px is None:
-                q.pop()
-                self.dropped_no_proxy += 1
+                self.dropped_no_proxy += run.count
+                q.consume(run.count)
+                run = q.peek_run()
                 continue
             raw = px.raw
             if raw is None:
                 break  # still opening: the worker kicks when it is open
-            batch.clear()
-            for f in frames:  # the run of this source's frames at the head
-                if f.otid != otid or f.topic != topic:
-                    break
-                batch.append(f.data)
-                if len(batch) >= DRAIN_BATCH:
-                    break
+            k = run.count if not max_frames else min(run.count, max_frames - sent)
             try:
-                n = raw.send_many_nowait(batch)
+                n = raw.send_run_nowait(run.data, run.size, k)
             except WouldBlock:
                 self.would_block += 1
                 break  # WAKEUP kicks
             except UMError as exc:
-                # not one frame, or longer than the proxy session's datagram max size (UM's
-                # *_dropped_size_error: datagram sizes differ between TRDs): that frame only
-                q.pop()
-                self.send_errors += 1
-                log.debug("portal %s: frame refused: %s", self.name, exc)
+                # not data frames, or longer than the proxy session's datagram max size (UM's
+                # *_dropped_size_error: datagram sizes differ between TRDs): the frames of that
+                # run only (one size: every one of them would be refused)
+                self.send_errors += run.count
+                q.consume(run.count)
+                log.debug("portal %s: frames refused: %s", self.name, exc)
+                run = q.peek_run()
                 continue
             touched.add(raw)
-            for f in q.take(n):
-                nbytes += len(f.data)
+            nbytes += n * run.size
             sent += n
-            if n < len(batch) and raw.source.writer.paused:
+            q.consume(n)
+            if n < k and raw.source.writer.paused:
                 self.would_block += 1
                 break  # blocked midway: WAKEUP kicks
+            run = q.peek_run()
         self.frames_forwarded += sent
         self.bytes_forwarded += nbytes
         for raw in touched:

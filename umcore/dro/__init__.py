@@ -62,6 +62,11 @@ peer_node_id=None)``                                            what its domain-
 ``receive_frame(portal, SourceKey, sqn, data) -> bool``         one frame from a proxy receiver (bytes or
                                                                 memoryview, kept without copying until
                                                                 taken); True if queued somewhere
+``receive_frames(portal, SourceKey, tidx, frames) -> int``     a read's frames from a proxy receiver
+                                                                (whole LBMC frames): its data frames of
+                                                                topic index ``tidx``, as many
+                                                                ``receive_frame`` calls, runs taken whole;
+                                                                how many were queued somewhere
 ``handle_timer(now)``                                           call at or after ``next_timer()``
 ==============================================================  ======================================
 
@@ -74,7 +79,9 @@ Outputs:
   :class:`FinalAdvertisement` (send one final advertisement now), :class:`DeleteProxySource`;
 * ``take_frames(portal, max_frames=0) -> list[ForwardedFrame]`` (``otid``, ``topic``, ``sqn``
   -- the originating sequence number, to be sent unchanged -- and ``data``); or
-  ``queue(portal)`` with ``peek()``/``pop()`` for an adapter that stops at a would-block;
+  ``queue(portal)`` with ``peek()``/``pop()`` for an adapter that stops at a would-block, or
+  ``peek_run()``/``consume(n)``: the queue's :class:`FrameRun` entries (``count`` frames of
+  ``size`` bytes back to back in ``data``, sequence numbers from ``sqn``), sent whole;
 * ``take_lbmr() -> list[(portal, LBMRPacket)]``: use queries, TNWG interest, remote domain
   routes and initial topic resolution requests, to encode and send in that portal's TRD;
 * ``take_route_info() -> list[(portal, RouteInfo)]``: our route information (and relayed
@@ -109,7 +116,7 @@ from umcore.dro.events import (
 )
 from umcore.dro.interest import InterestKey, LocalState
 from umcore.dro.proxy import ReceiverState, SourceState
-from umcore.dro.queue import ForwardedFrame, PortalQueue
+from umcore.dro.queue import ForwardedFrame, FrameRun, PortalQueue
 from umcore.dro.routing import Adjacency, RouteInfo, Router, domain_node, dro_node
 from umcore.dro.seqwindow import SeqVerdict, SeqWindow
 
@@ -123,6 +130,7 @@ __all__ = [
     "DroCore",
     "FinalAdvertisement",
     "ForwardedFrame",
+    "FrameRun",
     "InterestAdded",
     "InterestKey",
     "InterestRemoved",

@@ -31,10 +31,18 @@ cost = incoming + ingress portal + Pe's cost and one more hop.  A source we adve
 on a portal is never taken back in from that portal.  When a source stops routing out of a
 portal its proxy source is deleted after ``source-deletion-delay`` with final advertisements.
 
-Frames.  :meth:`DroCore.receive_frame` is the data path: one dict lookup for the source's flow,
-its duplicate window, then one :class:`~umcore.dro.queue.ForwardedFrame` (the bytes as given,
-never copied, fragments never reassembled, the original sequence number kept) offered to each
-egress portal's queue; a full queue drops and counts without touching the others.
+Frames.  :meth:`DroCore.receive_frames` is the data path: a proxy receiver's read (TCP) or
+datagram (LBT-RU/RM) at a time, whole LBMC frames.  One dict lookup finds the source's flow; the
+read's frames are joined once and cut into *runs* -- data frames of the proxy receiver's topic
+index, one size, consecutive sequence numbers -- by comparing strided columns of their headers
+(all in C); a run's numbers go through the duplicate window at once
+(:meth:`SeqWindow.check_run <umcore.dro.seqwindow.SeqWindow.check_run>`) and the run is offered
+to each egress portal's queue as one :class:`~umcore.dro.queue.FrameRun` (a slice of the joined
+read: the frames' bytes as received, fragments never reassembled, the original sequence numbers
+kept); a full queue takes the prefix that fits and counts the rest, without touching the others.
+Anything else -- a duplicate or an old number among a run's, a frame on its own, another size --
+goes through :meth:`DroCore.receive_frame`, frame by frame, and the result is the same either
+way: the same counters, window and queues.
 
 Topic resolution out.  Per endpoint portal the core paces: use queries for aged local interest
 (``<topic-use-query>``/``<pattern-use-query>``), TNWG interest records (new pairs at most every
@@ -55,7 +63,8 @@ from __future__ import annotations
 import heapq
 import ipaddress
 import re
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -82,7 +91,7 @@ from umcore.dro.interest import (
     PortalInterest,
 )
 from umcore.dro.proxy import ProxyReceiver, ProxySource, ReceiverEvent, SourceState
-from umcore.dro.queue import ForwardedFrame, PortalQueue
+from umcore.dro.queue import SQN_MASK, ForwardedFrame, PortalQueue
 from umcore.dro.ratelimit import TrafficLimiter
 from umcore.dro.routing import Adjacency, RouteInfo, Router, domain_node, dro_node
 from umcore.dro.seqwindow import SeqVerdict, SeqWindow, check_window_config
@@ -130,6 +139,49 @@ INITIAL_REQUEST_FLAGS = TRREQ_QUERY | TRREQ_WILDCARD_QUERY | TRREQ_GW_REMOTE_INT
 DRO_LBMR_VERSION = 1
 
 _INF = float("inf")
+
+# The LBMC data frame header (ver/type, next header, msglen, topic index, sqn) and its parts.
+_HEAD = struct.Struct("!BBHII")
+_TIDX = struct.Struct("!I")
+_SQN = _TIDX
+FRAME_HEADER = _HEAD.size
+# ver/type of a data frame (version 0, type DATA).
+_DATA = 0x00
+# Fewest frames of a read checked as one run (below it, frame by frame costs no more).
+RUN_MIN_FRAMES = 4
+# Sequence numbers' low bytes counting up, sliced to compare with a run's column of them.
+_RAMP = bytes(range(256))
+
+
+def _prefix(col: bytes, ref: bytes) -> int:
+    """How many leading bytes ``col`` and ``ref`` (the same length) share: a binary search of
+    C-level comparisons."""
+    if col == ref:
+        return len(col)
+    lo, hi = 0, len(col)  # col[:lo] matches, col[:hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if col[:mid] == ref[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _run_length(buf: bytes, pos: int, size: int, most: int) -> int:
+    """How many of the (at most ``most``) frames at ``buf[pos:]`` form a run with the first,
+    a data frame of ``size`` bytes: plain data frames of that size (ver/type, next header and
+    msglen as the first's), the same topic index, consecutive sequence numbers (a run ends where
+    the low byte wraps).  Every test is a comparison of strided slices, in C."""
+    stop = pos + most * size
+    lo = buf[pos + 11]
+    good = min(most, 256 - lo)
+    for off in range(11):  # ver/type .. the sequence number's three high bytes: all the same
+        col = buf[pos + off : stop : size][:good]
+        good = _prefix(col, col[:1] * good)
+        if good == 1:
+            return 1
+    return _prefix(buf[pos + 11 : stop : size][:good], _RAMP[lo : lo + good])
 
 
 class PortalState(Enum):
@@ -846,8 +898,9 @@ class DroCore:
         """A frame (one message or fragment, as received) of ``source`` from ``portal``'s proxy
         receiver.  True if it was queued on at least one egress portal."""
         st = self.portals[portal].stats
+        size = len(data)
         st.frames_received += 1
-        st.bytes_received += len(data)
+        st.bytes_received += size
         flow = self._flows.get(source)
         if flow is None or portal not in flow.seen:
             st.unknown_source += 1
@@ -859,12 +912,101 @@ class DroCore:
             else:
                 st.dropped_old += 1
             return False
-        if not flow.egress:
-            return False
-        frame = ForwardedFrame(source.otid, source.topic, sqn, data)
         queued = False
+        otid, topic = source.otid, source.topic
         for q in flow.egress:
-            queued = q.offer(frame) or queued
+            if q.offer_run(otid, topic, sqn, data, size, 1):
+                queued = True
+        return queued
+
+    def receive_frames(
+        self,
+        portal: str,
+        source: SourceKey,
+        tidx: int,
+        frames: Sequence[bytes | memoryview],
+    ) -> int:
+        """The frames of one read (TCP) or datagram (LBT-RU/RM) of ``source``'s transport
+        session, as ``portal``'s proxy receiver got them: whole LBMC frames (each exactly its
+        ``msglen`` long), data and control, of any topic index.  Every data frame of topic index
+        ``tidx`` is :meth:`receive_frame` with its own sequence number, in order -- the same
+        counters, duplicate window and queues as frame by frame -- and the others are skipped.
+        Returns how many frames were queued on at least one egress portal (module docstring,
+        "Frames": runs of a read are taken whole)."""
+        n = len(frames)
+        if n == 1:  # the latency case: a read of one frame
+            f = frames[0]
+            if len(f) < FRAME_HEADER:
+                return 0
+            ver_type, _nh, _len, ftidx, sqn = _HEAD.unpack_from(f)
+            if ver_type != _DATA or ftidx != tidx:
+                return 0
+            return 1 if self.receive_frame(portal, source, sqn, f) else 0
+        p = self.portals[portal]
+        flow = self._flows.get(source)
+        if flow is not None and portal not in flow.seen:
+            flow = None
+        buf = b"".join(frames)
+        view = memoryview(buf)
+        unpack = _HEAD.unpack_from
+        queued = i = pos = 0
+        while i < n:
+            f = frames[i]
+            size = len(f)
+            k = 1
+            if (
+                n - i >= RUN_MIN_FRAMES
+                and size >= FRAME_HEADER
+                and buf[pos] == _DATA
+                and buf[pos + 2] << 8 | buf[pos + 3] == size
+            ):
+                k = _run_length(buf, pos, size, n - i)
+            if k > 1:
+                ftidx = _TIDX.unpack_from(buf, pos + 4)[0]
+                if ftidx == tidx:
+                    queued += self._receive_run(p, flow, source, frames, i, view, pos, size, k)
+            elif size >= FRAME_HEADER:
+                ver_type, _nh, _len, ftidx, sqn = unpack(f)
+                if ver_type == _DATA and ftidx == tidx:
+                    queued += self.receive_frame(portal, source, sqn, f)
+            i += k
+            pos += k * size
+        return queued
+
+    def _receive_run(
+        self,
+        p: _Portal,
+        flow: _Flow | None,
+        source: SourceKey,
+        frames: Sequence[bytes | memoryview],
+        i: int,
+        view: memoryview,
+        pos: int,
+        size: int,
+        k: int,
+    ) -> int:
+        """``k`` data frames of ``size`` bytes with consecutive sequence numbers, ``frames[i:]``
+        and ``view[pos:]``: what ``k`` calls of :meth:`receive_frame` do, at once."""
+        sqn = _SQN.unpack_from(view, pos + 8)[0]
+        if flow is not None and not flow.window.check_run(sqn, k):
+            # a duplicate or an old frame among them: frame by frame, exactly
+            queued = 0
+            for j in range(k):
+                queued += self.receive_frame(p.name, source, (sqn + j) & SQN_MASK, frames[i + j])
+            return queued
+        st = p.stats
+        st.frames_received += k
+        st.bytes_received += k * size
+        if flow is None:
+            st.unknown_source += k
+            return 0
+        data = view[pos : pos + k * size]
+        otid, topic = source.otid, source.topic
+        queued = 0
+        for q in flow.egress:
+            took = q.offer_run(otid, topic, sqn, data, size, k)
+            if took > queued:
+                queued = took
         return queued
 
     def queue(self, portal: str) -> PortalQueue:

@@ -15,6 +15,13 @@ arithmetic (RFC 1982), so ``0`` follows ``2**32 - 1``.
 The window is a ring of ``size`` bits in a ``bytearray`` (``size`` is a multiple of 8, as UM
 requires); the first number seen is placed ``increment`` below the window's top, so frames a
 little older than the first one, reordered on the way, are still accepted once.
+
+Runs.  The data path checks a read's consecutive numbers at once (:meth:`SeqWindow.check_run`):
+numbers above the window are new whatever the bits say (the slots they take were cleared when
+the window moved up to them), so only the run's part inside the window is tested -- a handful
+of byte operations, not one test per number.  When every number is new the window ends as
+:meth:`SeqWindow.check` would leave it, number by number; otherwise nothing is recorded and
+the caller checks them one by one.
 """
 
 from __future__ import annotations
@@ -89,13 +96,85 @@ class SeqWindow:
         self.bits[byte] |= bit
         return SeqVerdict.NEW
 
+    def check_run(self, first: int, count: int) -> bool:
+        """``count`` consecutive numbers from ``first`` (wrapping) at once: True when
+        :meth:`check` would find every one NEW, checked in order, and the window then is what
+        those checks leave; False (nothing recorded) when some would not be NEW: the caller
+        checks them one by one."""
+        if count <= 0:
+            return True
+        first &= _MASK
+        size = self.size
+        if not self.started:
+            self.started = True
+            self.base = (first - (size - self.increment)) & _MASK
+        offset = (first - self.base) & _MASK
+        if offset >= size:
+            if offset >= _HALF:  # the run starts below the window
+                return False
+        else:
+            # the part inside the window must be clear; the rest is new in any case
+            inside = min(count, size - offset)
+            if not self._clear(offset, inside):
+                return False
+        last = offset + count - 1
+        if last >= size:
+            self._advance(last)
+            offset = (first - self.base) & _MASK
+            if offset >= _HALF:  # the run's first numbers fell below the window
+                count -= -offset & _MASK
+                offset = 0
+        self._mark(offset, count)
+        return True
+
+    def _segments(self, offset: int, count: int) -> tuple[tuple[int, int], ...]:
+        """The ring positions of ``count`` numbers from window offset ``offset``: one or two
+        (start, stop) ranges (``offset + count <= size``)."""
+        pos = self.head + offset
+        size = self.size
+        if pos >= size:
+            pos -= size
+        end = pos + count
+        if end <= size:
+            return ((pos, end),)
+        return ((pos, size), (0, end - size))
+
+    def _clear(self, offset: int, count: int) -> bool:
+        bits = self.bits
+        for start, stop in self._segments(offset, count):
+            first, last = start >> 3, (stop - 1) >> 3
+            if first == last:
+                if bits[first] & ((1 << (stop - start)) - 1) << (start & 7):
+                    return False
+                continue
+            if bits[first] >> (start & 7):
+                return False
+            if bits[last] & ((1 << (stop - (last << 3))) - 1):
+                return False
+            if bits.count(0, first + 1, last) != last - first - 1:
+                return False
+        return True
+
+    def _mark(self, offset: int, count: int) -> None:
+        bits = self.bits
+        for start, stop in self._segments(offset, count):
+            first, last = start >> 3, (stop - 1) >> 3
+            if first == last:
+                bits[first] |= ((1 << (stop - start)) - 1) << (start & 7)
+                continue
+            bits[first] |= (0xFF << (start & 7)) & 0xFF
+            bits[last] |= (1 << (stop - (last << 3))) - 1
+            if last - first > 1:
+                bits[first + 1 : last] = b"\xff" * (last - first - 1)
+
     def _advance(self, offset: int) -> None:
         over = offset - self.size + 1
         steps = -(-over // self.increment)
         shift = steps * self.increment
         if shift >= self.size:
             self.bits[:] = bytes(len(self.bits))
-            self.head = 0
+            # (the head moves on as it would by steps: check_run's one move is then the same)
+            self.head = (self.head + shift) % self.size
         else:
             # forget ``shift`` slots from the head: both multiples of 8, so whole bytes
             first = self.head >> 3

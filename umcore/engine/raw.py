@@ -25,7 +25,11 @@ A **raw source** (:class:`RawSource`) is a topic source whose messages come pre-
 forwarding frames it did not build.  :meth:`RawSource.send` takes one LBMC data frame, rewrites
 its topic index to the raw source's own and batches it keeping its sequence number
 (:meth:`BatchingSource.send_framed <umcore.transport.batching.BatchingSource.send_framed>`);
-the session's TSNIs then report the last sequence number forwarded.  Back-pressure is a normal
+the session's TSNIs then report the last sequence number forwarded.
+:meth:`RawSource.send_run_nowait` forwards a run -- frames of one size back to back in one
+buffer, a DRO queue's entry -- with the topic index rewritten column by column and one
+:meth:`BatchingSource.send_framed_run
+<umcore.transport.batching.BatchingSource.send_framed_run>` per piece (TCP: one write).  Back-pressure is a normal
 source's: :meth:`RawSource.send` awaits while a receiver is too slow,
 :meth:`RawSource.send_nowait` raises :class:`~umcore.errors.WouldBlock` and a WAKEUP event
 follows when the session drained.
@@ -44,6 +48,7 @@ from umcore.resolver.core import SourceInfo
 
 __all__ = [
     "FRAME_HEADER",
+    "RUN_SEND_BYTES",
     "OnFrame",
     "OnFrames",
     "OnSession",
@@ -57,6 +62,12 @@ _HEAD = struct.Struct("!BBHII")
 FRAME_HEADER = _HEAD.size
 # The ver/type byte of a data frame (version 0, type DATA).
 _DATA_TYPE = 0x00
+_MSGLEN = struct.Struct("!H")
+_SQN = struct.Struct("!I")
+# Bytes of a run handed to the transport core at once by :meth:`RawSource.send_run_nowait`:
+# a TCP session writes them in one go and only then can tell it is blocked, so this bounds how
+# far past ``transport_session_maximum_buffer`` (64 KiB by default) one call may go.
+RUN_SEND_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +181,7 @@ class RawSource:
     def source_string(self) -> str:
         return self.source.source_string
 
-    def _frame(self, frame: bytes) -> tuple[bytes, int]:
+    def _frame(self, frame: bytes | memoryview) -> tuple[bytes, int]:
         n = len(frame)
         if n < FRAME_HEADER:
             raise LocalProtocolError(f"a {n}-byte frame is shorter than an LBMC data header")
@@ -179,7 +190,7 @@ class RawSource:
             raise LocalProtocolError(
                 f"not one LBMC data frame (ver/type 0x{ver_type:02x}, msglen {msglen} of {n})"
             )
-        return frame[:4] + self._tidx + frame[8:], sqn
+        return b"".join((frame[:4], self._tidx, frame[8:])), sqn
 
     def _send(self, frame: bytes, flush: bool) -> None:
         src = self.source
@@ -224,7 +235,7 @@ class RawSource:
         now = src.engine.loop.time()
         n = 0
         for frame in frames:
-            framed, sqn = frame_of(frame)  # type: ignore[arg-type]
+            framed, sqn = frame_of(frame)
             try:
                 out = send(tidx, framed, sqn, now, False)
             except ValueError as exc:  # longer than this session's datagram max size
@@ -239,6 +250,61 @@ class RawSource:
         if core.timer_dirty:
             session.rearm()
         return n
+
+    def send_run_nowait(self, data: bytes | memoryview, size: int, count: int) -> int:
+        """Forward ``count`` data frames of ``size`` bytes each, back to back in ``data``,
+        keeping their sequence numbers (a DRO queue's run, :class:`umcore.dro.FrameRun`): one
+        check, one clock read, the topic index rewritten column by column and one
+        :meth:`BatchingSource.send_framed_run
+        <umcore.transport.batching.BatchingSource.send_framed_run>` (TCP: one write) per
+        :data:`RUN_SEND_BYTES` at most, so a blocked session is noticed between them.  Returns
+        how many went (fewer when the session blocked).  WouldBlock when none may go;
+        LocalProtocolError when they are not data frames of that size or are longer than the
+        session's datagram max size (none went)."""
+        src = self.source
+        src.check()
+        src.refuse_if_blocked()
+        if count == 1:
+            return self.send_many_nowait((data,))
+        if size < FRAME_HEADER or len(data) < size * count:
+            raise LocalProtocolError(f"{count} frames of {size} bytes are not in {len(data)} bytes")
+        core = src.core
+        session = src.session
+        writer = src.writer
+        tidx = src.tidx
+        now = src.engine.loop.time()
+        per_call = max(1, RUN_SEND_BYTES // size)
+        head = _MSGLEN.pack(size)
+        done = 0
+        while done < count:
+            k = min(per_call, count - done)
+            buf = bytearray(data[done * size : (done + k) * size])
+            # every frame a data frame of ``size`` bytes (ver/type 0, msglen = size): columns
+            if (
+                buf[0::size] != bytes(k)
+                or buf[2::size] != head[:1] * k
+                or buf[3::size] != head[1:] * k
+            ):
+                if done:
+                    break  # the ones before went; the next call refuses them first
+                raise LocalProtocolError(f"not {k} LBMC data frames of {size} bytes")
+            for j in range(4):  # the topic index, one column per byte
+                buf[4 + j :: size] = self._tidx[j : j + 1] * k
+            last = _SQN.unpack_from(buf, (k - 1) * size + 8)[0]
+            try:
+                out = core.send_framed_run(tidx, buf, size, k, last, now)
+            except ValueError as exc:  # longer than this session's datagram max size
+                if done:
+                    break
+                raise LocalProtocolError(str(exc)) from exc
+            done += k
+            if out is not None:
+                session.write(out)
+                if writer.paused:
+                    break
+        if core.timer_dirty:
+            session.rearm()
+        return done
 
     def flush(self) -> None:
         self.source.flush()

@@ -119,6 +119,18 @@ class SmxSource(IpcSource):
     ) -> bytes | None:
         raise UMError("LBT-SMX cannot carry pre-framed messages (daemons cannot send on SMX)")
 
+    def send_framed_run(
+        self,
+        tidx: int,
+        data: bytes | bytearray | memoryview,
+        size: int,
+        count: int,
+        last_sqn: int,
+        now: float,
+        flush: bool = False,
+    ) -> bytes | None:
+        raise UMError("LBT-SMX cannot carry pre-framed messages (daemons cannot send on SMX)")
+
     def take_sequence_number(self, tidx: int, n: int, now: float) -> int:
         """The zero-copy send's sequence number for an ``n``-byte message of topic ``tidx``
         (counted as sent); nothing may be batched (every SMX send is flushed)."""
