@@ -333,8 +333,11 @@ async def _all() -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="pyum-bench-dropeerd-") as tmp:
         certs = make_certificates(Path(tmp), "bench")
+        t0 = time.perf_counter()
         out: dict[str, Any] = dict(await _modes(Path(tmp), certs.certificate, certs.key))
+        t1 = time.perf_counter()
         out["failover"] = await _failover(Path(tmp))
+        out["phases"] = (t1 - t0, time.perf_counter() - t1)
     return out
 
 
@@ -358,6 +361,7 @@ def main() -> None:
             note = f"  (goal >= {GOAL_RATIO}: {met})"
         print(f"via peer link {mode:6}: {t:10,.0f} msgs/s  ratio {t / d:.2f}{note}")
     print(f"failover A~P~B -> A~Q~B after SIGKILL of P (default timers): {r['failover']:.2f} s")
+    print("wall time: throughput phase {:.1f} s, failover phase {:.1f} s".format(*r["phases"]))
 
 
 if __name__ == "__main__":
