@@ -177,9 +177,8 @@ class DroRuntime:
                 self.portals[cfg.name] = PeerPortal(self, config, cfg, index)
         self.warnings = check_supported(config, xml=xml, base=base)
         #: UIMs, requests and responses across the DRO (daemons.tnwgd.uim)
-        self.uim = UimForwarder(
-            self.core, {n: p for n, p in self.portals.items() if isinstance(p, EndpointPortal)}
-        )
+        endpoints = {n: p for n, p in self.portals.items() if isinstance(p, EndpointPortal)}
+        self.uim = UimForwarder(self.core, endpoints, self.now)
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False

@@ -40,6 +40,7 @@ import dataclasses
 import logging
 import struct
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from umcore.errors import UMError
@@ -77,8 +78,11 @@ class UimForwarder:
     Counters (cumulative): ``forwarded``, ``responses_forwarded``, ``no_route``,
     ``not_for_dro``, ``unknown_response``, ``send_failed``, ``too_many_hops``."""
 
-    def __init__(self, core: DroCore, portals: dict[str, EndpointPortal]) -> None:
+    def __init__(
+        self, core: DroCore, portals: dict[str, EndpointPortal], now: Callable[[], float]
+    ) -> None:
         self.core = core
+        self.now = now
         self.portals = portals
         self._pending: OrderedDict[tuple[str, int], _Pending] = OrderedDict()
         self._next_qidx = 1
@@ -105,7 +109,7 @@ class UimForwarder:
     def receive(self, ingress: str, msg: lbmc.LBMCMessage, kind: str) -> bool:
         """A UIM (``kind`` of :mod:`umcore.features.immediate`) at portal ``ingress``'s request
         port; True: taken (forwarded or dropped and counted)."""
-        now = self.core_now()
+        now = self.now()
         if kind == im.KIND_RESPONSE:
             return self._response(ingress, msg, now)
         dest = msg.find(lbmc.Destination)
@@ -131,12 +135,6 @@ class UimForwarder:
         if self._send(egress, addr, out):
             self.forwarded += 1
         return True
-
-    def core_now(self) -> float:
-        for p in self.portals.values():
-            if p.src is not None:
-                return p.src.loop.time()
-        return 0.0
 
     # ------------------------------------------------------------------ routing
     def _egress(
