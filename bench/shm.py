@@ -17,9 +17,11 @@ topic resolution over multicast on loopback:
   without sleeping -- the floor for Python on shared memory, without UM's framing, topics,
   sequence numbers, loss detection or delivery objects.
 
-Prints messages/s and p50/p99 in microseconds per set-up, then the issue's ratios (goals: IPC
-throughput >= 2x pyum TCP, IPC p50 <= half TCP's, SMX p50 < IPC p50).  Only ratios within this
-run mean anything (a shared 2-core machine).
+Prints messages/s and p50/p99 in microseconds per set-up, the CPU microseconds per message of
+each side in the best throughput round (the sender's send loop; the receiver from first to last
+message: steadier than wall-clock rates on a shared host, and what bounds them), then the
+issue's ratios (goals: IPC throughput >= 2x pyum TCP, IPC p50 <= half TCP's, SMX p50 < IPC
+p50).  Only ratios within this run mean anything (a shared 2-core machine).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ SMX_BATCH = 32
 WAIT_S = 30.0
 GROUP = "224.9.10.95"
 ROOT = Path(__file__).resolve().parents[1]
+CPU_TAG = "sender-cpu-us-per-msg "
 RAW_SLOTS = 8192
 RAW_SLOT = 128
 _U64 = struct.Struct("<Q")
@@ -95,14 +98,23 @@ def _spawn(*args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _reap(p: subprocess.Popen[bytes]) -> None:
+def _reap(p: subprocess.Popen[bytes]) -> bytes:
+    """Stop a child; what it wrote to stderr."""
     if p.poll() is None:
         p.terminate()
     try:
-        p.wait(10)
+        return p.communicate(timeout=10)[1] or b""
     except subprocess.TimeoutExpired:
         p.kill()
-        p.wait(10)
+        return p.communicate(timeout=10)[1] or b""
+
+
+def _child_cpu(err: bytes) -> float:
+    """The sender's CPU microseconds per message, as the child reported it (nan if not)."""
+    for line in err.decode(errors="replace").splitlines():
+        if line.startswith(CPU_TAG):
+            return float(line[len(CPU_TAG) :])
+    return float("nan")
 
 
 # ------------------------------------------------------------------ pyum children
@@ -137,6 +149,7 @@ async def _child_send(port: int, transport: str, extra: str) -> None:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.2)
         payload = bytes(SIZE)
+        cpu = time.process_time()
         if transport == "lbtsmx":
             bufs = shm.smx_buffers(src)
             i = 0
@@ -160,6 +173,8 @@ async def _child_send(port: int, transport: str, extra: str) -> None:
                 if i & 1023 == 0 and stop.is_set():
                     break
             src.flush()
+        cpu = (time.process_time() - cpu) / N_THROUGHPUT * 1e6
+        print(f"{CPU_TAG}{cpu:.3f}", file=sys.stderr, flush=True)
         await _stopped(stop)  # until the parent has them all and stops us
         await src.close()
 
@@ -183,18 +198,22 @@ async def _child_pong(port: int, transport: str, extra: str) -> None:
 
 
 # ------------------------------------------------------------------ pyum parent sides
-async def _throughput(transport: str, extra: str) -> float:
+async def _throughput(transport: str, extra: str) -> tuple[float, float, float]:
+    """Messages/s, and the CPU microseconds per message of the receiver (this process, first
+    to last message) and of the sender (its send loop, as the child reports it)."""
     from umcore.api import Context
 
     port = _free_udp_port()
     _configure(port, transport, extra)
     child = _spawn("send", str(port), transport, extra)
+    err = b""
     try:
         async with await Context.create() as ctx:
             done = asyncio.Event()
-            times = [0.0, 0.0]
+            times = [0.0, 0.0, 0.0, 0.0]
             count = 0
             clock = time.perf_counter
+            cpu = time.process_time
 
             def on_msg(msg: Any) -> None:
                 nonlocal count
@@ -203,16 +222,23 @@ async def _throughput(transport: str, extra: str) -> float:
                 count += 1
                 if count == 1:
                     times[0] = clock()
+                    times[2] = cpu()
                 elif count == N_THROUGHPUT:
                     times[1] = clock()
+                    times[3] = cpu()
                     done.set()
 
             r = await ctx.create_receiver("bench.tput", on_msg)
             await asyncio.wait_for(done.wait(), WAIT_S)
             await r.close()
     finally:
-        _reap(child)
-    return (N_THROUGHPUT - 1) / (times[1] - times[0])
+        err = _reap(child)
+    per = 1e6 / (N_THROUGHPUT - 1)
+    return (
+        (N_THROUGHPUT - 1) / (times[1] - times[0]),
+        (times[3] - times[2]) * per,
+        _child_cpu(err),
+    )
 
 
 async def _latency(transport: str, extra: str) -> list[float]:
@@ -368,24 +394,35 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 def main() -> None:
-    rates: dict[str, list[float]] = {label: [] for label in (*SETUPS, "raw ring")}
+    rates: dict[str, list[tuple[float, float, float]]] = {
+        label: [] for label in (*SETUPS, "raw ring")
+    }
+    nan = float("nan")
     for _ in range(ROUNDS):  # throughput: best of the rounds, set-ups interleaved
         for label, (transport, extra) in SETUPS.items():
             rates[label].append(asyncio.run(_throughput(transport, extra)))
-        rates["raw ring"].append(_raw_throughput())
+        rates["raw ring"].append((_raw_throughput(), nan, nan))
     results: dict[str, tuple[float, float, float]] = {}
+    cpus: dict[str, tuple[float, float]] = {}
     for label, (transport, extra) in SETUPS.items():
         lat = asyncio.run(_latency(transport, extra))
-        results[label] = (max(rates[label]), statistics.median(lat), _pct(lat, 0.99))
+        best = max(rates[label])
+        results[label] = (best[0], statistics.median(lat), _pct(lat, 0.99))
+        cpus[label] = (best[2], best[1])
     lat = _raw_latency()
-    results["raw ring"] = (max(rates["raw ring"]), statistics.median(lat), _pct(lat, 0.99))
+    results["raw ring"] = (max(rates["raw ring"])[0], statistics.median(lat), _pct(lat, 0.99))
+    cpus["raw ring"] = (nan, nan)
     print(
         f"   {SIZE}-byte messages; throughput: best of {ROUNDS} x {N_THROUGHPUT:,} messages; "
         f"latency: {N_LATENCY:,} round trips"
     )
-    print(f"   {'set-up':<17}{'msgs/s':>12}{'rtt p50 us':>12}{'rtt p99 us':>12}")
+    print(
+        f"   {'set-up':<17}{'msgs/s':>12}{'rtt p50 us':>12}{'rtt p99 us':>12}"
+        f"{'send cpu/msg':>14}{'recv cpu/msg':>14}"
+    )
     for label, (rate, p50, p99) in results.items():
-        print(f"   {label:<17}{rate:>12,.0f}{p50:>12.1f}{p99:>12.1f}")
+        sc, rc = cpus[label]
+        print(f"   {label:<17}{rate:>12,.0f}{p50:>12.1f}{p99:>12.1f}{sc:>12.2f}us{rc:>12.2f}us")
     tcp, ipc, ipcb, smx, raw = (
         results[k] for k in ("tcp", "ipc (pend)", "ipc (busy_wait)", "smx", "raw ring")
     )

@@ -351,3 +351,34 @@ def test_bad_header_refused(mutate: object, match: str) -> None:
 def test_short_segment_refused() -> None:
     with pytest.raises(SegmentError, match="too short"):
         shmring.check_header(b"PYUMSHM\0", 8)
+
+
+def test_scan_gives_what_next_record_gives_across_pads() -> None:
+    """LBT-SMX's batch read: every committed record in order, PADs skipped, nothing consumed
+    until consume_to; refused on a source-paced ring (no tail checks)."""
+    buf = make(receiver_paced=True)
+    w = RingWriter(buf)
+    r = RingReader(buf)
+    r.attach(2, b"\0r", 0)
+    sent: list[bytes] = []
+    got: list[bytes] = []
+    for i in range(40):  # many laps of a 512-byte ring: PADs at every lap's end
+        data = payload(i, 1 + (i * 37) % MAX_RECORD)
+        assert w.write(data)
+        sent.append(data)
+        if i % 3 == 2:
+            recs = r.scan(2)
+            assert len(recs) <= 2
+            assert r.scan(100)[: len(recs)] == recs  # nothing consumed yet
+            for off, n, end in r.scan(100):
+                got.append(bytes(buf[off : off + n]))
+                r.consume_to(end, n)
+            r.publish()
+    for off, n, end in r.scan(100):
+        got.append(bytes(buf[off : off + n]))
+        r.consume_to(end, n)
+    assert got == sent
+    assert r.records_read == 40
+    assert r.scan(5) == []
+    with pytest.raises(UMError, match="receiver-paced"):
+        RingReader(make(receiver_paced=False)).scan(1)

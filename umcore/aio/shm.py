@@ -642,17 +642,17 @@ class ShmReceiverConnection:
         ring = self.ring
         view = self.segment.view
         on_record = self.on_record
+        consume_to = ring.consume_to
         n = 0
-        while n < budget and not self.closed and not self.paused:
-            off, length = ring.next_record()
-            if off < 0:
-                break  # (-2, lapped, cannot happen receiver-paced)
+        for off, length, end in ring.scan(budget):
+            if self.closed or self.paused:
+                break
             rec = view[off : off + length]
             try:
                 on_record(rec)
             finally:
                 rec.release()
-            ring.consume(length)
+            consume_to(end, length)
             n += 1
         return n
 

@@ -605,6 +605,40 @@ class RingReader(_Ring):
             self._next = pos + record_size(n)
             return self.base + off + RECORD_HEADER, n
 
+    def scan(self, limit: int) -> list[tuple[int, int, int]]:
+        """Receiver-paced rings only (the writer never reclaims a record a reader has not
+        passed, so no tail checks): up to ``limit`` committed records from this reader's
+        position, each (payload offset in the segment, length, position after it), PADs
+        skipped, ``head`` loaded once for all -- LBT-SMX's one-message records without a method
+        call each.  Nothing is consumed: :meth:`consume_to` each as it is done.  SegmentError
+        for a record that cannot be."""
+        if not self.flags & RECEIVER_PACED:
+            raise UMError("RingReader.scan needs a receiver-paced ring")
+        buf, size, base, largest = self.buf, self.size, self.base, self.max_record
+        pos = self.pos
+        head = _unpack_u64(buf, _OFF_HEAD)[0]
+        out: list[tuple[int, int, int]] = []
+        while pos < head and len(out) < limit:
+            off = pos % size
+            n, stamp = _unpack_rec(buf, base + off)
+            if stamp != (pos >> 3) & 0xFFFFFFFF:
+                raise SegmentError(f"ring record at {pos} has a bad stamp: segment corrupt")
+            if n == PAD:
+                pos += size - off
+                continue
+            step = RECORD_HEADER + ((n + 7) & ~7)
+            if n > largest or off + step > size:
+                raise SegmentError(f"ring record at {pos} has a bad length {n}: segment corrupt")
+            out.append((base + off + RECORD_HEADER, n, pos + step))
+            pos += step
+        return out
+
+    def consume_to(self, end: int, n: int) -> None:
+        """Done with a record :meth:`scan` gave (``end`` its position after, ``n`` bytes)."""
+        self.pos = self._next = end
+        self.records_read += 1
+        self.bytes_read += n
+
     def _lapped(self, tail: int) -> tuple[int, int]:
         lost = tail - self.pos
         self.laps += 1
