@@ -211,3 +211,28 @@ async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
             await until(lambda: rec.eos == 1, "EOS through the SRS TRD")
     finally:
         await srs.stop()
+
+
+async def test_uim_through_one_dro() -> None:
+    """TCP:2:ip:port from TRD1 through one DRO (multicast TRDs), and the answer back."""
+    got_a: list[Message] = []
+    got_b: list[Message] = []
+    t1, t2 = Trd(), Trd()
+    async with (
+        running_dro(dro_xml([("TRD1", 1, t1), ("TRD2", 2, t2)])) as rt,
+        await Context.create(t1.context()) as a,
+        await Context.create(t2.context()) as b,
+    ):
+        a.immediate_message_callback = got_a.append
+        b.immediate_topic_message_callback = got_b.append  # a UIM with a topic, no receiver
+        await until(lambda: a.domain_id == 1 and 2 in a.domain_routes, "TRD1 learns domain 2")
+        await until(lambda: b.domain_id == 2 and 1 in b.domain_routes, "TRD2 learns domain 1")
+        bip, bport = _addr(b)
+        aip, aport = _addr(a)
+        a.send_uim(f"TCP:2:{bip}:{bport}", b"one hop", topic="dro.uim.topic")
+        await until(lambda: len(got_b) == 1, "the UIM in TRD2")
+        assert bytes(got_b[0].data) == b"one hop" and got_b[0].topic == "dro.uim.topic"
+        assert got_b[0].source == f"TCP:1:{aip}:{aport}"
+        b.send_uim(got_b[0].source, b"back")
+        await until(lambda: len(got_a) == 1, "the answer in TRD1")
+        assert rt.uim.forwarded == 2 and rt.uim.no_route == 0
