@@ -12,6 +12,11 @@ receiver in TRD2, all in this process with both DROs; the lbmrd and the SRS are 
 - The traffic took the DRO path: the source's one transport peer is DRO1's proxy receiver, the
   wildcard receiver's one session is DRO1's proxy source, the TRD3 receiver's one session is
   DRO2's proxy source, and DRO2's proxy receiver in TRD2 joined DRO1's proxy source.
+- A UIM to the source (``SOURCE:`` + the proxy's source string) reaches it through both DROs.
+
+Also: a UIM ``TCP:3:ip:port`` and a request/response across both DROs (the REQUEST header
+rewritten hop by hop), a UIM through one DRO, and the transit through a TRD resolved by the SRS
+(TRD1 -- DRO1 -- TRD2 (SRS) -- DRO2 -- TRD3).
 """
 
 from __future__ import annotations
