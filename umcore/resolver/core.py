@@ -823,13 +823,6 @@ class TopicResolver:
         self._alive = True
         self._emit([data], now)
 
-    def emit_datagram(self, data: bytes, now: float) -> None:
-        """Queue one LBMR datagram built by the caller (a DRO portal's interest, use queries,
-        domain routes) to where this resolver's datagrams go: the multicast group, or the
-        current lbmrd (nothing is sent in unicast mode before the context is alive)."""
-        self._alive = True
-        self._emit([data], now)
-
     def _emit(self, datagrams: list[bytes], now: float) -> None:
         uc = self.unicast
         if uc is not None:
