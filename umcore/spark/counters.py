@@ -8,7 +8,7 @@ form* -- one row per (object keys, counter path, time, value) -- and :func:`delt
 
 1. drops UM's "no sample" values (:data:`SENTINELS`: ``ULONG_MAX`` of a 64-bit and of a 32-bit
    build; minimum statistics start there) and missing ones, so they neither count nor break a
-   series;
+   series (:func:`long_form` already leaves them out, before the rows multiply);
 2. orders each object's counter by time (then value, for two samples in one second) and takes
    the difference with the sample before it;
 3. treats a negative difference as a restart: the object's counters began again, so that sample
@@ -51,15 +51,24 @@ def long_form(
         for metric, pairs in counters.items()
         for name, col in pairs
     ]
-    out = df.select("time", *keys, F.explode(F.array(*cells)).alias("c"))
+    # Only the cells that hold a sample become rows: a metric summing the same counter of
+    # several transport types finds one present (a oneof), so most cells are null, and
+    # exploding them only for deltas() to drop them was most of a job's time.
+    present = F.filter(F.array(*cells), lambda c: _sampled(c["value"]))
+    out = df.select("time", *keys, F.explode(present).alias("c"))
     return out.select("time", *keys, "c.metric", "c.counter", "c.value")
+
+
+def _sampled(v: Column) -> Column:
+    """True where ``v`` is a sample: neither missing nor one of the :data:`SENTINELS`."""
+    return v.isNotNull() & ~v.isin(*[F.lit(Decimal(x)).cast(U64) for x in SENTINELS])
 
 
 def deltas(samples: DataFrame, keys: Sequence[str], *, gauge: bool = False) -> DataFrame:
     """``samples`` in :func:`long_form` with a ``delta`` column (null: a series' first sample or
     a restart); sentinels and missing values are dropped first (module docstring)."""
     v = F.col("value")
-    kept = samples.where(v.isNotNull() & ~v.isin(*[F.lit(Decimal(x)).cast(U64) for x in SENTINELS]))
+    kept = samples.where(_sampled(v))
     w = Window.partitionBy(*keys, "counter").orderBy("time", "value")
     prev = F.lag(v).over(w)
     delta = F.abs(v - prev) if gauge else F.when(v >= prev, v - prev)

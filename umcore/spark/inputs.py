@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,15 @@ def count_rows(path: str, kind: str) -> int:
     return int(n)
 
 
-def _sqlite_frame(spark: SparkSession, path: str, kind: str) -> DataFrame:
+def _keep(fields: Sequence[str] | None) -> set[str] | None:
+    """The message fields to read: ``fields`` and the attributes every frame takes its key
+    columns from (None: all)."""
+    return None if fields is None else {"attributes", *fields}
+
+
+def _sqlite_frame(
+    spark: SparkSession, path: str, kind: str, fields: Sequence[str] | None
+) -> DataFrame:
     import pyarrow as pa
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -92,8 +101,9 @@ def _sqlite_frame(spark: SparkSession, path: str, kind: str) -> DataFrame:
     for p in parts[1:]:
         df = df.unionAll(p)
     desc = MESSAGES[kind].DESCRIPTOR
-    parsed = F.from_json("message", spark_type(desc, json_names=True))
-    m = parsed.cast(spark_type(desc)).alias("m")
+    keep = _keep(fields)
+    parsed = F.from_json("message", spark_type(desc, json_names=True, keep=keep))
+    m = parsed.cast(spark_type(desc, keep=keep)).alias("m")
     df = df.select(m)
     a = F.col("m.attributes")
     return df.select(
@@ -106,9 +116,11 @@ def _sqlite_frame(spark: SparkSession, path: str, kind: str) -> DataFrame:
     )
 
 
-def _parquet_frame(spark: SparkSession, path: str, kind: str) -> DataFrame:
+def _parquet_frame(
+    spark: SparkSession, path: str, kind: str, fields: Sequence[str] | None
+) -> DataFrame:
     files = _parquet_files(path, kind)
-    df = spark.read.schema(_parquet_schema(kind)).parquet(*files)
+    df = spark.read.schema(_parquet_schema(kind, _keep(fields))).parquet(*files)
     a = F.col("message.attributes")
     return df.select(
         F.col("time").alias("time"),
@@ -120,23 +132,27 @@ def _parquet_frame(spark: SparkSession, path: str, kind: str) -> DataFrame:
     )
 
 
-def _parquet_schema(kind: str) -> Any:
+def _parquet_schema(kind: str, keep: set[str] | None) -> Any:
     from pyspark.sql import types as T
 
     return T.StructType(
         [
             T.StructField("time", T.TimestampType(), True),
-            T.StructField("message", spark_type(MESSAGES[kind].DESCRIPTOR), True),
+            T.StructField("message", spark_type(MESSAGES[kind].DESCRIPTOR, keep=keep), True),
         ]
     )
 
 
-def load(spark: SparkSession, path: str, kind: str) -> DataFrame:
-    """The ``kind`` statistics of the collector's output at ``path`` (module docstring)."""
+def load(
+    spark: SparkSession, path: str, kind: str, fields: Sequence[str] | None = None
+) -> DataFrame:
+    """The ``kind`` statistics of the collector's output at ``path`` (module docstring);
+    ``fields``: the message fields a job reads (dotted paths, :func:`spark_type`'s ``keep``;
+    the attributes always), so only they are read and parsed -- None: all of them."""
     if kind not in MESSAGES:
         raise InputError(f"unknown kind {kind!r} (one of {', '.join(MESSAGES)})")
     if count_rows(path, kind) == 0:
         raise InputError(f"{path}: no {kind} statistics (is it the output of MCS?)")
     if input_kind(path) == "sqlite":
-        return _sqlite_frame(spark, path, kind)
-    return _parquet_frame(spark, path, kind)
+        return _sqlite_frame(spark, path, kind, fields)
+    return _parquet_frame(spark, path, kind, fields)

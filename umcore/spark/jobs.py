@@ -81,7 +81,12 @@ def _summed(
 
 
 def source_rates(spark: SparkSession, path: str, interval: int) -> DataFrame:
-    df = load(spark, path, "ums")
+    st = "stats.source_transports"
+    # what the job reads: each transport's struct is tested for presence (one field suffices)
+    fields = [f"{st}.source_string", f"{st}.tcp.num_clients"] + [
+        f"{st}.{t}.{c}" for t in RATE_TRANSPORTS for c in ("msgs_sent", "bytes_sent")
+    ]
+    df = load(spark, path, "ums", fields)
     e = df.select(
         "time", *BASE_KEYS, F.explode("message.stats.source_transports").alias("e")
     ).select(

@@ -26,6 +26,14 @@ MAX_SERIES = 10  # lines in one chart: more are unreadable; the table has them a
 HTML_ROWS = 200  # rows shown on the page; the CSV and Parquet files have all
 
 
+def _columns(table: Any, names: list[str]) -> list[dict[str, Any]]:
+    """The rows of ``table`` (pyarrow) as dicts of only the columns ``names``: converting a
+    result's other columns (decimals, strings) to Python objects would cost more than the
+    chart itself."""
+    cols = {n: table.column(n).to_pylist() for n in dict.fromkeys(names)}
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
+
+
 def _chart(job: Job, rows: list[dict[str, Any]], path: str) -> None:
     import matplotlib
 
@@ -84,22 +92,23 @@ def write_report(job: Job, result: DataFrame, out_dir: str) -> str:
     one = result.coalesce(1)
     one.write.mode("overwrite").parquet(os.path.join(base, "table.parquet"))
     one.write.mode("overwrite").option("header", True).csv(os.path.join(base, "table.csv"))
-    rows: list[dict[str, Any]] = result.toArrow().to_pylist()  # Arrow: far faster than Rows
-    _chart(job, rows, os.path.join(base, "chart.png"))
+    table = result.toArrow()  # Arrow: far faster than Rows
+    _chart(job, _columns(table, [job.x, *job.y, *job.series]), os.path.join(base, "chart.png"))
+    n_rows = table.num_rows
+    rows: list[dict[str, Any]] = table.slice(0, HTML_ROWS).to_pylist()
     cols = result.columns
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>"
-        for r in rows[:HTML_ROWS]
+        "<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>" for r in rows
     )
-    more = f"<p>First {HTML_ROWS} of {len(rows)} rows.</p>" if len(rows) > HTML_ROWS else ""
+    more = f"<p>First {HTML_ROWS} of {n_rows} rows.</p>" if n_rows > HTML_ROWS else ""
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>pyum: {job.name}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:small}}
 td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head>
 <body><h1>{job.name}</h1><p>{html.escape(job.doc)}</p>
 <img src="chart.png" alt="{job.name} chart">
-<p>{len(rows)} rows; the whole table: <a href="table.csv/">CSV</a>, <a href="table.parquet/">Parquet</a>.</p>
+<p>{n_rows} rows; the whole table: <a href="table.csv/">CSV</a>, <a href="table.parquet/">Parquet</a>.</p>
 {more}<table><tr>{head}</tr>
 {body}
 </table></body></html>

@@ -16,6 +16,7 @@ values become ``long`` (Spark's reading of Parquet ``uint32``), enums their name
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -54,13 +55,34 @@ _SCALARS: dict[int, T.DataType] = {
 }
 
 
-def spark_type(descriptor: Any, *, json_names: bool = False) -> T.StructType:
-    """The Spark struct of a protobuf message type; ``json_names``: canonical JSON's names."""
+def spark_type(
+    descriptor: Any,
+    *,
+    json_names: bool = False,
+    keep: Collection[str] | None = None,
+    _prefix: str = "",
+) -> T.StructType:
+    """The Spark struct of a protobuf message type; ``json_names``: canonical JSON's names.
+
+    ``keep``: only these fields, as dotted snake_case paths from the message (an element of a
+    repeated field has its field's path; ``"stats.source_transports.lbtrm"`` keeps that struct
+    whole).  Parquet then reads only those columns, and ``from_json`` parses only those keys:
+    a struct keeps its null-ness (a ``oneof`` member absent is still null) with fewer fields.
+    """
     fields = []
     for f in descriptor.fields:
         t: T.DataType
+        path = _prefix + f.name
+        sub: Collection[str] | None = None
+        if keep is not None:
+            if any(k == path or path.startswith(k + ".") for k in keep):
+                sub = None  # the whole field
+            elif any(k.startswith(path + ".") for k in keep):
+                sub = keep
+            else:
+                continue
         if f.type == FieldDescriptor.TYPE_MESSAGE:
-            t = spark_type(f.message_type, json_names=json_names)
+            t = spark_type(f.message_type, json_names=json_names, keep=sub, _prefix=path + ".")
         else:
             t = _SCALARS[f.type]
         if f.is_repeated:

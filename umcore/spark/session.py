@@ -9,7 +9,8 @@ cluster's executors must have the same path (a shared install or image).  ``umco
 once per session and shipped with ``addPyFile``, so executors need no pyum install of their own
 (they need protobuf only for the jobs' driver side; the data source needs the standard library
 and pyarrow).  Times are UTC (``spark.sql.session.timeZone``); the Python Data Source filter
-pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are registered.
+pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are registered.  A
+``local`` master starts without the web UI (nobody opens it for a job that ends with its report).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def start_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    if master.startswith("local"):
+        # A job run by name ends when its report is written: nobody opens a local web UI, and
+        # starting one is part of every job's start-up.  A cluster keeps its UI.
+        builder = builder.config("spark.ui.enabled", "false")
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
