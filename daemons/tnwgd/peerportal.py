@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from typing import Protocol
 
 from umcore.aio.dropeer import PeerPortalLink, peer_security
@@ -50,6 +51,10 @@ from umcore.wire import lbmr
 __all__ = ["PeerPortal", "check_peers"]
 
 log = logging.getLogger("tnwgd")
+
+# An LBMC data frame's header (ver/type, next header, length, topic index, sequence number):
+# the topic index of a run's first frame is the one its originating session gave the topic.
+_FRAME_HEADER = struct.Struct("!BBHII")
 
 
 class PeerHost(Protocol):
@@ -144,14 +149,13 @@ class PeerPortal:
         if self._closed:
             return
         now = self.host.now()
-        # the link hands frames out as views of its receive buffer; an endpoint's raw proxy
-        # source rebuilds a frame with ``+`` (bytes only), so each becomes bytes here, once
+        # frames first taken here so that deliver() hands over only the events; each run of one
+        # source's frames (views of the link's immutable read buffer: the originating source's
+        # LBMC frames, header and sequence number unchanged) goes to the core in one call
         frames = self.link.take_frames()
         events = deliver(self.core, self.link, now)
-        receive_frame = self.core.receive_frame
-        portal = self.name
-        for source, sqn, data in frames:
-            receive_frame(portal, source, sqn, bytes(data))
+        if frames:
+            self._frames_in(frames)
         for ev in events:
             if isinstance(ev, LinkUp):
                 self.links_up += 1
@@ -159,6 +163,22 @@ class PeerPortal:
                 self.links_down += 1
         self.host.drain()
         self.host.kick()
+
+    def _frames_in(self, frames: list[tuple[SourceKey, int, memoryview]]) -> None:
+        receive_frames = self.core.receive_frames
+        portal = self.name
+        n = len(frames)
+        i = 0
+        while i < n:
+            source = frames[i][0]
+            j = i + 1
+            while j < n and frames[j][0] is source:
+                j += 1
+            run = [f[2] for f in frames[i:j]]
+            first = run[0]
+            if len(first) >= _FRAME_HEADER.size:
+                receive_frames(portal, source, _FRAME_HEADER.unpack_from(first)[3], run)
+            i = j
 
     # ------------------------------------------------------------------ core -> link
     def apply(self, commands: list[PortalCommand]) -> None:
