@@ -45,6 +45,7 @@ from umcore.dro import DroCore, PortalCommand, SourceKey
 from umcore.dro.inferred import RouteInfo
 from umcore.dro.peer import LinkDown, LinkUp, PeerLink
 from umcore.dro.peerglue import deliver, link_command, link_lbmr
+from umcore.dro.queue import SQN_MASK
 from umcore.engine import Engine
 from umcore.wire import lbmr
 
@@ -201,20 +202,33 @@ class PeerPortal:
         queue = self.core.queue(self.name)
         link = self.link
         send = link.send_data
-        pop = queue.pop
         now = self.host.now()
         limit = max_frames if max_frames > 0 else len(queue)
         moved = 0
         nbytes = 0
         key: SourceKey | None = None
-        while moved < limit and len(queue) and link.writable:
-            frame = pop()
-            otid, topic = frame.otid, frame.topic
+        while moved < limit and link.writable:
+            run = queue.peek_run()  # the head run: frames of one source, one size, in order
+            if run is None:
+                break
+            otid, topic = run.otid, run.topic
             if key is None or key.otid != otid or key.topic != topic:
-                key = SourceKey(otid, topic)  # a run of one source's frames shares its key
-            send(key, frame.sqn, frame.data, now)
-            moved += 1
-            nbytes += len(frame.data)
+                key = SourceKey(otid, topic)
+            count, size, sqn = run.count, run.size, run.sqn
+            want = min(count, limit - moved)
+            sent = 0
+            if count == 1:
+                send(key, sqn, run.data, now)
+                sent = 1
+            else:
+                view = memoryview(run.data)
+                while sent < want and link.writable:
+                    at = sent * size
+                    send(key, (sqn + sent) & SQN_MASK, view[at : at + size], now)
+                    sent += 1
+            queue.consume(sent)
+            moved += sent
+            nbytes += sent * size
         self.frames_forwarded += moved
         self.bytes_forwarded += nbytes
         self.adapter.flush()
