@@ -365,9 +365,15 @@ class RingWriter(_Ring):
         need = upto - self.size
         if tail >= need:
             return True
-        if self.paced and limit is not None and limit < need:
+        if limit is not None and need <= limit <= self._head:
+            # Everything below the slowest receiver's position is read by all: the tail moves
+            # there at once (a receiver's position is always a record's start), no walk.
+            self._tail = limit
+            _pack_u64(self.buf, _OFF_TAIL, limit)
+            return True
+        if self.paced and limit is not None:
             return False
-        target = limit if limit is not None and limit > need else need
+        target = need
         buf, size, base = self.buf, self.size, self.base
         lost = 0
         while tail < target:
@@ -538,6 +544,8 @@ class RingReader(_Ring):
 
     def __init__(self, buf: memoryview, name: str = "segment") -> None:
         super().__init__(buf, name)
+        #: Receiver-paced (fixed when the segment was made; read once, as the writer does).
+        self.paced = bool(self.flags & RECEIVER_PACED)
         self.slot_index = -1
         self.pos = self.head
         self._next = self.pos
@@ -612,7 +620,7 @@ class RingReader(_Ring):
         skipped, ``head`` loaded once for all -- LBT-SMX's one-message records without a method
         call each.  Nothing is consumed: :meth:`consume_to` each as it is done.  SegmentError
         for a record that cannot be."""
-        if not self.flags & RECEIVER_PACED:
+        if not self.paced:
             raise UMError("RingReader.scan needs a receiver-paced ring")
         buf, size, base, largest = self.buf, self.size, self.base, self.max_record
         pos = self.pos
