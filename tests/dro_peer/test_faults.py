@@ -17,6 +17,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.dro_peer.kit import (
     LINK_UP,
     LOST,
@@ -99,6 +101,7 @@ async def test_stopped_peer_is_lost_and_the_link_recovers(tmp_path: Path) -> Non
         await _stop_all(dro2, dro1)
 
 
+@pytest.mark.slow  # four tnwgd processes, one started twice: ~12 s idle
 async def test_parallel_paths_fail_over_and_back(tmp_path: Path) -> None:
     trd1, trd2 = Trd(), Trd()
     ports = {(a, b): free_tcp_port() for a in "AB" for b in "PQ"}
