@@ -759,12 +759,13 @@ class EndpointPortal:
                 sk = self._source_key(session)
             tidx = session.topic_index
             n = len(frames)
-            step = max(1, DRAIN_BYTES // len(frames[0])) if n else 1
-            if n <= step:
+            total = sum(map(len, frames))
+            if total <= DRAIN_BYTES:
                 if receive(name, sk, tidx, frames):
                     drain()
                     kick()
                 return
+            step = max(1, n * DRAIN_BYTES // total)  # frames of about DRAIN_BYTES a piece
             queued = 0
             for i in range(0, n, step):  # one read may hold more than a small <max-queue>
                 if receive(name, sk, tidx, frames[i : i + step]):
