@@ -934,14 +934,14 @@ class DroCore:
         Returns how many frames were queued on at least one egress portal (module docstring,
         "Frames": runs of a read are taken whole)."""
         n = len(frames)
-        if n == 1:  # the latency case: a read of one frame
-            f = frames[0]
-            if len(f) < FRAME_HEADER:
-                return 0
-            ver_type, _nh, _len, ftidx, sqn = _HEAD.unpack_from(f)
-            if ver_type != _DATA or ftidx != tidx:
-                return 0
-            return 1 if self.receive_frame(portal, source, sqn, f) else 0
+        if n < RUN_MIN_FRAMES:  # the latency case: a read of a frame or two, one by one
+            queued = 0
+            for f in frames:
+                if len(f) >= FRAME_HEADER:
+                    ver_type, _nh, _len, ftidx, sqn = _HEAD.unpack_from(f)
+                    if ver_type == _DATA and ftidx == tidx:
+                        queued += self.receive_frame(portal, source, sqn, f)
+            return queued
         p = self.portals[portal]
         flow = self._flows.get(source)
         if flow is not None and portal not in flow.seen:
