@@ -24,6 +24,22 @@ The topology of seed 003's "Routing Topologies" (a transit domain in the middle)
    ``^pyum\\.dro`` in TRD2, then ``lbmsrc -V`` in TRD1: every message crosses DRO1 (TRD1 to TRD2,
    where the wildcard receiver takes it too) and DRO2 (TRD2 to TRD3).
 
+Two variants (issue 20's peer portals), TRD2 left out of both:
+
+* ``--peer``: DRO1 (TRD1 and a ``<peer>`` portal accepting on 127.0.1.1) and DRO2 (a ``<peer>``
+  portal connecting to it, and TRD3) joined by a DRO-to-DRO link (``<single-tcp>``); the
+  wildcard receiver and lbmmon move to TRD3 and TRD1.
+* ``--parallel``: DRO_A (TRD1) and DRO_B (TRD3) joined through two DROs with peer portals only,
+  DRO_P (links of cost 2) and DRO_Q (cost 5), on 127.0.2.1.  The traffic takes P; after a
+  third of the run DRO_P is SIGKILLed and the traffic moves to Q (the receiver sees EOS from
+  the proxy source of the lost path, then BOS from the new one), after two thirds DRO_P is
+  started again and the traffic moves back.  What was in flight on a path when the traffic
+  moved is lost to the TCP receiver (its summary's ``unrecoverable``), so this variant ends when
+  the source has finished (plus :data:`PARALLEL_GRACE_S`) with status 0.
+
+Both use short route-information timers (:data:`_ROUTE_TIMERS`) and give the source more time
+before its first send (:data:`SEND_DELAY_PEER_S`).
+
 The run ends when the TRD3 receiver has seen its source finish (EOS through both DROs), or on
 Ctrl-C / SIGTERM, or after ``--timeout`` seconds (status 1); every child is stopped as in
 ``make run`` (:mod:`umcore.tools.children`).  A child that exits before its readiness line (or
@@ -60,6 +76,14 @@ NETNS_ENV = "PYUM_DRO_NETNS"
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
 _DRO_READY = re.compile(rb"tnwgd running")
 _LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
+# lbmsrc -d: seconds between creating the source and its first send (see _run_children).
+SEND_DELAY_S = 2
+SEND_DELAY_PEER_S = 5
+# The parallel variant's receiver runs without -E (see _run_children): it is stopped this long
+# after the source finished.
+PARALLEL_GRACE_S = 3.0
+# The first peer-link port of the peer variants (inside the namespace nothing else listens).
+PEER_PORT_BASE = 24510
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,18 +157,41 @@ def _srs_xml(tmp: Path, trd: Trd) -> Path:
     return path
 
 
-def _dro_xml(
-    tmp: Path, name: str, ends: tuple[tuple[Trd, Path], ...], stats: Path, ivl: int
-) -> Path:
-    portals = "".join(
-        f"""
-    <endpoint>
-      <name>TRD{t.domain_id}</name>
-      <domain-id>{t.domain_id}</domain-id>
-      <lbm-config>{cfg}</lbm-config>
-    </endpoint>"""
-        for t, cfg in ends
+def _endpoint(trd: Trd, cfg: Path) -> str:
+    return (
+        f"\n    <endpoint><name>TRD{trd.domain_id}</name><domain-id>{trd.domain_id}</domain-id>"
+        f"<lbm-config>{cfg}</lbm-config></endpoint>"
     )
+
+
+def _peer(name: str, cost: int, iface: str, port: int, connect_to: str | None = None) -> str:
+    """A ``<peer>`` portal: the acceptor of ``iface:port``, or (``connect_to``) its initiator.
+    Short keepalive and reconnect timers, so that a lost peer is seen and rejoined in seconds."""
+    if connect_to is None:
+        side = f"<acceptor><listen-port>{port}</listen-port></acceptor>"
+    else:
+        side = (
+            f'<initiator reconnect-interval="1000"><address>{connect_to}</address>'
+            f"<port>{port}</port></initiator>"
+        )
+    return (
+        f"\n    <peer><name>{name}</name><cost>{cost}</cost>"
+        f"<single-tcp><interface>{iface}</interface>{side}</single-tcp>"
+        f'<gateway-keepalive idle="no" interval="1000" timeout="5000"/></peer>'
+    )
+
+
+# Route information timers of the peer variants (UM's defaults but a 1 s recalculation back-off
+# instead of 5 s): the parallel-path demo moves traffic within about two seconds.
+_ROUTE_TIMERS = (
+    '\n    <route-info propagation-interval="1000" check-interval="750" timeout="4000"/>'
+    '\n    <route-recalculation backoff-interval="1000" warning-interval="10000"/>'
+)
+
+
+def _dro_xml(
+    tmp: Path, name: str, portals: str, stats: Path, ivl: int, route_timers: str = ""
+) -> Path:
     path = tmp / f"{name}.xml"
     path.write_text(
         f"""<?xml version="1.0" encoding="UTF-8" ?>
@@ -157,7 +204,7 @@ def _dro_xml(
     <monitor interval="{ivl}">
       <transport-module module="lbm" options="config={stats};topic={STATS_TOPIC}"/>
       <format-module module="pb"/>
-    </monitor>
+    </monitor>{route_timers}
   </daemon>
   <portals>{portals}
   </portals>
@@ -166,6 +213,61 @@ def _dro_xml(
         encoding="utf-8",
     )
     return path
+
+
+def _dros(
+    args: argparse.Namespace, tmp: Path, trd: tuple[Trd, Trd, Trd], cfg: tuple[Path, Path, Path]
+) -> tuple[list[tuple[str, Path, str]], Path, Path]:
+    """The DROs of the chosen variant, as ``(name, xml, what it joins)``; the configuration
+    their statistics (and lbmmon) use; the configuration of the wildcard receiver's TRD."""
+    (t1, t2, t3), (cfg1, cfg2, cfg3) = trd, cfg
+    ivl = max(1, round(args.stats_interval))
+    port = PEER_PORT_BASE if os.environ.get(NETNS_ENV) else 30000 + os.getpid() % 20000
+    if args.peer:
+        dro1 = _endpoint(t1, cfg1) + _peer("TO_DRO2", 1, t1.address, port)
+        dro2 = _peer("TO_DRO1", 1, t3.address, port, connect_to=t1.address) + _endpoint(t3, cfg3)
+        timers = _ROUTE_TIMERS
+        return (
+            [
+                ("dro1", _dro_xml(tmp, "dro1", dro1, cfg1, ivl, timers), "TRD1 <-> peer link"),
+                ("dro2", _dro_xml(tmp, "dro2", dro2, cfg1, ivl, timers), "peer link <-> TRD3"),
+            ],
+            cfg1,
+            cfg3,
+        )
+    if args.parallel:
+        wan = t2.address  # the address of the two middle DROs (no TRD2 in this variant)
+        a = (
+            _endpoint(t1, cfg1)
+            + _peer("TO_P", 2, t1.address, port, connect_to=wan)
+            + _peer("TO_Q", 5, t1.address, port + 1, connect_to=wan)
+        )
+        b = (
+            _endpoint(t3, cfg3)
+            + _peer("TO_P", 2, t3.address, port + 2, connect_to=wan)
+            + _peer("TO_Q", 5, t3.address, port + 3, connect_to=wan)
+        )
+        mid = {
+            "dro_p": _peer("TO_A", 2, wan, port) + _peer("TO_B", 2, wan, port + 2),
+            "dro_q": _peer("TO_A", 5, wan, port + 1) + _peer("TO_B", 5, wan, port + 3),
+        }
+        out = [("dro_a", _dro_xml(tmp, "dro_a", a, cfg1, ivl, _ROUTE_TIMERS), "TRD1 <-> P, Q")]
+        out += [
+            (n, _dro_xml(tmp, n, x, cfg1, ivl, _ROUTE_TIMERS), f"A <-> B, cost {c}")
+            for (n, x), c in zip(mid.items(), (2, 5), strict=True)
+        ]
+        out.append(("dro_b", _dro_xml(tmp, "dro_b", b, cfg1, ivl, _ROUTE_TIMERS), "P, Q <-> TRD3"))
+        return out, cfg1, cfg3
+    return (
+        [
+            ("dro1", _dro_xml(tmp, "dro1", _endpoint(t1, cfg1) + _endpoint(t2, cfg2), cfg2, ivl),
+             "TRD1 <-> TRD2"),
+            ("dro2", _dro_xml(tmp, "dro2", _endpoint(t2, cfg2) + _endpoint(t3, cfg3), cfg2, ivl),
+             "TRD2 <-> TRD3"),
+        ],
+        cfg2,
+        cfg2,
+    )  # fmt: skip
 
 
 async def _start_all(
@@ -188,6 +290,27 @@ async def _start_all(
     return results  # type: ignore[return-value]
 
 
+async def _fail_over(children: list[Child], dro: Child, name: str, xml: Path, span: float) -> None:
+    """The parallel variant's demo: kill the cheaper path's DRO after a third of the run (the
+    traffic moves to the cost-5 path) and start it again after two thirds (the traffic moves
+    back once its routes are known again)."""
+    await asyncio.sleep(span / 3)
+    print(f"[topo  ] killing {name} (SIGKILL): traffic moves to the cost-5 path", flush=True)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(dro.proc.pid, signal.SIGKILL)
+    await asyncio.sleep(span / 3)
+    ((again, _),) = await _start_all(
+        children, (name, "-m", "daemons.tnwgd", str(xml)), ready=_DRO_READY
+    )
+    print(f"[topo  ] {name} restarted (pid {again.proc.pid}): traffic moves back", flush=True)
+
+
+async def _source_done(src: Child) -> None:
+    """The parallel variant's end: the source finished, and the last messages had time to cross."""
+    await src.proc.wait()
+    await asyncio.sleep(PARALLEL_GRACE_S)
+
+
 async def _run(args: argparse.Namespace, separate: bool) -> int:
     try:
         return await _run_children(args, separate)
@@ -204,7 +327,14 @@ async def _run_children(args: argparse.Namespace, separate: bool) -> int:
     t1, t2, t3 = trds(separate)
     children: list[Child] = []
     where = "own network namespace, one address per TRD" if separate else "127.0.0.1 for all"
-    print(f"[topo  ] three TRDs and two DROs ({where})")
+    shape = (
+        "TRD1 and TRD3 joined by a DRO-to-DRO peer link"
+        if args.peer
+        else "TRD1 and TRD3 joined by two parallel DRO paths"
+        if args.parallel
+        else "three TRDs and two DROs"
+    )
+    print(f"[topo  ] {shape} ({where})")
     try:
         with tempfile.TemporaryDirectory(prefix="pyum-dro-topology-") as tmpdir:
             tmp = Path(tmpdir)
@@ -240,53 +370,66 @@ async def _run_children(args: argparse.Namespace, separate: bool) -> int:
                     "context resolver_disable_udp_topic_resolution 1\n"
                 )
             )
-            print(f"[topo  ] TRD2     multicast {t2.mc_group}:{t2.mc_port} on {t2.address}")
-            ivl = max(1, round(args.stats_interval))
+            if not (args.peer or args.parallel):
+                print(f"[topo  ] TRD2     multicast {t2.mc_group}:{t2.mc_port} on {t2.address}")
+            dros, stats_cfg, wild_cfg = _dros(args, tmp, (t1, t2, t3), (cfg1, cfg2, cfg3))
             await _start_all(
                 children,
-                ("lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(cfg2)),
+                ("lbmmon", "-m", "umcore.tools.lbmmon", "-c", str(stats_cfg)),
                 ready=_LBMMON_READY,
             )
-            dros = (("dro1", ((t1, cfg1), (t2, cfg2))), ("dro2", ((t2, cfg2), (t3, cfg3))))
             up = await _start_all(
                 children,
-                *(
-                    (name, "-m", "daemons.tnwgd", str(_dro_xml(tmp, name, ends, cfg2, ivl)))
-                    for name, ends in dros
-                ),
+                *((name, "-m", "daemons.tnwgd", str(xml)) for name, xml, _ in dros),
                 ready=_DRO_READY,
             )
-            for (name, ends), (dro, _) in zip(dros, up, strict=True):
-                a, b = (t.domain_id for t, _cfg in ends)
-                print(f"[topo  ] {name}     TRD{a} <-> TRD{b} (pid {dro.proc.pid})")
+            for (name, _, joins), (dro, _) in zip(dros, up, strict=True):
+                print(f"[topo  ] {name:8} {joins} (pid {dro.proc.pid})")
             common = ["-V"]
             pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
+            # The source's first send waits for topic resolution across the DROs; across peer
+            # links also for the first route information and its recalculation (see
+            # _ROUTE_TIMERS).
+            delay = SEND_DELAY_PEER_S if args.peer or args.parallel else SEND_DELAY_S
+            # -E: exit at the source's end (EOS through every DRO).  Not in the parallel variant,
+            # where losing the cheaper path ends the proxy source on that path (UM's final
+            # advertisements: receivers see EOS, then BOS from the proxy of the other path).
+            until_eos = [] if args.parallel else ["-E"]
             rcv, _ = await started(
-                "rcv3", "-m", "umcore.tools.lbmrcv", "-c", str(cfg3), "-E", *common, "-s", TOPIC
-            )
+                "rcv3", "-m", "umcore.tools.lbmrcv", "-c", str(cfg3), *until_eos, *common, "-s",
+                TOPIC,
+            )  # fmt: skip
             wrcv, _ = await started(
-                "wrcv2", "-m", "umcore.tools.lbmwrcv", "-c", str(cfg2), *common, PATTERN
+                "wrcv", "-m", "umcore.tools.lbmwrcv", "-c", str(wild_cfg), *common, PATTERN
             )
             children += [rcv, wrcv]
             src, _ = await started(
                 "src1", "-m", "umcore.tools.lbmsrc", "-c", str(cfg1), *common,
                 "-M", str(args.messages), "-l", str(args.length), "-P", f"{pause_ms:g}",
-                "-d", "2", "-L", "2", TOPIC,
+                "-d", str(delay), "-L", "2", TOPIC,
             )  # fmt: skip
             children.append(src)
+            if args.parallel:
+                name, xml, _ = dros[1]
+                span = args.messages / args.rate if args.rate > 0 else 30.0
+                failover = asyncio.create_task(_fail_over(children, up[1][0], name, xml, span))
             waiter = asyncio.create_task(stop.wait())
-            done = asyncio.create_task(rcv.proc.wait())
+            done = asyncio.create_task(_source_done(src) if args.parallel else rcv.proc.wait())
             await asyncio.wait(
                 {waiter, done},
                 timeout=args.timeout if args.timeout > 0 else None,
                 return_when=asyncio.FIRST_COMPLETED,
             )
             waiter.cancel()
+            if args.parallel:
+                failover.cancel()
             timed_out = not stop.is_set() and not done.done()
             if stop.is_set():
                 reason = "Ctrl-C"
             elif timed_out:
                 reason = f"--timeout {args.timeout:g} s: the TRD3 receiver did not finish"
+            elif args.parallel:
+                reason = "the source finished"
             else:
                 reason = "the TRD3 receiver saw its source finish"
             print(f"[topo  ] stopping ({reason})")
@@ -295,6 +438,15 @@ async def _run_children(args: argparse.Namespace, separate: bool) -> int:
             print(f"[topo  ] done; TRD3 lbmrcv exit status {rcv.proc.returncode}")
             if timed_out:
                 return 1
+            if args.parallel:
+                # A path change is not loss-free: what was in flight on the old path when the
+                # traffic moved is lost to a TCP receiver (UM recovers it only through late
+                # join / OTR from the source); the receiver's summary above counts it.
+                print(
+                    "[topo  ] the receiver's 'unrecoverable' count is what was in flight on a "
+                    "path when the traffic moved"
+                )
+                return 0
             return 0 if stop.is_set() or rcv.proc.returncode == 0 else 1
     finally:
         for child in reversed(children):
@@ -336,6 +488,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=1000.0, help="messages per second (1000)")
     p.add_argument("--length", type=int, default=64, help="message length (64)")
     p.add_argument("--stats-interval", type=float, default=5.0, help="DRO statistics (5 s)")
+    variant = p.add_mutually_exclusive_group()
+    variant.add_argument(
+        "--peer",
+        action="store_true",
+        help="TRD2 replaced by a DRO-to-DRO peer link (single-tcp) between the two DROs",
+    )
+    variant.add_argument(
+        "--parallel",
+        action="store_true",
+        help="two parallel DRO paths between TRD1 and TRD3 (peer links of cost 2 and 5); "
+        "the cheaper one's DRO is killed after a third of the run and restarted after two",
+    )
     p.add_argument(
         "--no-netns", action="store_true", help="stay in this namespace: every TRD on 127.0.0.1"
     )
