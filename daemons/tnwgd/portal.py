@@ -836,7 +836,7 @@ class EndpointPortal:
                 break  # still opening: the worker kicks when it is open
             k = run.count if not max_frames else min(run.count, max_frames - sent)
             try:
-                n = raw.send_run_nowait(run.data, run.size, k)
+                n = raw.send_run_nowait(run.data, run.size, k, flush=True)
             except WouldBlock:
                 self.would_block += 1
                 break  # WAKEUP kicks

@@ -36,12 +36,15 @@ async def test_runs_keep_their_sequence_numbers(transport: str) -> None:
         for lo, hi in ((0, 1), (1, 300), (300, 900)):  # a lone frame, then runs
             data = memoryview(b"".join(frames[lo:hi]))
             while lo < hi:
-                n = raw.send_run_nowait(data[: (hi - lo) * size], size, hi - lo)
+                n = raw.send_run_nowait(data[: (hi - lo) * size], size, hi - lo, flush=True)
                 assert n >= 1
                 data = data[n * size :]
                 lo += n
                 sent += n
-            raw.flush()
+            if hi == 1:
+                assert raw.source.core.batch_len > 0  # a lone frame: batched until flushed
+                raw.flush()
+            assert raw.source.core.batch_len == 0  # a run with flush: nothing left batched
         assert sent == 900
         await until(lambda: sum(1 for x in got if x.type == m.MSG_DATA) == 900, "all 900")
         data_msgs = [x for x in got if x.type == m.MSG_DATA]

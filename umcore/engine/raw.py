@@ -251,14 +251,17 @@ class RawSource:
             session.rearm()
         return n
 
-    def send_run_nowait(self, data: bytes | memoryview, size: int, count: int) -> int:
+    def send_run_nowait(
+        self, data: bytes | memoryview, size: int, count: int, flush: bool = False
+    ) -> int:
         """Forward ``count`` data frames of ``size`` bytes each, back to back in ``data``,
         keeping their sequence numbers (a DRO queue's run, :class:`umcore.dro.FrameRun`): one
         check, one clock read, the topic index rewritten column by column and one
         :meth:`BatchingSource.send_framed_run
         <umcore.transport.batching.BatchingSource.send_framed_run>` (TCP: one write) per
         :data:`RUN_SEND_BYTES` at most, so a blocked session is noticed between them.  Returns
-        how many went (fewer when the session blocked).  WouldBlock when none may go;
+        how many went (fewer when the session blocked).  ``flush``: a run of two or more that
+        went whole leaves with what was batched, in the same write.  WouldBlock when none may go;
         LocalProtocolError when they are not data frames of that size or are longer than the
         session's datagram max size (none went)."""
         src = self.source
@@ -292,7 +295,9 @@ class RawSource:
                 buf[4 + j :: size] = self._tidx[j : j + 1] * k
             last = _SQN.unpack_from(buf, (k - 1) * size + 8)[0]
             try:
-                out = core.send_framed_run(tidx, buf, size, k, last, now)
+                out = core.send_framed_run(
+                    tidx, buf, size, k, last, now, flush and done + k == count
+                )
             except ValueError as exc:  # longer than this session's datagram max size
                 if done:
                     break
