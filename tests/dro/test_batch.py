@@ -147,17 +147,19 @@ def test_a_read_at_once_is_the_read_frame_by_frame(
 
 def test_a_read_of_runs_is_queued_as_runs_keeping_sequence_numbers() -> None:
     core, _ = core_pair(10**9, 16384, 2048)
-    frames = [data_frame(s, 64) for s in range(250, 270)]  # the low byte wraps at 256
-    assert core.receive_frames("E1", SK, TIDX, frames) == 20
+    frames = [data_frame(s, 64) for s in range(250, 270)]  # across a carry (255 -> 256)
+    frames.insert(10, data_frame(300, 20))  # another size: a run of its own
+    assert core.receive_frames("E1", SK, TIDX, frames[:10] + frames[11:]) == 20
+    assert core.receive_frames("E1", SK, TIDX, [frames[10]]) == 1
     q = core.queue("E2")
     runs: list[FrameRun] = list(q.runs)
-    assert [(r.sqn, r.count, r.size) for r in runs] == [(250, 6, 76), (256, 14, 76)]
-    assert bytes(runs[0].data) == b"".join(frames[:6])
+    assert [(r.sqn, r.count, r.size) for r in runs] == [(250, 20, 76), (300, 1, 32)]
+    assert bytes(runs[0].data) == b"".join(frames[:10] + frames[11:])
     # the duplicates of a read after it are dropped and counted, the new ones go on
     again = [data_frame(s, 64) for s in range(265, 275)]
     assert core.receive_frames("E1", SK, TIDX, again) == 5
     assert core.stats("E1").dropped_dup == 5
-    assert [f.sqn for f in core.take_frames("E3")] == list(range(250, 275))
+    assert [f.sqn for f in core.take_frames("E3")] == [*range(250, 270), 300, *range(270, 275)]
 
 
 def test_a_run_that_does_not_fit_queues_its_prefix_and_counts_the_rest() -> None:

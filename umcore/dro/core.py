@@ -64,6 +64,8 @@ import heapq
 import ipaddress
 import re
 import struct
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -94,7 +96,7 @@ from umcore.dro.proxy import ProxyReceiver, ProxySource, ReceiverEvent, SourceSt
 from umcore.dro.queue import SQN_MASK, ForwardedFrame, PortalQueue
 from umcore.dro.ratelimit import TrafficLimiter
 from umcore.dro.routing import Adjacency, RouteInfo, Router, domain_node, dro_node
-from umcore.dro.seqwindow import SeqVerdict, SeqWindow, check_window_config
+from umcore.dro.seqwindow import SQN_MODULUS, SeqVerdict, SeqWindow, check_window_config
 from umcore.errors import ConfigError
 from umcore.events import CoreEvent
 from umcore.wire import lbmr
@@ -149,8 +151,9 @@ FRAME_HEADER = _HEAD.size
 _DATA = 0x00
 # Fewest frames of a read checked as one run (below it, frame by frame costs no more).
 RUN_MIN_FRAMES = 4
-# Sequence numbers' low bytes counting up, sliced to compare with a run's column of them.
-_RAMP = bytes(range(256))
+# A run's sequence numbers are built as one array of u32 (big-endian on the wire).
+assert array("I").itemsize == 4
+_SWAP = sys.byteorder == "little"
 
 
 def _prefix(col: bytes, ref: bytes) -> int:
@@ -171,17 +174,30 @@ def _prefix(col: bytes, ref: bytes) -> int:
 def _run_length(buf: bytes, pos: int, size: int, most: int) -> int:
     """How many of the (at most ``most``) frames at ``buf[pos:]`` form a run with the first,
     a data frame of ``size`` bytes: plain data frames of that size (ver/type, next header and
-    msglen as the first's), the same topic index, consecutive sequence numbers (a run ends where
-    the low byte wraps).  Every test is a comparison of strided slices, in C."""
-    stop = pos + most * size
-    lo = buf[pos + 11]
-    good = min(most, 256 - lo)
-    for off in range(11):  # ver/type .. the sequence number's three high bytes: all the same
-        col = buf[pos + off : stop : size][:good]
+    msglen as the first's), the same topic index, consecutive sequence numbers (wrapping at
+    2**32).  Every test is a comparison of strided slices, in C."""
+    good = most
+    stop = pos + good * size
+    for off in range(8):  # ver/type, next header, msglen, topic index: the first's
+        col = buf[pos + off : stop : size]
         good = _prefix(col, col[:1] * good)
         if good == 1:
             return 1
-    return _prefix(buf[pos + 11 : stop : size][:good], _RAMP[lo : lo + good])
+        stop = pos + good * size
+    first = _SQN.unpack_from(buf, pos + 8)[0]
+    if first + good <= SQN_MODULUS:
+        numbers = array("I", range(first, first + good))
+    else:
+        numbers = array("I", [(first + i) & SQN_MASK for i in range(good)])
+    if _SWAP:
+        numbers.byteswap()
+    want = numbers.tobytes()
+    for j in range(4):  # the sequence numbers, one byte column at a time
+        good = _prefix(buf[pos + 8 + j : stop : size], want[j : 4 * good : 4])
+        if good == 1:
+            return 1
+        stop = pos + good * size
+    return good
 
 
 class PortalState(Enum):
