@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from daemons.tnwgd.portal import EndpointPortal
 from tests.dro_proc.kit import (
     Recorder,
     Trd,
@@ -47,6 +48,22 @@ async def _through_dro(transport: str, count: int) -> None:
         rcv = await b.create_receiver(TOPIC, rec, attributes=trd2.receiver())
         src = await a.create_source(TOPIC, attributes=trd1.source(transport))
         await until(lambda: proxy_ready(rt, "TRD2", TOPIC), "the receiver joined the proxy")
+        # ... and the DRO's proxy receiver has joined the source's session in TRD1: the proxy
+        # source above exists from the source's TIR on, while the proxy receiver may still be
+        # connecting (LBT-RU: its session request not yet answered, so what is sent now would
+        # never reach the DRO).  TCP and LBT-RU: the source counts the DRO as its receiver;
+        # LBT-RM (no connection): the proxy receiver's socket has joined the group.
+        ingress = rt.portals["TRD1"]
+        assert isinstance(ingress, EndpointPortal)
+        dro_rcv = ingress.rcv
+        assert dro_rcv is not None
+        if transport == "lbtrm":
+            await until(
+                lambda: any(js.conn is not None for js in dro_rcv.joined.values()),
+                "the DRO's proxy receiver joined the LBT-RM group",
+            )
+        else:
+            await until(lambda: src.receivers >= 1, "the DRO's proxy receiver connected")
         t0 = time.perf_counter()
         for i in range(count):
             await src.send(_SEQ.pack(i) + bytes(12), flush=i % 500 == 499)
