@@ -43,6 +43,15 @@ TIMERS = (
     '<route-info propagation-interval="200" check-interval="100" timeout="1500"/>'
     '<route-recalculation backoff-interval="100" warning-interval="2000"/>'
 )
+# The same for the tests that send bursts, with a 5 s route-info timeout (as KEEPALIVE's): a
+# DRO descheduled for over 1.5 s on a loaded machine (or the other's route information queued
+# behind a burst's backlog on the link) would otherwise let the route to the other DRO time
+# out mid-burst -- both DROs recalculate, DRO1's proxy receiver leaves the source, and what the
+# source sends until the route is back is gone with no loss a receiver could see (a tail).
+BURST_TIMERS = (
+    '<route-info propagation-interval="200" check-interval="100" timeout="5000"/>'
+    '<route-recalculation backoff-interval="100" warning-interval="2000"/>'
+)
 
 
 def options(scope: str, opts: dict[str, str]) -> str:
@@ -96,11 +105,16 @@ class PeerSpec:
 
 
 def peer_dro_xml(
-    name: str, endpoints: list[tuple[str, int, Trd]], peers: list[PeerSpec], cost: int = 1
+    name: str,
+    endpoints: list[tuple[str, int, Trd]],
+    peers: list[PeerSpec],
+    cost: int = 1,
+    *,
+    timers: str = TIMERS,
 ) -> str:
     """A DRO with endpoint portals (name, domain id, TRD; TCP proxy sources; ``cost``) and peer
-    portals."""
-    parts = [f'<tnw-gateway version="1.0"><daemon><name>{name}</name>{TIMERS}</daemon><portals>']
+    portals; ``timers``: its route-info and recalculation timers."""
+    parts = [f'<tnw-gateway version="1.0"><daemon><name>{name}</name>{timers}</daemon><portals>']
     for pname, dom, trd in endpoints:
         parts.append(
             f"<endpoint><name>{pname}</name><domain-id>{dom}</domain-id><cost>{cost}</cost>"

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.dro_peer.kit import LINK_UP, PeerSpec, free_tcp_port, peer_dro_xml, start_dro
+from tests.dro_peer.kit import (
+    BURST_TIMERS,
+    LINK_UP,
+    PeerSpec,
+    free_tcp_port,
+    peer_dro_xml,
+    start_dro,
+)
 from tests.dro_proc.kit import Recorder, Trd
 from tests.integration.helpers import until
 from umcore.api import Context
@@ -35,8 +42,10 @@ async def test_messages_in_order_over_a_peer_link(tmp_path: Path, mode: str) -> 
     secure = {"lz4": certs is not None, "tls": certs}
     acc = PeerSpec("PEER", "acceptor", port, **secure)  # type: ignore[arg-type]
     ini = PeerSpec("PEER", "initiator", port, **secure)  # type: ignore[arg-type]
-    dro1 = await start_dro(tmp_path, "dro1", peer_dro_xml("dro1", [("TRD1", 1, trd1)], [acc]))
-    dro2 = await start_dro(tmp_path, "dro2", peer_dro_xml("dro2", [("TRD2", 2, trd2)], [ini]))
+    xml1 = peer_dro_xml("dro1", [("TRD1", 1, trd1)], [acc], timers=BURST_TIMERS)
+    xml2 = peer_dro_xml("dro2", [("TRD2", 2, trd2)], [ini], timers=BURST_TIMERS)
+    dro1 = await start_dro(tmp_path, "dro1", xml1)
+    dro2 = await start_dro(tmp_path, "dro2", xml2)
     rec = Recorder()
     rec.keep_payloads = True
     try:
