@@ -38,7 +38,8 @@ Two variants (issue 20's peer portals), TRD2 left out of both:
   the source has finished (plus :data:`PARALLEL_GRACE_S`) with status 0.
 
 Both use short route-information timers (:data:`_ROUTE_TIMERS`) and give the source more time
-before its first send (:data:`SEND_DELAY_PEER_S`).
+before its first send (:data:`SEND_DELAY_PEER_S`).  The source starts only once both receivers
+exist (their readiness lines), so its delay is all for topic resolution and the DROs' joins.
 
 The run ends when the TRD3 receiver has seen its source finish (EOS through both DROs), or on
 Ctrl-C / SIGTERM, or after ``--timeout`` seconds (status 1); every child is stopped as in
@@ -63,7 +64,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from umcore.tools.children import Child, ChildFailed, pump_lines, spawn, started, wait_line
+from umcore.tools.children import Child, ChildFailed, pump_lines, spawn, wait_line
 from umcore.tools.children import stop as stop_child
 
 __all__ = ["Trd", "main", "trds"]
@@ -76,6 +77,10 @@ NETNS_ENV = "PYUM_DRO_NETNS"
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
 _DRO_READY = re.compile(rb"tnwgd running")
 _LBMMON_READY = re.compile(rb"lbmmon: receiving statistics on")
+# lbmrcv / lbmwrcv: printed once the receiver exists (its topic resolution has begun).
+_RECEIVER_READY = re.compile(rb"lbmrcv: receiving topic")
+# lbmsrc: printed once the source exists.
+_SOURCE_READY = re.compile(rb"lbmsrc: topic .* source ")
 # lbmsrc -d: seconds between creating the source and its first send (see _run_children).
 SEND_DELAY_S = 2
 SEND_DELAY_PEER_S = 5
@@ -395,20 +400,23 @@ async def _run_children(args: argparse.Namespace, separate: bool) -> int:
             # where losing the cheaper path ends the proxy source on that path (UM's final
             # advertisements: receivers see EOS, then BOS from the proxy of the other path).
             until_eos = [] if args.parallel else ["-E"]
-            rcv, _ = await started(
-                "rcv3", "-m", "umcore.tools.lbmrcv", "-c", str(cfg3), *until_eos, *common, "-s",
-                TOPIC,
+            # The source's delay counts from its creation, so the receivers must exist by then:
+            # each is started and waited for until its readiness line (on a loaded machine a
+            # child's start-up alone can take longer than the delay).
+            (rcv, _), (wrcv, _) = await _start_all(
+                children,
+                ("rcv3", "-m", "umcore.tools.lbmrcv", "-c", str(cfg3), *until_eos, *common, "-s",
+                 TOPIC),
+                ("wrcv", "-m", "umcore.tools.lbmwrcv", "-c", str(wild_cfg), *common, PATTERN),
+                ready=_RECEIVER_READY,
             )  # fmt: skip
-            wrcv, _ = await started(
-                "wrcv", "-m", "umcore.tools.lbmwrcv", "-c", str(wild_cfg), *common, PATTERN
-            )
-            children += [rcv, wrcv]
-            src, _ = await started(
-                "src1", "-m", "umcore.tools.lbmsrc", "-c", str(cfg1), *common,
-                "-M", str(args.messages), "-l", str(args.length), "-P", f"{pause_ms:g}",
-                "-d", str(delay), "-L", "2", TOPIC,
+            ((src, _),) = await _start_all(
+                children,
+                ("src1", "-m", "umcore.tools.lbmsrc", "-c", str(cfg1), *common,
+                 "-M", str(args.messages), "-l", str(args.length), "-P", f"{pause_ms:g}",
+                 "-d", str(delay), "-L", "2", TOPIC),
+                ready=_SOURCE_READY,
             )  # fmt: skip
-            children.append(src)
             if args.parallel:
                 name, xml, _ = dros[1]
                 span = args.messages / args.rate if args.rate > 0 else 30.0
