@@ -53,6 +53,7 @@ from daemons.tnwgd.uim import UimForwarder
 from daemons.tnwgd.webmon import DroWebMonitor, start_dro_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.timer import CoreTimer
+from umcore.config.attributes import Attributes
 from umcore.config.dro import DROConfig, Endpoint, Peer
 from umcore.config.umxml import UMXml
 from umcore.daemon.lifecycle import StopSignals
@@ -78,14 +79,14 @@ PORTAL_CHECK_INTERVAL_S = 1.0
 PORTAL_RESTART_MAX_S = 30.0
 
 
-def _opt(attrs: object, name: str) -> object:
+def _opt(attrs: Attributes, name: str) -> object:
     try:
-        return attrs.get_typed(name)  # type: ignore[attr-defined]
+        return attrs.get_typed(name)
     except ConfigError:
         return None
 
 
-def _trd_identity(a: object) -> tuple[object, ...]:
+def _trd_identity(a: Attributes) -> tuple[object, ...]:
     """What makes two contexts share a TRD: their topic resolution settings."""
     srs = _opt(a, "resolver_service")
     no_udp = _opt(a, "resolver_disable_udp_topic_resolution")
