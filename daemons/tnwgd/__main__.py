@@ -39,20 +39,6 @@ def build_parser() -> DaemonArgumentParser:
     return p
 
 
-def _detach(*, keep_output: bool) -> None:
-    """``-f``: fork; the parent returns 0 to the shell, the child leaves the session with
-    standard input on /dev/null, and standard output and error too unless the log goes there."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.fork() > 0:
-        os._exit(0)
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0,) if keep_output else (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)
-
-
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.dump_dtd:
@@ -101,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         what="<log>",
     )
     if args.detach:
-        _detach(keep_output=log_setup.path is None)
+        lifecycle.detach(keep_output=log_setup.path is None)
     from daemons.tnwgd.app import serve
 
     lifecycle.run_and_exit(

@@ -84,21 +84,6 @@ def _pin(cpus: list[int]) -> None:
     log.log(NOTICE, "-a: process pinned to CPU %d%s", cpus[0], rest)
 
 
-def _detach(*, keep_output: bool) -> None:
-    """``-f``: fork; the parent returns 0 to the shell, the child leaves the session with
-    standard input on /dev/null, and standard output and error too unless the log goes there
-    (``keep_output``: console logging)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.fork() > 0:
-        os._exit(0)
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0,) if keep_output else (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)
-
-
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.dump_dtd:
@@ -134,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     if cpus:
         _pin(cpus)
     if args.detach:
-        _detach(keep_output=log_setup.path is None)
+        lifecycle.detach(keep_output=log_setup.path is None)
     # The wiring (engine, store cores, writer) is imported only to run: -d and -v stay quick.
     from daemons.umestored.app import serve
 

@@ -43,6 +43,7 @@ __all__ = [
     "EXIT_USAGE",
     "StopSignals",
     "config_error_exit",
+    "detach",
     "new_event_loop",
     "open_log_or_exit",
     "run",
@@ -223,3 +224,18 @@ class StopSignals:
             else:
                 self.loop.remove_signal_handler(sig)
         self._installed.clear()
+
+
+def detach(*, keep_output: bool) -> None:
+    """``-f`` (UM's daemons): fork; the parent returns 0 to the shell, the child leaves the
+    session with standard input on /dev/null, and standard output and error too unless the log
+    goes there (``keep_output``: console logging)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0,) if keep_output else (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
