@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from bench._tnwgd import Tnwgd
+
 COUNT = 50_000
 CHUNK = 64
 ROUNDS = 3
@@ -101,34 +103,6 @@ def _xml(trd1: dict[str, str], trd2: dict[str, str]) -> str:
         '<tnw-gateway version="1.0"><daemon><name>benchdro</name></daemon>'
         f"<portals>{portals}</portals></tnw-gateway>"
     )
-
-
-class _Dro:
-    """The tnwgd subprocess, its output kept."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self.started = asyncio.Event()
-        self.reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        async for raw in self.proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            self.lines.append(line)
-            if "has started" in line:
-                self.started.set()
-
-    async def stop(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        await asyncio.wait_for(self.reader, 10)
 
 
 def _metric(text: str, name: str) -> float:
@@ -247,7 +221,7 @@ async def _all() -> dict[str, Any]:
             str(cfg),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
-        dro = _Dro(proc)
+        dro = Tnwgd(proc)
         try:
             await asyncio.wait_for(dro.started.wait(), WAIT)
             async with (

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from bench._tnwgd import Tnwgd
+
 COUNT = 30_000
 CHUNK = 64
 ROUNDS = 2
@@ -124,14 +126,8 @@ def _security(mode: str, crt: Path, key: Path) -> str:
     return ""
 
 
-class _Dro:
-    """A tnwgd subprocess, its output kept."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self.started = asyncio.Event()
-        self.reader = asyncio.create_task(self._read())
+class _Dro(Tnwgd):
+    """A tnwgd subprocess started from an XML text, waited for until it has started."""
 
     @classmethod
     async def start(cls, folder: Path, name: str, xml: str) -> _Dro:
@@ -151,26 +147,8 @@ class _Dro:
             raise
         return dro
 
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        async for raw in self.proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            self.lines.append(line)
-            if "has started" in line:
-                self.started.set()
-
     def links_up(self) -> int:
         return sum(1 for line in self.lines if ": link up with DRO [" in line)
-
-    async def stop(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        await asyncio.wait_for(self.reader, 10)
 
 
 async def _wait(pred: Any, what: str) -> None:
