@@ -188,6 +188,10 @@ async def serve(
             await web_pages.start(*web)
         timer.arm(relay.next_timer())
         host, port = endpoint.local_address
+        # The pid file before the "listening" line: whoever waits for that line may read it.
+        if pid_file is not None:
+            pid = PidFile(pid_file)
+            pid.write()
         log.info(
             "listening on %s:%d (ttl %g s, activity %g s, %d NAT transform(s), at most %d clients)",
             host,
@@ -197,9 +201,6 @@ async def serve(
             len(config.transforms),
             relay.max_clients,
         )
-        if pid_file is not None:
-            pid = PidFile(pid_file)
-            pid.write()
         await stopping.wait()
     finally:
         timer.cancel()

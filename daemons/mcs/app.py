@@ -244,10 +244,10 @@ async def serve(
                 log.error("status page not started on %s:%d: %s", *web_monitor, exc)
                 status = None
         dest = config.database or config.parquet_directory
-        log.info("collecting %s into the %s connector (%s)", where, config.connector, dest)
-        if config.pid_file:
+        if config.pid_file:  # before the "collecting" line: whoever waits for it may read it
             pid = PidFile(config.pid_file)
             pid.write()
+        log.info("collecting %s into the %s connector (%s)", where, config.connector, dest)
         await stopping.wait()
         log.info("Shutdown requested")
     finally:

@@ -282,10 +282,10 @@ async def serve(
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
         if config.debug_monitor_enabled:
             debug = await _start_debug_monitor(config, core, (host, port), loop.time)
-        log.info("listening on %s:%d", host, port)
-        if config.pid_file:
+        if config.pid_file:  # before "listening": whoever waits for that line may read it
             pid = PidFile(config.pid_file)
             pid.write()
+        log.info("listening on %s:%d", host, port)
         await stopping.wait()
     finally:
         if memory_check is not None:
