@@ -18,6 +18,7 @@ and raw source) and the ``tnwgd`` daemon drive it.  Modules:
 * :mod:`.acl` -- inbound/outbound ACL evaluation;
 * :mod:`.routing` -- domain ids, costs, hop counts, shortest paths, recalculation damping;
 * :mod:`.ratelimit` -- the ``<rate-limit>`` of each class of TR message;
+* :mod:`.mim` -- where a multicast immediate message goes, and its counters;
 * :mod:`.core` -- :class:`DroCore`, composing them;
 * :mod:`.peer` -- the peer link protocol of a peer portal (:class:`~umcore.dro.peer.PeerLink`:
   hello, keepalive, batching, route information, interest, sources and frames over one TCP
@@ -67,6 +68,11 @@ peer_node_id=None)``                                            what its domain-
                                                                 topic index ``tidx``, as many
                                                                 ``receive_frame`` calls, runs taken whole;
                                                                 how many were queued somewhere
+``receive_mim(portal, topic, size, request=, origin_domain=,      a multicast immediate message heard
+hops_taken=) -> MimRoute``                                      there: the egress portals
+                                                                (:mod:`.mim`); ``receive_mim_sent``
+                                                                reports each send, ``mim_stats``
+                                                                counts
 ``handle_timer(now)``                                           call at or after ``next_timer()``
 ==============================================================  ======================================
 
@@ -115,6 +121,7 @@ from umcore.dro.events import (
     UpdateProxySource,
 )
 from umcore.dro.interest import InterestKey, LocalState
+from umcore.dro.mim import MimCounters, MimRoute, MimSendResult, MimStats
 from umcore.dro.proxy import ReceiverState, SourceState
 from umcore.dro.queue import ForwardedFrame, FrameRun, PortalQueue
 from umcore.dro.routing import Adjacency, RouteInfo, Router, domain_node, dro_node
@@ -135,6 +142,10 @@ __all__ = [
     "InterestKey",
     "InterestRemoved",
     "LocalState",
+    "MimCounters",
+    "MimRoute",
+    "MimSendResult",
+    "MimStats",
     "PortalCommand",
     "PortalQueue",
     "PortalState",

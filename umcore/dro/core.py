@@ -92,9 +92,11 @@ from umcore.dro.interest import (
     LocalState,
     PortalInterest,
 )
+from umcore.dro.mim import MimRoute, MimSendResult, MimStats
 from umcore.dro.proxy import ProxyReceiver, ProxySource, ReceiverEvent, SourceState
 from umcore.dro.queue import SQN_MASK, ForwardedFrame, PortalQueue
 from umcore.dro.ratelimit import TrafficLimiter
+from umcore.dro.recovery import RecoveryForwarder
 from umcore.dro.routing import Adjacency, RouteInfo, Router, domain_node, dro_node
 from umcore.dro.seqwindow import SQN_MODULUS, SeqVerdict, SeqWindow, check_window_config
 from umcore.errors import ConfigError
@@ -480,8 +482,21 @@ class DroCore:
         self._seq = 0
         self._flows: dict[SourceKey, _Flow] = {}
         self._by_topic: dict[str, set[SourceKey]] = {}
+        #: late join / OTR requests forwarded to the origins (umcore.dro.recovery)
+        self.recovery = RecoveryForwarder(self.ingress_of, self.portal_address)
+        self._mim: dict[str, MimStats] = {name: MimStats() for name in self.portals}
 
     # --- portals ------------------------------------------------------------------------------
+
+    def ingress_of(self, source: SourceKey) -> str | None:
+        """The portal ``source``'s frames are taken from now (its cheapest path), or None."""
+        flow = self._flows.get(source)
+        return None if flow is None else flow.ingress
+
+    def portal_address(self, portal: str) -> tuple[str, int] | None:
+        """An up endpoint portal's request port (what its domain-route records name)."""
+        p = self.portals.get(portal)
+        return p.address if p is not None and p.up else None
 
     def _portal(self, name: str) -> _Portal:
         try:
@@ -531,6 +546,7 @@ class DroCore:
             return
         p.state = PORTAL_TRANSITIONS[(p.state, PortalEvent.DOWN)]
         self.router.set_portal(portal, None, now)
+        self.recovery.portal_down(portal)
         for rk in [rk for rk in self._receivers if rk[0] == portal]:
             self._receivers.pop(rk).step(ReceiverEvent.PORTAL_DOWN)  # no command: contexts gone
         for sk_key in [k for k in self._sources if k[0] == portal]:
@@ -810,6 +826,7 @@ class DroCore:
 
     def receive_source_gone(self, portal: str, source: SourceKey, now: float) -> None:
         """The source is gone from ``portal`` (EOS, or its advertisements timed out)."""
+        self.recovery.receive_origin_gone(portal, source)
         flow = self._flows.get(source)
         if flow is None or flow.seen.pop(portal, None) is None:
             return
@@ -1032,6 +1049,86 @@ class DroCore:
     def take_frames(self, portal: str, max_frames: int = 0) -> list[ForwardedFrame]:
         """Frames to send out of ``portal``'s proxy sources, in order (0 = all queued)."""
         return self._portal(portal).queue.take(max_frames)
+
+    # --- multicast immediate messages (umcore.dro.mim) -------------------------------------------
+
+    def receive_mim(
+        self,
+        portal: str,
+        topic: str | None,
+        size: int,
+        *,
+        request: bool = False,
+        origin_domain: int | None = None,
+        hops_taken: int = 0,
+    ) -> MimRoute:
+        """A MIM heard at ``portal`` (``size``: its payload bytes; ``origin_domain`` and
+        ``hops_taken`` from its DESTINATION header, None/0 without one): where it goes
+        (:mod:`umcore.dro.mim`).  Counted as received at ``portal`` and forwarded at each
+        egress portal, or dropped at ``portal``."""
+        pi = self._portal(portal)
+        c = self._mim[portal].of(topic)
+        c.rcvd += 1
+        c.bytes_rcvd += size
+        if request:
+            c.req_rcvd += 1
+            c.req_bytes_rcvd += size
+        origin = origin_domain if origin_domain is not None else pi.domain_id
+        if hops_taken + 1 > self.router.max_hop_count:
+            c.dropped_hop_limit += 1
+            c.bytes_dropped_hop_limit += size
+            return MimRoute((), origin or 0, hops_taken)
+        egress = self._mim_egress(pi, topic, origin) if pi.up else ()
+        if not egress:
+            c.dropped_no_interest += 1
+            c.bytes_dropped_no_interest += size
+        for name in egress:
+            e = self._mim[name].of(topic)
+            e.forwarded += 1
+            e.bytes_forwarded += size
+        return MimRoute(egress, origin or 0, hops_taken + 1)
+
+    def _mim_egress(self, pi: _Portal, topic: str | None, origin: int | None) -> tuple[str, ...]:
+        wanted: dict[str, set[int]] = {}  # egress portal -> domains that want the MIM there
+        if topic is not None:
+            for _key, per in self._matching_interest(topic):
+                for name, doms in per.items():
+                    wanted.setdefault(name, set()).update(doms)
+        else:  # topicless: every TRD (notes A7)
+            for name, p in self.portals.items():
+                doms = {d for d in self.router.domains() if self.router.toward(d) == name}
+                if p.domain_id is not None:
+                    doms.add(p.domain_id)
+                wanted[name] = doms
+        router = self.router
+        out: list[str] = []
+        for name, pe in self.portals.items():
+            targets = wanted.get(name)
+            if name == pi.name or not targets or not pe.up:
+                continue
+            for dom in sorted(targets):
+                if dom == origin or dom == pi.domain_id:
+                    continue
+                if router.known(dom):
+                    path = router.on_path(origin, dom, pi.name) if origin is not None else None
+                    if path is None:
+                        if not router.forwards(dom, name, pi.name):
+                            continue
+                    elif not path or router.toward(dom) != name:
+                        continue
+                out.append(name)
+                break
+        return tuple(out)
+
+    def receive_mim_sent(
+        self, portal: str, topic: str | None, size: int, result: MimSendResult, request: bool
+    ) -> None:
+        """How the adapter's send of a MIM the core routed out of ``portal`` went."""
+        self._mim[self._portal(portal).name].of(topic).sent_result(result, size, request)
+
+    def mim_stats(self, portal: str) -> MimStats:
+        """``portal``'s MIM counters (:class:`~umcore.dro.mim.MimStats`)."""
+        return self._mim[self._portal(portal).name]
 
     # --- outputs --------------------------------------------------------------------------------
 
