@@ -241,6 +241,9 @@ async def serve(
             log.info("executable %s, pid %d, cwd %s", sys.executable, os.getpid(), os.getcwd())
     address = resolve_interface(config.interface)
     core = SRSServer(server_config(config), now=loop.time())
+    # Connection events kept (logged, and published once the stats service is up) from the
+    # first connection: the port accepts them from here on, before "listening" is logged.
+    core.keep_events = True
     stats: StatsService[SRSEvent] | None = None
 
     def on_events(events: list[SRSEvent]) -> None:
@@ -273,7 +276,6 @@ async def serve(
             monitor_file=monitor_file,
             pid=os.getpid(),
         )
-        core.keep_events = True
         if metrics is not None:
             metrics_server = MetricsServer(
                 metric_registry(core, endpoint, stats.publisher if stats else None)

@@ -412,7 +412,6 @@ async def serve(
     pid: PidFile | None = None
     try:
         await rt.start()
-        log.info("Gwd-7122-1: Gateway named [%s] with node id: %d has started.", name, rt.node_id)
         monitor = await DroMonitor.open(rt)
         web = await start_dro_web_monitor(rt, monotonic=loop.time, log=log)
         if metrics is not None:
@@ -427,6 +426,8 @@ async def serve(
         if config.daemon.pidfile:
             pid = PidFile(config.daemon.pidfile)
             pid.write()
+        # The readiness lines last: whoever waits for one may use all of the above at once.
+        log.info("Gwd-7122-1: Gateway named [%s] with node id: %d has started.", name, rt.node_id)
         log.info("tnwgd running (pid %d)", os.getpid())
         await stopping.wait()
         log.info(

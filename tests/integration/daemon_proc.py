@@ -13,7 +13,9 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +34,7 @@ class DaemonProcess:
         self.changed = asyncio.Event()
         self._reader = asyncio.create_task(self._read())
         self.address: tuple[str, int] = ("", 0)
-        self.metrics: tuple[str, int] | None = None
+        self._metrics: tuple[str, int] | None = None
 
     @classmethod
     async def start(
@@ -53,10 +55,23 @@ class DaemonProcess:
         if wait_listening:
             match = await self.wait_for_line(LISTENING, START_TIMEOUT)
             self.address = (match.group(1), int(match.group(2)))
-            metrics = self.find(METRICS)
-            if metrics:
-                self.metrics = (metrics.group(1), int(metrics.group(2)))
         return self
+
+    @property
+    def metrics(self) -> tuple[str, int] | None:
+        """The ``--metrics`` address from its "metrics on" line, None while not logged (yet):
+        read it after the daemon's readiness line -- lbmrd and srs log it before "listening
+        on", umestored after its Stores' "listening on" lines, before "ready to accept
+        registrations"."""
+        if self._metrics is None:
+            found = self.find(METRICS)
+            if found:
+                self._metrics = (found.group(1), int(found.group(2)))
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, address: tuple[str, int]) -> None:
+        self._metrics = address
 
     async def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -133,6 +148,28 @@ async def wait_for(
             tail = "\n".join(proc.all_lines()[-20:]) if proc else ""
             raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{tail}")
         await asyncio.sleep(poll)
+
+
+def lines_until(proc: subprocess.Popen[str], text: str, timeout: float) -> list[str]:
+    """``proc``'s output lines up to the first containing ``text``; fails after ``timeout``
+    seconds, or as soon as the output ends without it."""
+    lines: list[str] = []
+    finished = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                if text in line:
+                    return
+        finally:
+            finished.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    finished.wait(timeout)
+    assert lines and text in lines[-1], f"no line with {text!r} (within {timeout} s): {lines}"
+    return lines
 
 
 class UdpClient:

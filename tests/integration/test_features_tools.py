@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.daemon_proc import lines_until
+
 
 def test_lbmreq_lbmresp(tmp_path: Path, unused_udp_port_factory: object) -> None:
     port = unused_udp_port_factory()  # type: ignore[operator]
@@ -27,12 +29,16 @@ def test_lbmreq_lbmresp(tmp_path: Path, unused_udp_port_factory: object) -> None
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
+        # lbmreq sends its first request a fixed delay after its source exists: the responder
+        # must be up by then (a cold interpreter on a busy machine can take longer than that).
+        head = lines_until(resp, "lbmresp: receiving requests on topic 'rr'", 60)
         req = subprocess.run(
             [sys.executable, "-m", "umcore.tools.lbmreq", "-c", str(cfg), "-R", "5", "-T", "1",
              "-d", "1.5", "-v", "rr"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         out, _ = resp.communicate(timeout=30)
+        out = "".join(head) + out
     finally:
         if resp.poll() is None:
             resp.kill()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.daemon_proc import lines_until
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0
 
@@ -29,12 +31,17 @@ def test_lbmsrc_lbmrcv(transport: str, tmp_path: Path, unused_udp_port: int) -> 
         text=True,
     )
     try:
+        # lbmsrc sends a fixed delay (-d 1) after its source exists: the receiver must be up by
+        # then, or it joins late and misses the first messages (a cold interpreter on a busy
+        # machine takes longer than that to start).
+        head = lines_until(rcv, "lbmrcv: receiving topic 'topic.shm'", TIMEOUT)
         src = subprocess.run(
             [sys.executable, "-m", "umcore.tools.lbmsrc", "-c", str(cfg), "-T", transport,
              "-M", "5000", "-V", "-d", "1", "-L", "0.5", "topic.shm"],
             cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
         )  # fmt: skip
         out, err = rcv.communicate(timeout=TIMEOUT)
+        out = "".join(head) + out
     finally:
         if rcv.poll() is None:
             rcv.kill()

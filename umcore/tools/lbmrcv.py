@@ -169,13 +169,14 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
         if wildcard:
             wattr = {"hf_receiver": "1"} if args.hf else None
             r = await ctx.create_wildcard_receiver(args.topic, on_message, attributes=wattr)
-            print(f"lbmrcv: receiving topics matching {args.topic!r}", flush=True)
+            ready = f"lbmrcv: receiving topics matching {args.topic!r}"
         else:
             create = ctx.create_hf_receiver if args.hf else ctx.create_receiver
             r = await create(args.topic, on_message, attributes=rcv_attr)
-            print(f"lbmrcv: receiving topic {args.topic!r}", flush=True)
+            ready = f"lbmrcv: receiving topic {args.topic!r}"
         for channel in args.channels or ():
             r.subscribe_channel(channel)
+        print(ready, flush=True)  # the readiness line last: its channels are subscribed
         stats_task = asyncio.create_task(stats()) if args.stats else None
         await done.wait()
         if stats_task is not None:

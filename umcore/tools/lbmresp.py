@@ -6,7 +6,9 @@ Creates a context and a receiver for the topic.  Each REQUEST message gets ``-r`
 ``-l`` bytes (UM's example sends one 25-byte response), then its response object is closed so
 the connection's deletion timer can start.  ``-v`` prints each request; BOS/EOS are printed as
 "Beginning of Transport Session" / "End of Transport Session".  ``-N`` stops after that many
-requests (default: run until interrupted).  At the end::
+requests (default: run until interrupted).  Once its receiver exists it prints
+``lbmresp: receiving requests on topic 'T'`` (wait for it before starting a requester).  At the
+end::
 
     lbmresp: requests=N responses=M
 """
@@ -60,6 +62,8 @@ async def _main(args: argparse.Namespace) -> int:
                     done.set()
 
         rcv = await ctx.create_receiver(args.topic, on_message, attributes=rcv_attr)
+        # The readiness line: a requester started after it finds this receiver.
+        print(f"lbmresp: receiving requests on topic {args.topic!r}", flush=True)
         await done.wait()
         await asyncio.sleep(0.2)  # let the last responses leave before the context closes
         await rcv.close()
