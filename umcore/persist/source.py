@@ -604,6 +604,12 @@ class PersistentSource:
         self._blocked_latch = False
         self._over = False
         self._unblocked = False
+        # The configuration message_sent reads per send, held once (it is frozen).
+        self._init_mask = 0 if config.unique_confirmations else _CONF
+        self._block = config.flight_size_behavior_block
+        self._flight_size = config.flight_size
+        self._flight_bytes = config.flight_size_bytes
+        self._fragments_sent = 0  # counted here, not in _counters: one dict update less a send
         # outputs
         self._sends: list[tuple[Address, bytes]] = []
         self._transport: list[bytes] = []
@@ -719,6 +725,7 @@ class PersistentSource:
 
     def stats(self) -> dict[str, int]:
         out = dict(self._counters)
+        out["fragments_sent"] = self._fragments_sent
         out["in_flight"] = self.in_flight
         out["in_flight_bytes"] = self.in_flight_bytes
         out["stores_registered"] = bin(self._reg_bits).count("1")
@@ -1072,8 +1079,28 @@ class PersistentSource:
     ) -> bool:
         """A send took ``first_sqn..last_sqn`` (its fragments) with ``nbytes`` payload bytes.
         True when that queued output (a flight-size event); else there is nothing to take."""
-        n = ((last_sqn - first_sqn) & _M) + 1
         masks = self._masks
+        if (
+            first_sqn == last_sqn
+            and first_sqn == self._next_expected
+            and self._block
+            and len(masks) != self._head
+        ):
+            # The data path: one fragment, next in order, Block behaviour (no OVER event), the
+            # window not empty (its base stays) -- the general case below, less its branches.
+            self._next_expected = (first_sqn + 1) & _M
+            self._last_sent = first_sqn
+            masks.append(self._init_mask)
+            self._recs.append([first_sqn, first_sqn, nbytes, clientd, now, 1, 1, 0.0, False])
+            self._fragments_sent += 1
+            in_flight = self.in_flight = self.in_flight + 1
+            in_bytes = self.in_flight_bytes = self.in_flight_bytes + nbytes
+            if not self._blocked_latch and (
+                in_flight >= self._flight_size or 0 < self._flight_bytes <= in_bytes
+            ):
+                self._blocked_latch = True
+            return False
+        n = ((last_sqn - first_sqn) & _M) + 1
         nxt = self._next_expected
         queued = False
         if nxt is None or len(masks) == self._head:
@@ -1091,8 +1118,7 @@ class PersistentSource:
                 self._recs.extend([_DUMMY] * gap)
         self._next_expected = (last_sqn + 1) & _M
         self._last_sent = last_sqn
-        cfg = self.config
-        init = 0 if cfg.unique_confirmations else _CONF
+        init = self._init_mask
         rec = [first_sqn, last_sqn, nbytes, clientd, now, n, n, 0.0, False]
         if n == 1:
             masks.append(init)
@@ -1100,7 +1126,7 @@ class PersistentSource:
         else:
             masks.extend([init] * n)
             self._recs.extend([rec] * n)
-        if not cfg.flight_size_behavior_block and not self._over and self.flight_blocked:
+        if not self._block and not self._over and self.flight_blocked:
             self._over = True  # (sent while the flight was already full: Notify's OVER)
             self._event(
                 SRC_EVENT_FLIGHT_SIZE_NOTIFICATION,
@@ -1109,10 +1135,9 @@ class PersistentSource:
             queued = True
         in_flight = self.in_flight = self.in_flight + n
         in_bytes = self.in_flight_bytes = self.in_flight_bytes + nbytes
-        self._counters["fragments_sent"] += n
+        self._fragments_sent += n
         if not self._blocked_latch and (  # flight_blocked, inline
-            in_flight >= cfg.flight_size
-            or (cfg.flight_size_bytes > 0 and in_bytes >= cfg.flight_size_bytes)
+            in_flight >= self._flight_size or 0 < self._flight_bytes <= in_bytes
         ):
             self._blocked_latch = True
         return queued
@@ -1168,51 +1193,70 @@ class PersistentSource:
     def _acks(self, st: _Store, lo: int, hi: int) -> None:
         """Store ``st`` ACKed fragments ``lo..hi-1`` (absolute indexes).  The data path: per
         fragment a mask update, and when it became stable :meth:`_became_stable`'s work done
-        here (its counters and the flight totals summed once per ACK); events in order."""
+        here (its counters and the flight totals summed once per ACK); events in order.
+
+        What follows from a fragment's mask alone (its new mask, its QC verdict, whether it
+        becomes stable and leaves flight, its event's flags) is worked out once per run of
+        equal masks -- in a ranged ACK of fragments sent alike, once -- not per fragment."""
         masks, recs = self._masks, self._recs
         bit = st.bit
         gbit = st.group_bit << 1
         notification = self.config.stability_notification
         per_store = notification & 1
+        whole = notification & 2
         index, text = st.index, st.text
         memo = self._memo
         base = self._base - self._head
         events = self._events
+        code = SRC_EVENT_UME_MESSAGE_STABLE_EX
         dup = stable = left = left_bytes = dropped = 0
+        prev = -1  # the mask the values below were worked out for
+        new = flags = 0
+        becomes = leaves = False
         for i in range(lo, hi):
             m = masks[i]
-            if m & bit:
+            if m != prev:
+                prev = m
+                if m & bit:
+                    new = -1  # a duplicate
+                else:
+                    new = m | bit
+                    acks = new & _ACK_BITS
+                    v = memo.get(acks)
+                    if v is None:
+                        v = self._verdict(acks)
+                    becomes = bool(v & 1) and not new & (_STABLE | _GONE)
+                    leaves = False
+                    if becomes:
+                        new |= _STABLE
+                        if new & _CONF:  # left flight (_leave)
+                            new |= _LEFT
+                            leaves = True
+                    flags = STABLE_FLAG_STORE
+                    if v & gbit:
+                        flags |= STABLE_FLAG_INTRAGROUP
+                    if v & 1:
+                        flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
+            if new < 0:
                 dup += 1
                 continue
-            m |= bit
-            acks = m & _ACK_BITS
-            v = memo.get(acks)
-            if v is None:
-                v = self._verdict(acks)
+            masks[i] = new
             rec = recs[i]
-            if v & 1 and not m & (_STABLE | _GONE):
-                m |= _STABLE
+            if becomes:
                 stable += 1
                 unstable = rec[_R_UNSTABLE] = rec[_R_UNSTABLE] - 1
-                if notification & 2 and unstable == 0 and not rec[_R_GONE]:
+                if whole and unstable == 0 and not rec[_R_GONE]:
                     self._whole_stable(rec)
-                if m & _CONF:  # left flight (_leave)
-                    m |= _LEFT
+                if leaves:
                     left += 1
                     inflight = rec[_R_INFLIGHT] = rec[_R_INFLIGHT] - 1
                     if inflight == 0:
                         left_bytes += rec[_R_BYTES]
-            masks[i] = m
             if per_store:
-                flags = STABLE_FLAG_STORE
-                if v & gbit:
-                    flags |= STABLE_FLAG_INTRAGROUP
-                if v & 1:
-                    flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
                 if len(events) < MAX_PENDING_EVENTS:
-                    events.append((SRC_EVENT_UME_MESSAGE_STABLE_EX,
-                                   message_stable(flags, (base + i) & _M, index, text,
-                                                  rec[_R_CLIENTD])))  # fmt: skip
+                    events.append(
+                        (code, message_stable(flags, (base + i) & _M, index, text, rec[_R_CLIENTD]))
+                    )
                 else:
                     dropped += 1
         c = self._counters
@@ -1299,10 +1343,18 @@ class PersistentSource:
         end = len(masks)
         if rel < end and masks[rel] & _LEFT:
             released = self._released
-            base = self._base - self._head
+            start = rel
+            rel += 1
             while rel < end and masks[rel] & _LEFT:
-                released.append((base + rel) & _M)
                 rel += 1
+            # their sequence numbers, in order: one range (two when they wrap past 2**32 - 1)
+            first = (self._base - self._head + start) & _M
+            stop = first + rel - start
+            if stop <= _M + 1:
+                released.extend(range(first, stop))
+            else:
+                released.extend(range(first, _M + 1))
+                released.extend(range(stop - _M - 1))
             if len(released) > MAX_PENDING_OUTPUT:
                 # keep the newest: release is cumulative (through the last one), counted
                 self._counters["released_dropped"] += len(released) - MAX_PENDING_OUTPUT
@@ -1316,21 +1368,26 @@ class PersistentSource:
         head, rel = self._head, self._rel
         need = self._reg_bits
         over = len(masks) - head - MAX_LAGGING_FRAGMENTS
+        prev = -1  # the last mask found done (answered by every registered Store, or gone)
         while head < rel:
             m = masks[head]
-            answered = (m | (m >> _NAK_SHIFT)) & need
-            if answered != need and not m & _GONE:
-                if over <= 0:
-                    break
-                self._counters["lagging_dropped"] += 1
-            # Nothing reads a record before the head: drop it now, not at the compaction up
+            if m != prev:
+                answered = (m | (m >> _NAK_SHIFT)) & need
+                if answered != need and not m & _GONE:
+                    if over <= 0:
+                        break
+                    self._counters["lagging_dropped"] += 1
+                else:
+                    prev = m
+            head += 1
+            over -= 1
+        old = self._head
+        if head != old:
+            # Nothing reads a record before the head: drop them now, not at the compaction up
             # to _COMPACT_AT messages later -- a record freed young never reaches the garbage
             # collector's oldest generation, whose full scans (tens of ms with tens of
             # thousands of them alive) were the data path's longest stalls.
-            recs[head] = _DUMMY
-            head += 1
-            over -= 1
-        if head != self._head:
+            recs[old:head] = [_DUMMY] * (head - old)
             self._base = (self._base + head - self._head) & _M
             self._head = head
             if head >= _COMPACT_AT and head * 2 >= len(masks):
