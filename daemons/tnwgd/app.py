@@ -24,7 +24,8 @@ module's per-portal forwarding counters (``pyum_tnwgd_<portal>_*``).
 A portal that fails at run time (a context closed under it, its command worker gone:
 :meth:`EndpointPortal.failure`) is logged as failed, closed and started again (checked every
 :data:`PORTAL_CHECK_INTERVAL_S`; a restart that fails is retried after a doubling back-off);
-UIMs and requests cross the portals through :class:`~daemons.tnwgd.uim.UimForwarder`.
+UIMs and requests cross the portals through :class:`~daemons.tnwgd.uim.UimForwarder`, multicast
+immediate messages through :class:`~daemons.tnwgd.mim.MimForwarder`.
 
 Log lines carry UM's message ids where our notes give them (``Gwd-7136-1`` version,
 ``Gwd-7122-1`` started with node id, ``Gwd-9574-01`` RecalcTrigger).  A full portal queue is
@@ -46,6 +47,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from daemons.tnwgd.mim import MimForwarder
 from daemons.tnwgd.monitor import DroMonitor, register_metrics
 from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
@@ -180,6 +182,8 @@ class DroRuntime:
         #: UIMs, requests and responses across the DRO (daemons.tnwgd.uim)
         endpoints = {n: p for n, p in self.portals.items() if isinstance(p, EndpointPortal)}
         self.uim = UimForwarder(self.core, endpoints, self.now)
+        #: multicast immediate messages across the DRO, by interest (daemons.tnwgd.mim)
+        self.mim = MimForwarder(self.core, endpoints, self.now, self.uim)
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False
@@ -216,6 +220,7 @@ class DroRuntime:
                     log.info("%s", p.describe())
                     continue
                 self.uim.attach(p)
+                self.mim.attach(p)
                 rcv, src = p.context_names()
                 log.info(
                     "endpoint portal [%s] domain id %d up (receiver context %s, source context %s)",
@@ -263,6 +268,7 @@ class DroRuntime:
                 del retry[p.name]
                 p.restarts += 1
                 self.uim.attach(p)
+                self.mim.attach(p)
                 log.warning("endpoint portal [%s] restarted (%d so far)", p.name, p.restarts)
                 self.kick()
 
@@ -278,6 +284,7 @@ class DroRuntime:
         if self._pump_handle is not None:
             self._pump_handle.cancel()
             self._pump_handle = None
+        self.mim.close()
         for p in reversed(list(self.portals.values())):
             await p.close()
 

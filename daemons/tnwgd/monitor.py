@@ -44,9 +44,19 @@ way, data fragments and bytes sent on the link, drops while it was down (``*_not
 or full, batching (count, min/mean/max messages and bytes), keepalive RTT (samples, min/mean/max
 in µs) and ``last_ka_time`` (wall-clock second of the last keepalive answer).
 
-Fields nothing counts stay 0: the immediate-message (MIM/UIM), request and unicast figures,
-endpoint ``*_bytes_forwarded``/``*_bytes_sent``, the recalculation durations, and the peer
-link's UDP figures (no UDP data link).
+An endpoint portal's immediate-message figures: the MIMs it heard (``immediate_topic_*`` and
+``immediate_topicless_*``, requests also in ``*_req_*``), forwarded out of it, sent, and
+dropped (would block, send error, size error), from the core's
+:meth:`~umcore.dro.DroCore.mim_stats`; its unicast figures from the UIM forwarder
+(:class:`~daemons.tnwgd.uim.UimPortalStats`, the runtime's ``uim``): UIMs, requests and
+responses arriving at its request port (``unicast_data_msgs_rcvd``, ``*_no_stream``,
+``*_dropped_no_route``) and leaving by it (``unicast_msgs_forwarded``, ``_sent``,
+``_dropped_error``).  Their bytes are the messages' payloads.
+
+Fields nothing counts stay 0: ``unicast_data_msgs_dropped_dup`` (no duplicate detection of UIM
+streams), the ``unicast_cntl_*`` figures, endpoint ``transport_*_bytes_forwarded``/``_sent``,
+the peer portals' immediate and unicast figures (MIMs and UIMs do not cross peer links here),
+the recalculation durations, and the peer link's UDP figures (no UDP data link).
 
 Only the ``lbm`` transport and the ``pb`` format are implemented: :func:`monitor_settings` refuses
 anything else with a ConfigError before the daemon starts (UM's DRO with the ``csv`` format
@@ -78,10 +88,11 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from daemons.tnwgd.uim import UimForwarder, UimPortalStats
 from umcore.aio.timer import CoreTimer
 from umcore.config.dro import DROConfig
 from umcore.daemon.statspub import MonitorSettings, StatsPublisher, sender_address
-from umcore.dro import DroCore, InterestKey
+from umcore.dro import DroCore, InterestKey, MimStats
 from umcore.dro.peer import PeerLink
 from umcore.errors import ConfigError, LocalProtocolError
 from umcore.monitor.automatic import AutomaticMonitor, MonitoringPublisher
@@ -312,6 +323,55 @@ def _portal_pb(rt: DroRuntime, p: PortalView, out: Any, wall_offset: float = 0.0
         s.data_bytes_enqueued = q.bytes_enqueued
         s.data_bytes_enqueued_max = q.bytes_enqueued_max
         s.data_bytes_enqueued_limit = q.limit
+        _immediate_pb(core.mim_stats(p.name), r, s)
+        uim = getattr(rt, "uim", None)
+        if isinstance(uim, UimForwarder):
+            _unicast_pb(uim.stats(p.name), r, s)
+
+
+def _immediate_pb(ms: MimStats, r: Any, s: Any) -> None:
+    """An endpoint portal's MIM counters into its Receive (``r``) and Send (``s``) messages."""
+    for kind in ("topic", "topicless"):
+        c = getattr(ms, kind)
+        rcv = f"immediate_{kind}_"
+        for field, value in (
+            ("fragments_rcvd", c.rcvd),
+            ("fragment_bytes_rcvd", c.bytes_rcvd),
+            ("req_fragments_rcvd", c.req_rcvd),
+            ("req_fragment_bytes_rcvd", c.req_bytes_rcvd),
+        ):
+            setattr(r, rcv + field, value)
+        for field, value in (
+            ("fragments_forwarded", c.forwarded),
+            ("fragment_bytes_forwarded", c.bytes_forwarded),
+            ("fragments_sent", c.sent),
+            ("fragment_bytes_sent", c.bytes_sent),
+            ("req_fragments_sent", c.req_sent),
+            ("req_fragment_bytes_sent", c.req_bytes_sent),
+            ("fragments_dropped_would_block", c.dropped_would_block),
+            ("fragment_bytes_dropped_would_block", c.bytes_dropped_would_block),
+            ("fragments_dropped_error", c.dropped_error),
+            ("fragment_bytes_dropped_error", c.bytes_dropped_error),
+            ("fragments_dropped_size_error", c.dropped_size_error),
+            ("fragment_bytes_dropped_size_error", c.bytes_dropped_size_error),
+        ):
+            setattr(s, rcv + field, value)
+
+
+def _unicast_pb(us: UimPortalStats, r: Any, s: Any) -> None:
+    """An endpoint portal's UIM counters into its Receive (``r``) and Send (``s``) messages."""
+    r.unicast_data_msgs_rcvd = us.rcvd
+    r.unicast_data_msg_bytes_rcvd = us.bytes_rcvd
+    r.unicast_data_msgs_rcvd_no_stream = us.rcvd_no_stream
+    r.unicast_data_msg_bytes_rcvd_no_stream = us.bytes_rcvd_no_stream
+    r.unicast_data_msgs_dropped_no_route = us.dropped_no_route
+    r.unicast_data_msg_bytes_dropped_no_route = us.bytes_dropped_no_route
+    s.unicast_msgs_forwarded = us.forwarded
+    s.unicast_msg_bytes_forwarded = us.bytes_forwarded
+    s.unicast_msgs_sent = us.sent
+    s.unicast_msg_bytes_sent = us.bytes_sent
+    s.unicast_msgs_dropped_error = us.dropped_error
+    s.unicast_msg_bytes_dropped_error = us.bytes_dropped_error
 
 
 def _link_pb(link: PeerLink, r: Any, s: Any, wall_offset: float) -> None:

@@ -29,6 +29,13 @@ it, and the forwarder sends it on, hop by hop, from the source context of the eg
   applications need timeouts and retries").  A UIM without DESTINATION addressed to the DRO's
   own port is not for forwarding (nothing in the DRO receives it): counted.
 
+Counters per portal (:class:`UimPortalStats`, :meth:`UimForwarder.stats`; the ``unicast_*``
+fields of ``DROMonMsg``'s endpoint portal statistics): at the portal a UIM, request or response
+arrived at, ``rcvd`` (and ``rcvd_no_stream``: without a STREAM header) and ``dropped_no_route``
+(no route to its domain, no pending request for a response, no way back); at the portal it
+leaves by, ``forwarded`` (routed there), ``sent`` (handed to the connection) and
+``dropped_error`` (the send failed).  Bytes are the message's application payload.
+
 [inferred] DESTINATION handling beyond what seed 003 and the client contract say (the OTID header
 for source UIMs, the rewritten request index) is pyum's; no interoperability with Informatica's
 DRO is claimed for it.
@@ -51,7 +58,7 @@ if TYPE_CHECKING:
     from daemons.tnwgd.portal import EndpointPortal
     from umcore.dro import DroCore
 
-__all__ = ["MAX_PENDING_REQUESTS", "REQUEST_LIFETIME_S", "UimForwarder"]
+__all__ = ["MAX_PENDING_REQUESTS", "REQUEST_LIFETIME_S", "UimForwarder", "UimPortalStats"]
 
 log = logging.getLogger("tnwgd")
 
@@ -71,6 +78,33 @@ class _Pending:
     address: tuple[str, int]  # the requester's (or previous DRO's) request port
     qidx: int  # its request index
     expires: float
+
+
+class UimPortalStats:
+    """One portal's UIM counters (see the module docstring), messages and payload bytes."""
+
+    __slots__ = (
+        "bytes_dropped_error",
+        "bytes_dropped_no_route",
+        "bytes_forwarded",
+        "bytes_rcvd",
+        "bytes_rcvd_no_stream",
+        "bytes_sent",
+        "dropped_error",
+        "dropped_no_route",
+        "forwarded",
+        "rcvd",
+        "rcvd_no_stream",
+        "sent",
+    )
+
+    def __init__(self) -> None:
+        self.rcvd = self.bytes_rcvd = 0
+        self.rcvd_no_stream = self.bytes_rcvd_no_stream = 0
+        self.dropped_no_route = self.bytes_dropped_no_route = 0
+        self.forwarded = self.bytes_forwarded = 0
+        self.sent = self.bytes_sent = 0
+        self.dropped_error = self.bytes_dropped_error = 0
 
 
 class UimForwarder:
@@ -93,6 +127,14 @@ class UimForwarder:
         self.unknown_response = 0
         self.send_failed = 0
         self.too_many_hops = 0
+        self._stats = {name: UimPortalStats() for name in portals}
+
+    def stats(self, portal: str) -> UimPortalStats:
+        """``portal``'s UIM counters (a fresh zero set for a portal that is not an endpoint)."""
+        st = self._stats.get(portal)
+        if st is None:
+            st = self._stats[portal] = UimPortalStats()
+        return st
 
     def attach(self, portal: EndpointPortal) -> None:
         """Take the UIM traffic of ``portal``'s source context (call once it started)."""
@@ -110,6 +152,13 @@ class UimForwarder:
         """A UIM (``kind`` of :mod:`umcore.features.immediate`) at portal ``ingress``'s request
         port; True: taken (forwarded or dropped and counted)."""
         now = self.now()
+        st = self.stats(ingress)
+        size = len(msg.payload)
+        st.rcvd += 1
+        st.bytes_rcvd += size
+        if msg.find(lbmc.Stream) is None:
+            st.rcvd_no_stream += 1
+            st.bytes_rcvd_no_stream += size
         if kind == im.KIND_RESPONSE:
             return self._response(ingress, msg, now)
         dest = msg.find(lbmc.Destination)
@@ -122,6 +171,8 @@ class UimForwarder:
         hop = self._egress(ingress, msg, dest)
         if hop is None:
             self.no_route += 1
+            st.dropped_no_route += 1
+            st.bytes_dropped_no_route += size
             return True
         egress, addr = hop
         headers: list[lbmc.Header] = []
@@ -129,7 +180,7 @@ class UimForwarder:
             if type(h) is lbmc.Destination:
                 h = dataclasses.replace(dest, hops_taken=dest.hops_taken + 1)
             elif type(h) is lbmc.Request:
-                h = self._rewrite_request(ingress, egress, h, now)
+                h = self.rewrite_request(ingress, egress, h, now)
             headers.append(h)
         out = lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, headers, msg.payload)
         if self._send(egress, addr, out):
@@ -165,10 +216,12 @@ class UimForwarder:
                 return via, (lbmc.ip4_to_str(ip), port)
         return None
 
-    def _rewrite_request(
+    def rewrite_request(
         self, ingress: str, egress: EndpointPortal, req: lbmc.Request, now: float
     ) -> lbmc.Request:
-        """Responses to this request come to ``egress``'s request port, under an index of ours."""
+        """Responses to this request (a UIM's or a MIM's, daemons.tnwgd.mim) come to
+        ``egress``'s request port, under an index of ours; they go back to the original
+        requester from ``ingress``."""
         self._expire(now)
         if len(self._pending) >= MAX_PENDING_REQUESTS:
             self._pending.popitem(last=False)
@@ -184,12 +237,17 @@ class UimForwarder:
         qidx = im.response_index(msg)
         self._expire(now)
         entry = self._pending.get((ingress, qidx))
+        st = self.stats(ingress)
         if entry is None:
             self.unknown_response += 1
+            st.dropped_no_route += 1
+            st.bytes_dropped_no_route += len(msg.payload)
             return True
         back = self.portals.get(entry.back)
         if back is None or not back.up:
             self.no_route += 1
+            st.dropped_no_route += 1
+            st.bytes_dropped_no_route += len(msg.payload)
             return True
         headers: list[lbmc.Header] = []
         for h in msg.headers:
@@ -210,15 +268,25 @@ class UimForwarder:
             del pending[key]
 
     def _send(self, portal: EndpointPortal, addr: tuple[str, int], msg: lbmc.LBMCMessage) -> bool:
+        st = self.stats(portal.name)
+        size = len(msg.payload)
+        st.forwarded += 1
+        st.bytes_forwarded += size
         src = portal.src
         port = src.features.port if src is not None else None
         if port is None:
             self.send_failed += 1
+            st.dropped_error += 1
+            st.bytes_dropped_error += size
             return False
         try:
             port.send(addr, lbmc.encode(msg))
         except UMError as exc:  # WouldBlock (full connection queue) among them
             self.send_failed += 1
+            st.dropped_error += 1
+            st.bytes_dropped_error += size
             log.debug("portal %s: UIM to %s:%d dropped: %s", portal.name, *addr, exc)
             return False
+        st.sent += 1
+        st.bytes_sent += size
         return True
