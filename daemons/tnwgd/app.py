@@ -51,6 +51,7 @@ from daemons.tnwgd.mim import MimForwarder
 from daemons.tnwgd.monitor import DroMonitor, register_metrics
 from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
+from daemons.tnwgd.recovery import RecoveryAdapter
 from daemons.tnwgd.uim import UimForwarder
 from daemons.tnwgd.webmon import DroWebMonitor, start_dro_web_monitor
 from umcore import __version__ as pyum_version
@@ -184,6 +185,8 @@ class DroRuntime:
         self.uim = UimForwarder(self.core, endpoints, self.now)
         #: multicast immediate messages across the DRO, by interest (daemons.tnwgd.mim)
         self.mim = MimForwarder(self.core, endpoints, self.now, self.uim)
+        #: late join and OTR requests to the origins, answers back (daemons.tnwgd.recovery)
+        self.recovery = RecoveryAdapter(self.core, endpoints, self.now)
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False
@@ -221,6 +224,7 @@ class DroRuntime:
                     continue
                 self.uim.attach(p)
                 self.mim.attach(p)
+                self.recovery.attach(p)
                 rcv, src = p.context_names()
                 log.info(
                     "endpoint portal [%s] domain id %d up (receiver context %s, source context %s)",
@@ -269,6 +273,7 @@ class DroRuntime:
                 p.restarts += 1
                 self.uim.attach(p)
                 self.mim.attach(p)
+                self.recovery.attach(p)
                 log.warning("endpoint portal [%s] restarted (%d so far)", p.name, p.restarts)
                 self.kick()
 

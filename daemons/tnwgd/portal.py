@@ -90,6 +90,7 @@ from umcore.dro import (
     UpdateProxySource,
     advert_from_tir,
 )
+from umcore.dro.recovery import Origin
 from umcore.engine import Engine, RawReceiver, RawSession, RawSource
 from umcore.engine.message import SRC_EVENT_WAKEUP
 from umcore.engine.srsresolve import DroRole, info_from_sir, parse_source_string
@@ -104,6 +105,7 @@ from umcore.wire.lbmr_options import (
     CostOption,
     DomainIdOption,
     ExFuncOption,
+    LateJoinOption,
     LocalDomainOption,
     OTIDOption,
     SrcTypeOption,
@@ -468,6 +470,7 @@ class EndpointPortal:
         if is_final_advertisement(tir.options):  # another DRO's proxy source is going
             self.core.receive_source_gone(self.name, advert.source, now)
             return
+        self._learn_origin(advert.source, tir.options, tir.index)
         self.core.receive_source(self.name, advert, now)
         for opt in tir.options:
             if isinstance(opt, ExFuncOption) and opt.src_tcp_port:
@@ -476,6 +479,17 @@ class EndpointPortal:
                 if advert.source.otid not in reqs and len(reqs) >= MAX_SOURCE_REQUESTS:
                     reqs.pop(next(iter(reqs)))
                 reqs[advert.source.otid] = (str(opt.src_ip_addr), opt.src_tcp_port)
+
+    def _learn_origin(self, source: SourceKey, options: tuple[Any, ...], topic_idx: int) -> None:
+        """Where the source takes late-join and OTR requests (its LATE_JOIN option): the
+        recovery forwarder sends the requests of proxy sources' receivers there
+        (:mod:`umcore.dro.recovery`)."""
+        for opt in options:
+            if isinstance(opt, LateJoinOption) and opt.src_tcp_port:
+                origin = Origin(str(opt.src_ip_addr), opt.src_tcp_port, opt.transport_idx,
+                                topic_idx)  # fmt: skip
+                self.core.recovery.receive_origin(self.name, source, origin)
+                return
 
     def request_address(self) -> tuple[str, int]:
         """The source context's request port (UIMs, responses): what the domain route names."""
@@ -629,6 +643,7 @@ class EndpointPortal:
             if px is not None and px.raw is not None:
                 self._final_advertisement(px.raw)
         elif isinstance(cmd, DeleteProxySource):
+            self.core.recovery.proxy_deleted(self.name, cmd.source)
             px = self.sources.pop(cmd.source, None)
             if px is not None and px.raw is not None:
                 await px.raw.close()
@@ -734,6 +749,7 @@ class EndpointPortal:
                     elif isinstance(opt, DomainIdOption):
                         domain = opt.domain_id
                 pr.sessions[session] = sk
+                self._learn_origin(sk, session.options, session.topic_index)
                 advert = SourceAdvert(sk, source_transport(session), cost, hops, domain)
                 self.core.receive_source(self.name, advert, now)
             else:
@@ -782,11 +798,19 @@ class EndpointPortal:
         if src is None or cmd.source in self.sources:
             return
         px = self.sources[cmd.source] = _ProxySource(cmd.source)
-        options = (
+        options: tuple[Any, ...] = (
             OTIDOption(cmd.source.otid),
             CostOption(cmd.hop_count, cmd.cost),
             DomainIdOption(cmd.origin_domain),
         )
+        recovery = self.core.recovery
+        if recovery.offers_late_join(cmd.source):
+            # late join / OTR requests come to this portal's request port and go on to the
+            # origin (umcore.dro.recovery); the proxy source retains nothing itself
+            tidx = recovery.proxy_created(self.name, cmd.source)
+            if tidx is not None:
+                ip, port = self.request_address()
+                options = (*options, LateJoinOption(port, ip, tidx, 0, 0))
         kick = self.host.kick
 
         def on_event(code: int, info: object) -> None:
@@ -802,6 +826,7 @@ class EndpointPortal:
             )
         except BaseException:
             self.sources.pop(cmd.source, None)
+            recovery.proxy_deleted(self.name, cmd.source)
             raise
         if self.sources.get(cmd.source) is px:
             px.raw = raw

@@ -96,6 +96,7 @@ from umcore.dro.mim import MimRoute, MimSendResult, MimStats
 from umcore.dro.proxy import ProxyReceiver, ProxySource, ReceiverEvent, SourceState
 from umcore.dro.queue import SQN_MASK, ForwardedFrame, PortalQueue
 from umcore.dro.ratelimit import TrafficLimiter
+from umcore.dro.recovery import RecoveryForwarder
 from umcore.dro.routing import Adjacency, RouteInfo, Router, domain_node, dro_node
 from umcore.dro.seqwindow import SQN_MODULUS, SeqVerdict, SeqWindow, check_window_config
 from umcore.errors import ConfigError
@@ -481,9 +482,21 @@ class DroCore:
         self._seq = 0
         self._flows: dict[SourceKey, _Flow] = {}
         self._by_topic: dict[str, set[SourceKey]] = {}
+        #: late join / OTR requests forwarded to the origins (umcore.dro.recovery)
+        self.recovery = RecoveryForwarder(self.ingress_of, self.portal_address)
         self._mim: dict[str, MimStats] = {name: MimStats() for name in self.portals}
 
     # --- portals ------------------------------------------------------------------------------
+
+    def ingress_of(self, source: SourceKey) -> str | None:
+        """The portal ``source``'s frames are taken from now (its cheapest path), or None."""
+        flow = self._flows.get(source)
+        return None if flow is None else flow.ingress
+
+    def portal_address(self, portal: str) -> tuple[str, int] | None:
+        """An up endpoint portal's request port (what its domain-route records name)."""
+        p = self.portals.get(portal)
+        return p.address if p is not None and p.up else None
 
     def _portal(self, name: str) -> _Portal:
         try:
@@ -533,6 +546,7 @@ class DroCore:
             return
         p.state = PORTAL_TRANSITIONS[(p.state, PortalEvent.DOWN)]
         self.router.set_portal(portal, None, now)
+        self.recovery.portal_down(portal)
         for rk in [rk for rk in self._receivers if rk[0] == portal]:
             self._receivers.pop(rk).step(ReceiverEvent.PORTAL_DOWN)  # no command: contexts gone
         for sk_key in [k for k in self._sources if k[0] == portal]:
@@ -812,6 +826,7 @@ class DroCore:
 
     def receive_source_gone(self, portal: str, source: SourceKey, now: float) -> None:
         """The source is gone from ``portal`` (EOS, or its advertisements timed out)."""
+        self.recovery.receive_origin_gone(portal, source)
         flow = self._flows.get(source)
         if flow is None or flow.seen.pop(portal, None) is None:
             return

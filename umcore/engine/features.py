@@ -68,8 +68,13 @@ from umcore.wire import lbmc, lbmr_options
 __all__ = ["ContextFeatures", "Request", "Response"]
 
 log = logging.getLogger("umcore.engine.features")
-# Request-port traffic a DRO portal's ``uim_interceptor`` may take (umcore.engine.dro 4, 5).
-_FORWARDABLE = frozenset({im.KIND_UIM, im.KIND_REQUEST, im.KIND_RESPONSE})
+# Request-port traffic a DRO portal's ``uim_interceptor`` may take (umcore.engine.dro 4, 5):
+# UIMs, requests and responses, and late join / OTR, which a DRO forwards to the origin
+# (umcore.dro.recovery) instead of answering.
+_FORWARDABLE = frozenset({
+    im.KIND_UIM, im.KIND_REQUEST, im.KIND_RESPONSE,
+    im.KIND_LJI_REQ, im.KIND_RXREQ, im.KIND_LJ_INFO, im.KIND_RETRANS,
+})  # fmt: skip
 
 OnResponse = Callable[[Message], object]
 OnImmediate = Callable[[Message], object]
@@ -645,7 +650,7 @@ class ContextFeatures:
     # ------------------------------------------------------------------ request port input
     def _on_message(self, msg: lbmc.LBMCMessage, peer_ip: str) -> None:
         kind = im.classify(msg)
-        hook = self.ctx.uim_interceptor  # a DRO portal's: UIMs, requests, responses to forward
+        hook = self.ctx.uim_interceptor  # a DRO portal's: what it forwards (_FORWARDABLE)
         if hook is not None and kind in _FORWARDABLE and hook(msg, peer_ip, kind):
             return
         if kind in (im.KIND_LJI_REQ, im.KIND_RXREQ):

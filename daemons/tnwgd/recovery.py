@@ -1,0 +1,92 @@
+"""Late join and OTR across the DRO: the asyncio side of :mod:`umcore.dro.recovery`.
+
+Theory of operation
+-------------------
+The forwarding decisions are the core's (:class:`umcore.dro.recovery.RecoveryForwarder`, held
+by the routing core as ``core.recovery``; the portals tell it where origins take requests and
+which transport index each proxy source advertises).  This adapter only moves bytes: it takes
+the late-join and OTR traffic that reaches a portal's source context's request port --
+LJI_REQ and UME_RXREQ from receivers of the portal's proxy sources, LJ_INFO and RETRANS from
+the origins -- before the client library would handle it (``Engine.uim_interceptor``, chained in
+front of the UIM and MIM forwarders'), gives it to the core with the runtime's clock and writes
+what the core returns from the named portal's request port (a UIM connection, as late join
+uses).  What the core does not take (a request naming none of the portal's proxy sources, an
+answer nobody waits for) is left to the context, as before.  A
+write that fails (no connection, a full queue) drops that message and counts ``send_failed``:
+the receiver asks again after its retransmit/OTR interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from umcore.errors import UMError
+from umcore.features import immediate as im
+from umcore.wire import lbmc
+
+if TYPE_CHECKING:
+    from daemons.tnwgd.portal import EndpointPortal
+    from umcore.dro import DroCore
+
+__all__ = ["RecoveryAdapter"]
+
+log = logging.getLogger("tnwgd")
+
+_REQUESTS = frozenset({im.KIND_LJI_REQ, im.KIND_RXREQ})
+_REPLIES = frozenset({im.KIND_LJ_INFO, im.KIND_RETRANS})
+
+
+class RecoveryAdapter:
+    """Feeds the portals' late-join/OTR traffic to ``core.recovery`` and sends its output.
+    Counter: ``send_failed``."""
+
+    def __init__(
+        self, core: DroCore, portals: dict[str, EndpointPortal], now: Callable[[], float]
+    ) -> None:
+        self.core = core
+        self.forwarder = core.recovery
+        self.portals = portals
+        self.now = now
+        self.send_failed = 0
+
+    def attach(self, portal: EndpointPortal) -> None:
+        """Take ``portal``'s late-join/OTR traffic (call after the UIM forwarder attached:
+        other request-port traffic still goes to the interceptor found there)."""
+        src = portal.src
+        if src is None:
+            return
+        name = portal.name
+        after = src.uim_interceptor
+        fwd = self.forwarder
+
+        def intercept(msg: lbmc.LBMCMessage, peer_ip: str, kind: str) -> bool:
+            if kind in _REQUESTS:
+                taken = fwd.receive_request(name, msg, self.now())
+            elif kind in _REPLIES:
+                taken = fwd.receive_reply(name, msg, self.now())
+            else:
+                return after(msg, peer_ip, kind) if after is not None else False
+            self.flush()
+            # not a request for one of our proxy sources, nor an answer we wait for: the
+            # context handles it as it would without the DRO (counts it, or its own use)
+            return taken
+
+        src.uim_interceptor = intercept
+
+    def flush(self) -> None:
+        """Write what the core asked to send."""
+        for name, addr, data in self.forwarder.take_sends():
+            p = self.portals.get(name)
+            src = p.src if p is not None else None
+            port = src.features.port if src is not None else None
+            if port is None:
+                self.send_failed += 1
+                continue
+            try:
+                port.send(addr, data)
+            except UMError as exc:  # WouldBlock (full connection queue) among them
+                self.send_failed += 1
+                log.debug("portal %s: late join/OTR message to %s:%d dropped: %s",
+                          name, *addr, exc)  # fmt: skip

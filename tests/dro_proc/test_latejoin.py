@@ -1,0 +1,125 @@
+"""Late join and OTR through one DRO, answered by the origin (issue 19; notes A2, A7).
+
+One process holds the origin's context (TRD1), the DRO (TRD1 and TRD2 endpoint portals) and
+the receiver's context (TRD2).  The receiver only knows the DRO's proxy source; its late-join and
+OTR requests go to the DRO's portal, which forwards them to the origin and relays the answers.
+Each test proves the origin answered (its late-join service counted the retransmissions) and the
+DRO relayed them (its forwarder's counters), and that the receiver's only session is the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from tests.dro_proc.kit import Trd, dro_xml, proxy_ready, proxy_source_strings, running_dro
+from tests.integration.helpers import until
+from umcore.api import Context, Message
+from umcore.api import message as m
+
+_SEQ = struct.Struct("!I")
+# Every message retained by the origin (UM's default retains one).
+RETAIN = {"late_join": "1", "retransmit_retention_size_threshold": "50000000"}
+
+
+def _data(got: list[Message]) -> list[Message]:
+    return [x for x in got if x.type == m.MSG_DATA]
+
+
+async def test_late_join_through_the_dro_is_answered_by_the_origin() -> None:
+    early, live = 300, 50
+    topic = "dro.lj"
+    trd1, trd2 = Trd(), Trd()
+    xml = dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)])
+    async with (
+        running_dro(xml) as rt,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd2.context()) as b,
+    ):
+        src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
+        for i in range(early):  # nobody in TRD2 wants the topic yet: the DRO forwards nothing
+            await src.send(_SEQ.pack(i), flush=i % 50 == 49)
+        src.flush()
+        service = a.features.service
+        assert service is not None and service.stats.retransmissions == 0
+        got: list[Message] = []
+        rcv = await b.create_receiver(topic, got.append, attributes=trd2.receiver())
+        await until(lambda: proxy_ready(rt, "TRD2", topic), "the receiver joined the proxy")
+        await until(lambda: src.receivers >= 1, "the DRO's proxy receiver joined the origin")
+        for i in range(early, early + live):
+            await src.send(_SEQ.pack(i), flush=True)
+        total = early + live
+        await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
+        data = _data(got)
+        assert [x.sequence_number for x in data] == list(range(total))
+        assert [_SEQ.unpack(x.data)[0] for x in data] == list(range(total))
+        rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
+        assert rx[:early] == list(range(early))  # every early message came by late join
+        assert not any(x.flags for x in data[len(rx) :])
+        # the DRO path: the receiver's source is the proxy source, not the origin
+        assert {x.source for x in data} <= set(proxy_source_strings(rt, "TRD2", topic))
+        # answered by the origin, relayed by the DRO (which has no retention buffer)
+        assert service.stats.lji_requests >= 1
+        assert service.stats.retransmissions >= early
+        fwd = rt.core.recovery.stats
+        assert fwd.lji_forwarded >= 1 and fwd.lj_info_relayed >= 1
+        assert fwd.rxreq_forwarded >= early and fwd.retrans_relayed >= early
+        assert fwd.unknown_proxy == 0 and fwd.no_route == 0
+        await rcv.close()
+        await src.close()
+
+
+async def test_otr_through_the_dro_recovers_from_the_origin() -> None:
+    n = 400
+    topic = "dro.otr"
+    trd1, trd2 = Trd(), Trd()
+    # LBT-RU out of the DRO: the receiver's context drops some of those datagrams and does not
+    # NAK, so the transport gives the gaps up and OTR must fetch them from the origin
+    xml = dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)], transport="lbtru")
+    ropts = {
+        **trd2.receiver(),
+        "transport_lbtru_send_naks": "0",
+        "transport_lbtru_nak_generation_interval": "300",
+        "delivery_control_loss_check_interval": "100",
+        "use_late_join": "0",
+        "use_otr": "1",
+        "otr_request_initial_delay": "50",
+        "otr_request_minimum_interval": "50",
+    }
+    async with (
+        running_dro(xml) as rt,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd2.context()) as b,
+    ):
+        got: list[Message] = []
+        rcv = await b.create_receiver(topic, got.append, attributes=ropts)
+        src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
+        await until(lambda: proxy_ready(rt, "TRD2", topic), "the receiver joined the proxy")
+        await until(lambda: src.receivers >= 1, "the DRO's proxy receiver joined the origin")
+        # message 0 before any loss (OTR does not recover a stream's leading loss)
+        await src.send(_SEQ.pack(0), flush=True)
+        await until(lambda: len(_data(got)) >= 1, "message 0 before loss starts")
+        lbt = b.lbt
+        assert lbt is not None  # the context's LBT-RU/RM side, with its fault injector
+        lbt.drop_receive = 0.1
+        for i in range(1, n):
+            await src.send(_SEQ.pack(i), flush=True)
+            await asyncio.sleep(0.001)  # pacing: one datagram per message on the LBT-RU hop
+        await until(lambda: len(_data(got)) >= n, f"{n} messages", timeout=20)
+        data = _data(got)
+        assert [x.sequence_number for x in data] == list(range(n))
+        assert [_SEQ.unpack(x.data)[0] for x in data] == list(range(n))
+        otr = [x for x in data if x.flags & m.MSG_FLAG_OTR]
+        assert otr, "no message came through OTR"
+        assert lbt.fault_dropped > 0
+        assert not any(x.type in (m.MSG_UNRECOVERABLE_LOSS, m.MSG_UNRECOVERABLE_LOSS_BURST)
+                       for x in got)  # fmt: skip
+        assert {x.source for x in data} <= set(proxy_source_strings(rt, "TRD2", topic))
+        service = a.features.service
+        assert service is not None
+        assert service.stats.rx_requests >= len(otr)
+        assert service.stats.retransmissions >= len(otr)
+        fwd = rt.core.recovery.stats
+        assert fwd.rxreq_forwarded >= len(otr) and fwd.retrans_relayed >= len(otr)
+        await rcv.close()
+        await src.close()
