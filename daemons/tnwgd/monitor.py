@@ -68,7 +68,8 @@ same function, as ``pyum_dro_local_*``, ``pyum_dro_portal_*``, ``pyum_dro_endpoi
 ``pyum_dro_endpoint_receive_*``, ``pyum_dro_endpoint_send_*``, ``pyum_dro_peer_*``,
 ``pyum_dro_peer_receive_*``, ``pyum_dro_peer_send_*`` (label ``portal``), and the core's own
 counters that UM's messages have no field for as ``pyum_dro_portal_core_*`` (ACL rejections,
-hop-limit drops, sources refused, ...) plus ``pyum_dro_portal_up``.
+hop-limit drops, sources refused, MIMs that went nowhere or past the hop limit:
+``pyum_dro_portal_core_mim_<topic|topicless>_dropped_*``, ...) plus ``pyum_dro_portal_up``.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ __all__ = [
     "dro_publisher",
     "interest_counts",
     "malloc_info",
+    "mim_drop_counts",
     "monitor_settings",
     "register_metrics",
     "stats_pb",
@@ -758,6 +760,22 @@ _CORE_COUNTERS: tuple[tuple[str, str], ...] = (
     ("tqrs_from_dros_ignored", "TQRs of other DROs' proxy receivers, ignored"),
 )
 
+_MIM_DROPS: tuple[tuple[str, str], ...] = (
+    ("dropped_no_interest", "MIMs heard here that went nowhere (no interest beyond)"),
+    ("dropped_hop_limit", "MIMs heard here that had crossed max-hop-count DROs already"),
+)
+"""The core's MIM drops at the ingress portal that DROMonMsg has no field for."""
+
+
+def mim_drop_counts(core: DroCore, portal: str) -> dict[str, int]:
+    """``mim_<topic|topicless>_<drop>`` -> count, for ``portal`` (metrics, web monitor)."""
+    ms = core.mim_stats(portal)
+    return {
+        f"mim_{kind}_{field}": getattr(getattr(ms, kind), field)
+        for kind in ("topic", "topicless")
+        for field, _ in _MIM_DROPS
+    }
+
 
 class _CoreCollector:
     """The core's per-portal counters that UM's messages have no field for, and portal up."""
@@ -778,6 +796,18 @@ class _CoreCollector:
             for name in names:
                 fam.add_metric([name], getattr(core.stats(name), field))
             yield fam
+        drops = {name: mim_drop_counts(core, name) for name in names}
+        for kind in ("topic", "topicless"):
+            for field, text in _MIM_DROPS:
+                key = f"mim_{kind}_{field}"
+                fam = CounterMetricFamily(
+                    f"pyum_dro_portal_core_{key}",
+                    f"DRO core, per portal: {kind} {text}",
+                    labels=["portal"],
+                )
+                for name in names:
+                    fam.add_metric([name], drops[name][key])
+                yield fam
         up = GaugeMetricFamily(
             "pyum_dro_portal_up",
             "1 while the portal's contexts or peer link run",

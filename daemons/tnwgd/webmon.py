@@ -51,6 +51,7 @@ from daemons.tnwgd.monitor import (
     PortalView,
     config_text,
     malloc_info,
+    mim_drop_counts,
     stats_pb,
     topology_signature,
 )
@@ -421,6 +422,7 @@ class DroWebMonitor:
                 "tqrs_from_dros_ignored",
             )
         }
+        d["core"].update(mim_drop_counts(core, p.name))
         return d
 
     @staticmethod

@@ -11,12 +11,14 @@ DROMonMsg) and its Prometheus metrics rise by exactly what was sent.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 from prometheus_client.registry import CollectorRegistry
 
 from daemons.tnwgd.app import DroRuntime
 from daemons.tnwgd.monitor import DROMonMsg, register_metrics, stats_pb
+from daemons.tnwgd.webmon import DroWebMonitor
 from tests.dro_proc.kit import Trd, dro_xml, free_udp_port, running_dro
 from tests.integration.helpers import until
 from umcore.api import Context, Message
@@ -153,3 +155,39 @@ async def test_mim_follows_interest_through_the_dro_and_is_counted() -> None:
         )
         assert metric("pyum_dro_endpoint_send_unicast_msgs_sent_total", "TRD2") == K
         assert metric("pyum_dro_endpoint_receive_unicast_data_msgs_rcvd_total", "TRD1") == K
+        drops = "pyum_dro_portal_core_mim_topic_dropped_no_interest_total"
+        assert metric(drops, "TRD1") == UNWANTED and metric(drops, "TRD2") == 0
+        # the web monitor's portal page shows the same figures
+        page = DroWebMonitor(rt, monotonic=time.monotonic).portal({"portal": "TRD2"})
+        assert page is not None
+        rows = {label: (msgs, size) for label, msgs, size in page["send"]}
+        assert rows["immediate_topic_fragments_sent"] == (mims, mims * SIZE)
+        assert rows["unicast_msgs_sent"] == (K, K * SIZE)
+        assert page["core"]["mim_topic_dropped_no_interest"] == 0
+
+
+async def test_mim_crosses_two_dros() -> None:
+    """TRD1 -- DRO1 -- TRD2 -- DRO2 -- TRD3: the TRD3 receiver's interest crosses DRO2 into TRD2,
+    so DRO1 sends TRD1's MIMs there, and DRO2 takes them on (origin 1, one DRO crossed)."""
+    t1, t2, t3 = MimTrd(), MimTrd(), MimTrd()
+    got: list[Message] = []
+    async with (
+        running_dro(dro_xml([("TRD1", 1, t1), ("TRD2", 2, t2)], name="dro1")) as d1,
+        running_dro(dro_xml([("TRD2", 2, t2), ("TRD3", 3, t3)], name="dro2")) as d2,
+        await Context.create(t1.context()) as a,
+        await Context.create(t3.context()) as c,
+    ):
+        await c.create_receiver(TOPIC, got.append, attributes=t3.receiver())
+        key = InterestKey(TOPIC)
+        await until(lambda: (key, 3) in d1.core.interest("TRD2"), "DRO1 hears TRD3's interest")
+        for i in range(N):
+            a.send_mim(TOPIC, PAYLOAD % i)
+        a.send_mim("dro.mim.nobody", PAYLOAD % 0)
+        await until(lambda: len(got) == N, "the MIMs in TRD3")
+        assert [bytes(m.data) for m in got] == [PAYLOAD % i for i in range(N)]  # in order
+        m1, m2 = d1.core.mim_stats, d2.core.mim_stats
+        assert (m1("TRD1").topic.rcvd, m1("TRD2").topic.sent) == (N + 1, N)
+        assert m1("TRD1").topic.dropped_no_interest == 1
+        assert (m2("TRD2").topic.rcvd, m2("TRD3").topic.sent) == (N, N)
+        assert m1("TRD2").topic.rcvd == m2("TRD3").topic.rcvd == 0  # own copies dropped
+        assert m1("TRD1").topic.forwarded == m2("TRD2").topic.forwarded == 0  # none came back
