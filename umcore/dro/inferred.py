@@ -46,6 +46,10 @@ Listed (the constants live where they are used, each marked [inferred]):
 * domains learned only from remote domain route records count
   :data:`umcore.dro.routing.DOMAIN_ROUTE_HOP_COST` per hop (the record carries no cost);
 * our own links coming up are routed at once; every other change waits the backoff.
+* a MIM forwarded into a TRD carries a DESTINATION header (domain id 0, ``orig_domain_id``,
+  ``hops_taken``) naming where it came from, so no DRO takes it back towards its origin or
+  round a loop; a MIM with a topic follows receiver interest as a source's data would, a
+  topicless one goes to every TRD (:mod:`umcore.dro.mim`).
 
 The peer link (:mod:`umcore.dro.peer`) is pyum's own protocol throughout: UM documents what a
 peer portal does (notes A3: one TCP connection, ``<gateway-keepalive>``, batching) and Wireshark
