@@ -397,6 +397,19 @@ def metric_specs(rt: DroRuntime) -> list[MetricSpec]:
                     _getter(obj, attr),
                 )
             )
+    fwd = rt.core.recovery.stats
+    for metric, what in (
+        ("lji_forwarded", "late-join information requests forwarded to origins"),
+        ("rxreq_forwarded", "retransmission requests forwarded to origins"),
+        ("lj_info_relayed", "late-join information answers relayed to receivers"),
+        ("retrans_relayed", "retransmissions relayed to receivers"),
+        ("no_route", "late-join/OTR requests for a source with no route to its origin"),
+        ("unknown_reply", "late-join/OTR answers nobody waited for"),
+    ):
+        specs.append(
+            MetricSpec(f"pyum_tnwgd_recovery_{metric}", "counter",
+                       f"late join / OTR through the DRO: {what}", _getter(fwd, metric))
+        )  # fmt: skip
     return specs
 
 

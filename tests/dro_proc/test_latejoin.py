@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from daemons.tnwgd.app import metric_specs
 from tests.dro_proc.kit import Trd, dro_xml, proxy_ready, proxy_source_strings, running_dro
 from tests.integration.helpers import until
 from umcore.api import Context, Message
@@ -65,6 +66,8 @@ async def test_late_join_through_the_dro_is_answered_by_the_origin() -> None:
         assert fwd.lji_forwarded >= 1 and fwd.lj_info_relayed >= 1
         assert fwd.rxreq_forwarded >= early and fwd.retrans_relayed >= early
         assert fwd.unknown_proxy == 0 and fwd.no_route == 0
+        figures = {spec.name: spec.getter() for spec in metric_specs(rt)}
+        assert figures["pyum_tnwgd_recovery_retrans_relayed"] == fwd.retrans_relayed
         await rcv.close()
         await src.close()
 

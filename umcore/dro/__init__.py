@@ -19,6 +19,8 @@ and raw source) and the ``tnwgd`` daemon drive it.  Modules:
 * :mod:`.routing` -- domain ids, costs, hop counts, shortest paths, recalculation damping;
 * :mod:`.ratelimit` -- the ``<rate-limit>`` of each class of TR message;
 * :mod:`.mim` -- where a multicast immediate message goes, and its counters;
+* :mod:`.recovery` -- late join and OTR: receivers' requests to proxy sources forwarded to the
+  originating source, its answers relayed back (``core.recovery``); the DRO retains nothing;
 * :mod:`.core` -- :class:`DroCore`, composing them;
 * :mod:`.peer` -- the peer link protocol of a peer portal (:class:`~umcore.dro.peer.PeerLink`:
   hello, keepalive, batching, route information, interest, sources and frames over one TCP
@@ -98,6 +100,11 @@ Outputs:
   ``queue(portal)`` counters, ``proxy_receivers()``, ``proxy_sources()``,
   ``advertised_interest(portal)``, ``router`` (topology: ``domains()``, ``cost_to(d)``,
   ``toward(d)``, ``own_route_info()``).
+
+Late join and OTR (:mod:`umcore.dro.recovery`): ``core.recovery`` hears where origins take
+requests (``receive_origin``), gives proxy sources their LATE_JOIN transport index
+(``proxy_created``), takes the request-port traffic (``receive_request`` /
+``receive_reply``) and returns ``take_sends() -> [(portal, address, bytes)]``.
 
 Errors: a configuration the core cannot run (bad ``<sqn-window>``, a bad ACE pattern or value)
 raises :class:`~umcore.errors.ConfigError` from the constructor, naming the file and line.

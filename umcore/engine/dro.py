@@ -71,6 +71,15 @@ with Informatica's DRO for them).
 8. **The DRO's own contexts.**  A portal's contexts are UM contexts too: set
    ``ctx.resolver.answer_use_queries = False`` on them, or their proxy receivers answer use
    queries and TR requests like applications and keep interest alive for ever.
+9. **Late join and OTR of a proxy source** (notes A2, A7: the DRO keeps no retention buffer;
+   requests travel to the originating source).  A proxy source of a late-join source carries a
+   LATE_JOIN option naming its portal's request port and a transport index of the DRO's
+   [inferred]; the receiver's LJI_REQ and UME_RXREQ go there like to any source, the DRO
+   forwards them to the origin and relays LJ_INFO (under the receiver's request index) and
+   RETRANS (the origin's sequence numbers, the proxy source's topic index, an OTID naming the
+   proxy source's request port and transport index, :func:`~umcore.features.latejoin.make_otid`)
+   back.  Nothing changes in the library: a proxy source looks like any late-join source
+   (:mod:`umcore.dro.recovery`).
 """
 
 from __future__ import annotations
