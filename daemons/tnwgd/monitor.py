@@ -42,7 +42,11 @@ A peer portal's link (its :class:`~umcore.dro.peer.PeerLink`, the portal view's 
 its own figures: data messages and bytes received on the link, control messages and bytes each
 way, data fragments and bytes sent on the link, drops while it was down (``*_not_operational``)
 or full, batching (count, min/mean/max messages and bytes), keepalive RTT (samples, min/mean/max
-in µs) and ``last_ka_time`` (wall-clock second of the last keepalive answer).
+in µs) and ``last_ka_time`` (wall-clock second of the last keepalive answer).  With ``<udp>``
+the data frames travel on the UDP data link instead: its LBT-RU figures, summed over the link's
+connections, are ``udp_send`` (our source: datagrams and bytes, NAKs received, ignored, shed,
+retransmissions) and ``udp_receive`` (our receiver: datagrams, NAKs sent, loss, NCFs, duplicates,
+unrecovered), and the TCP link's data counters stay 0 (it carries control only).
 
 An endpoint portal's immediate-message figures: the MIMs it heard (``immediate_topic_*`` and
 ``immediate_topicless_*``, requests also in ``*_req_*``), forwarded out of it, sent, and
@@ -56,7 +60,7 @@ responses arriving at its request port (``unicast_data_msgs_rcvd``, ``*_no_strea
 Fields nothing counts stay 0: ``unicast_data_msgs_dropped_dup`` (no duplicate detection of UIM
 streams), the ``unicast_cntl_*`` figures, endpoint ``transport_*_bytes_forwarded``/``_sent``,
 the peer portals' immediate and unicast figures (MIMs and UIMs do not cross peer links here),
-the recalculation durations, and the peer link's UDP figures (no UDP data link).
+the recalculation durations, and a peer link's UDP figures when it has no ``<udp>``.
 
 Only the ``lbm`` transport and the ``pb`` format are implemented: :func:`monitor_settings` refuses
 anything else with a ConfigError before the daemon starts (UM's DRO with the ``csv`` format
@@ -299,6 +303,7 @@ def _portal_pb(rt: DroRuntime, p: PortalView, out: Any, wall_offset: float = 0.0
         link = getattr(p, "link", None)
         if isinstance(link, PeerLink):
             _link_pb(link, r, s, wall_offset)
+            _udp_pb(link, e)
     else:
         e = out.endpoint
         e.domain_id = p.domain_id or 0
@@ -408,6 +413,17 @@ def _link_pb(link: PeerLink, r: Any, s: Any, wall_offset: float) -> None:
     s.rtt_min, s.rtt_mean, s.rtt_max = ls.rtt_min, ls.rtt_mean, ls.rtt_max
     if ls.last_ka_time is not None:
         s.last_ka_time = int(max(0.0, ls.last_ka_time + wall_offset))
+
+
+def _udp_pb(link: PeerLink, e: Any) -> None:
+    """The UDP data link's LBT-RU figures (``<udp>``), over every connection of the link."""
+    if link.udp_config is None:
+        return
+    for stats, out in zip(link.udp_stats(), (e.udp_send, e.udp_receive), strict=True):
+        names = out.DESCRIPTOR.fields_by_name
+        for name, value in stats.items():
+            if name in names:
+                setattr(out, name, min(value, 2**64 - 1))
 
 
 def _local_pb(rt: DroRuntime, out: Any) -> None:
@@ -892,6 +908,16 @@ def register_metrics(
             "pyum", "dro_peer_send", Stats.Portal.Peer.Send.DESCRIPTOR,  # type: ignore[arg-type]
             part("peer", "send"), labelnames=("portal",), gauges=levels | _PEER_LEVELS,
         ),
+        StatsCollector(
+            "pyum", "dro_peer_udp_send",
+            Stats.Portal.Peer.UDPSend.DESCRIPTOR,  # type: ignore[arg-type]
+            part("peer", "udp_send"), labelnames=("portal",),
+        ),
+        StatsCollector(
+            "pyum", "dro_peer_udp_receive",
+            Stats.Portal.Peer.UDPReceive.DESCRIPTOR,  # type: ignore[arg-type]
+            part("peer", "udp_receive"), labelnames=("portal",), gauges=_UDP_LEVELS,
+        ),
     ]  # fmt: skip
     for c in collectors:
         registry.register(c)
@@ -906,6 +932,8 @@ _PEER_LEVELS = {
     "batch_msgs_max", "batch_bytes_min", "batch_bytes_mean", "batch_bytes_max",
 }  # fmt: skip
 """Peer send fields that are levels (gauges), not cumulative counters."""
+_UDP_LEVELS = {f"nak_{k}_{m}" for k in ("stm", "tx") for m in ("min", "mean", "max")}
+"""UDP receive fields that are levels: NAK recovery times and transmissions per NAK."""
 
 # (LinkStats field, metric suffix, help): the peer link figures DROMonMsg has no field for.
 _LINK_COUNTERS = (

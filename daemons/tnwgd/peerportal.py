@@ -141,6 +141,8 @@ class PeerPortal:
         else:
             where = f"connecting to {st.address}:{st.port}"
         extras = [x for x, on in (("LZ4", st.compression), ("TLS", st.tls)) if on]
+        if self.config.udp is not None:
+            extras.append(f"data over UDP port {self.config.udp.port}")
         return f"peer portal [{self.name}] cost {self.cost} {where}" + (
             f" ({' + '.join(extras)})" if extras else ""
         )

@@ -80,6 +80,7 @@ class PeerSpec:
     tls: CertFiles | None = None
     batching: bool = False
     keepalive: str = KEEPALIVE
+    udp: str = ""  # a <udp> element: the data link over UDP
 
     def xml(self) -> str:
         if self.role == "acceptor":
@@ -100,7 +101,7 @@ class PeerSpec:
         return (
             f"<peer><name>{self.name}</name><cost>{self.cost}</cost>"
             f"<single-tcp><interface>127.0.0.1</interface><nodelay/>{sec}{side}</single-tcp>"
-            f"<max-queue>{BIG_QUEUE}</max-queue>{batch}{self.keepalive}</peer>"
+            f"{self.udp}<max-queue>{BIG_QUEUE}</max-queue>{batch}{self.keepalive}</peer>"
         )
 
 
@@ -129,13 +130,16 @@ def peer_dro_xml(
     return "".join(parts)
 
 
-async def start_dro(folder: Path, name: str, xml: str, *, metrics: bool = False) -> DaemonProcess:
-    """``python -m daemons.tnwgd FILE`` (log on stdout), returned once it has started (and, with
-    ``metrics``, serves Prometheus metrics: ``dro.metrics`` is their address)."""
+async def start_dro(
+    folder: Path, name: str, xml: str, *, metrics: bool = False, env: dict[str, str] | None = None
+) -> DaemonProcess:
+    """``python -m daemons.tnwgd FILE`` (log on stdout, ``env`` added to its environment),
+    returned once it has started (and, with ``metrics``, serves Prometheus metrics:
+    ``dro.metrics`` is their address)."""
     cfg = folder / f"{name}.xml"
     cfg.write_text(xml)
     args = ["--metrics", "127.0.0.1:0"] if metrics else []
-    dro = await DaemonProcess.start("tnwgd", *args, str(cfg), wait_listening=False)
+    dro = await DaemonProcess.start("tnwgd", *args, str(cfg), wait_listening=False, env=env)
     try:
         await dro.wait_for_line(STARTED, 30)
         if metrics:

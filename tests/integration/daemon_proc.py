@@ -38,9 +38,15 @@ class DaemonProcess:
 
     @classmethod
     async def start(
-        cls, name: str, *args: str, logfile: Path | None = None, wait_listening: bool = True
+        cls,
+        name: str,
+        *args: str,
+        logfile: Path | None = None,
+        wait_listening: bool = True,
+        env: dict[str, str] | None = None,
     ) -> DaemonProcess:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        """``env``: variables added to the test's own environment for the daemon."""
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -29,6 +29,20 @@ did not bring the link up, up to :data:`MAX_BACKOFF_FACTOR` times; a link that c
 the back-off.  Writes stop while the socket is flow-controlled (``pause_writing``), so a stalled
 peer fills the link's ``max-queue`` (which drops and counts) and never blocks the daemon.
 
+UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`): the portal binds one UDP socket to
+``<udp><port>`` (on ``<interface>`` if set) for its whole life, with ``<receive-buffer>`` and
+``<send-buffer>`` as SO_RCVBUF/SO_SNDBUF.  The link learns the other DRO's UDP port over TCP;
+datagrams go to that port at the IP the TCP connection is connected to (the initiator: the
+configured acceptor address; the acceptor: the initiator's address as seen on TCP, which may be
+a NAT's), and only datagrams from there are taken.  LZ4 and TLS stay on the TCP link: the UDP
+link is neither compressed nor encrypted (UM has them on UDP from 6.17 only; pyum follows the
+earlier behaviour and logs it at start when both are configured).
+
+Fault injection for tests (no netem on the test machines): the environment variable
+:data:`DROP_ENV` = N drops every N-th DATA datagram's first transmission before it is sent
+(retransmissions are never dropped), logged at start with a warning; the loss is then
+repaired by LBT-RU's NAKs like any other.
+
 Log lines follow UM's where the notes give them: ``Initiator: peer portal [P] connected to
 [ip:port]``, ``Acceptor: peer portal [P] received connection from [ip:port]``.
 """
@@ -38,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Callable
 from typing import cast
@@ -49,8 +64,15 @@ from umcore.config.dro import Peer
 from umcore.config.options import lookup
 from umcore.dro.peer import LinkState, PeerLink
 from umcore.errors import ConfigError
+from umcore.wire import lbtru as ru
 
-__all__ = ["CONNECT_TIMEOUT", "MAX_BACKOFF_FACTOR", "PeerPortalLink", "peer_security"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "DROP_ENV",
+    "MAX_BACKOFF_FACTOR",
+    "PeerPortalLink",
+    "peer_security",
+]
 
 log = logging.getLogger("umcore.aio.dropeer")
 
@@ -64,6 +86,21 @@ MAX_BACKOFF_FACTOR = 8
 # The socket's write buffer above which we stop handing it bytes (the link's max-queue holds
 # the rest): large enough for a burst of full batches, small next to max-queue's 1 MB default.
 WRITE_HIGH_WATER = 256 * 1024
+# Test-only fault injection on the UDP data link (module docstring).
+DROP_ENV = "PYUM_PEER_UDP_DROP_EVERY"
+
+
+def _drop_every(source: str) -> int:
+    text = os.environ.get(DROP_ENV, "").strip()
+    if not text:
+        return 0
+    if not text.isdigit() or int(text) < 2:
+        raise ConfigError(
+            f"{DROP_ENV}={text!r}",
+            source=f"environment variable {DROP_ENV}",
+            allowed="an integer >= 2 (drop every N-th UDP DATA datagram)",
+        )
+    return int(text)
 
 
 def peer_security(portal: Peer, source: str = "<DRO XML>") -> Security:
@@ -135,6 +172,20 @@ class _Conn(asyncio.Protocol):
         self.owner._pause(self, False)
 
 
+class _Udp(asyncio.DatagramProtocol):
+    """The portal's UDP socket: datagrams go to the owning :class:`PeerPortalLink`."""
+
+    def __init__(self, owner: PeerPortalLink) -> None:
+        self.owner = owner
+
+    def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
+        self.owner._datagram(data, addr)
+
+    def error_received(self, exc: Exception) -> None:
+        # ICMP port unreachable while the other DRO is not bound yet: LBT-RU retries
+        self.owner.udp_errors += 1
+
+
 class PeerPortalLink:
     """One peer portal's TCP side; see the module docstring."""
 
@@ -190,6 +241,16 @@ class PeerPortalLink:
         self.refused = 0
         #: The delay before the initiator's next attempt (seconds), for logs and tests.
         self.next_delay = 0.0
+        #: ``<udp>``: the UDP socket, the current connection's peer IP (datagrams go to it and
+        #: come only from it), datagrams from elsewhere, socket errors, injected drops.
+        self._udp: asyncio.DatagramTransport | None = None
+        self._peer_ip: str | None = None
+        self.udp_port = portal.udp.port if portal.udp is not None else 0
+        self.udp_foreign = 0
+        self.udp_errors = 0
+        self.udp_injected_drops = 0
+        self._drop_every = _drop_every(source) if portal.udp is not None else 0
+        self._data_count = 0
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -197,6 +258,8 @@ class PeerPortalLink:
         """Listen (acceptor) or start connecting (initiator)."""
         loop = asyncio.get_running_loop()
         self._timer = CoreTimer(loop, self._on_timer)
+        if self.portal.udp is not None:
+            await self._bind_udp(loop)
         if self.role == "acceptor":
             self._server = await loop.create_server(
                 self.security.server_factory(lambda: _Conn(self)),
@@ -209,6 +272,37 @@ class PeerPortalLink:
         else:
             self._task = loop.create_task(self._connector(), name=f"peer-{self.name}")
 
+    async def _bind_udp(self, loop: asyncio.AbstractEventLoop) -> None:
+        udp = self.portal.udp
+        assert udp is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, udp.receive_buffer)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, udp.send_buffer)
+            sock.bind((self.local_address or "0.0.0.0", udp.port))
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"peer portal {self.name!r}: cannot bind UDP port {udp.port}: {_reason(exc)}",
+                source=self.source,
+                line=self.portal.line,
+                what="<udp><port>",
+            ) from None
+        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Udp(self), sock=sock)
+        log.info("peer portal [%s]: UDP data link on port %d", self.name, udp.port)
+        if self.portal.single_tcp.compression or self.portal.single_tcp.tls:
+            log.info(
+                "peer portal [%s]: LZ4/TLS apply to the TCP control link only; the UDP data "
+                "link is neither compressed nor encrypted",
+                self.name,
+            )
+        if self._drop_every:
+            log.warning(
+                "peer portal [%s]: %s=%d: dropping every %d-th UDP DATA datagram (testing)",
+                self.name, DROP_ENV, self._drop_every, self._drop_every,
+            )  # fmt: skip
+
     async def close(self) -> None:
         self._closed = True
         if self._task is not None:
@@ -219,6 +313,9 @@ class PeerPortalLink:
             self._server.close()
             await self._server.wait_closed()
         self._drop_connection("portal closing")
+        if self._udp is not None:
+            self._udp.close()
+            self._udp = None
         if self._timer is not None:
             self._timer.cancel()
         self.security.close()
@@ -281,6 +378,8 @@ class PeerPortalLink:
         if sock is not None:
             self._socket_options(sock)
         tr.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        addr = tr.get_extra_info("peername")
+        self._peer_ip = str(addr[0]) if addr else None
         if self.role == "acceptor":
             self.accepted += 1
             log.info(
@@ -305,6 +404,14 @@ class PeerPortalLink:
         if conn is not self._conn:
             return
         self.link.receive_data(data, self._now())
+        self._after()
+
+    def _datagram(self, data: bytes, addr: tuple[str | object, ...]) -> None:
+        port = self.link.udp_peer_port
+        if port is None or addr[0] != self._peer_ip or addr[1] != port or self._conn is None:
+            self.udp_foreign += 1  # not (yet) the other DRO's UDP port: LBT-RU retries
+            return
+        self.link.receive_datagram(data, self._now())
         self._after()
 
     def _lost(self, conn: _Conn, exc: Exception | None) -> None:
@@ -384,12 +491,32 @@ class PeerPortalLink:
             chunks = self.link.take_bytes()
             if chunks:
                 conn.transport.writelines(chunks)
+        if self._udp is not None:
+            self._send_datagrams()
         if self.link.writable:
             self._writable.set()
         else:
             self._writable.clear()
         if self._timer is not None:
             self._timer.arm(self.link.next_timer())
+
+    def _send_datagrams(self) -> None:
+        datagrams = self.link.take_datagrams(self._now())
+        if not datagrams:
+            return
+        port = self.link.udp_peer_port
+        udp = self._udp
+        if port is None or self._peer_ip is None or udp is None or udp.is_closing():
+            return
+        addr = (self._peer_ip, port)
+        every = self._drop_every
+        for d in datagrams:
+            if every and d[0] & 0x0F == ru.TYPE_DATA and not (d[2] << 8 | d[3]) & ru.FLAG_RX:
+                self._data_count += 1
+                if self._data_count % every == 0:
+                    self.udp_injected_drops += 1
+                    continue
+            udp.sendto(d, addr)
 
     async def wait_writable(self) -> bool:
         """Wait until the link takes data (True) or is down (False)."""

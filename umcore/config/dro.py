@@ -668,6 +668,37 @@ class _Builder:
                 "coalesce-threshold",
             ):
                 setattr(udp, attr, self.int_text(child))
-            else:
+            elif attr in ("transmission_window", "peer_rate_limit", "nak_handling",
+                          "session_message", "connect"):  # fmt: skip
                 self.fill(getattr(udp, attr), child)
+        self.check_udp(udp, el)
         return udp
+
+    def check_udp(self, udp: Udp, el: etree._Element) -> None:
+        """What the UDP peer link cannot run with, refused with the element's line."""
+        if not udp.port:
+            raise self.error(el, "<udp> needs a <port> (the local and remote UDP port)", "1..65535")
+        where = {str(c.tag): c for c in el if isinstance(c.tag, str)}
+
+        def bad(tag: str, message: str, allowed: str) -> ConfigError:
+            return self.error(where.get(tag, el), message, allowed)
+
+        if udp.nak_handling.send_naks not in ("yes", "no"):
+            raise bad("nak-handling", f"send-naks={udp.nak_handling.send_naks!r}", "yes, no")
+        if udp.connect.max_attempts < 1 or udp.connect.attempt_interval < 1:
+            raise bad(
+                "connect",
+                f"max-attempts={udp.connect.max_attempts} "
+                f"attempt-interval={udp.connect.attempt_interval}",
+                "max-attempts >= 1 and attempt-interval >= 1 (ms)",
+            )
+        if udp.peer_rate_limit.interval < 1:
+            raise bad("peer-rate-limit", "interval=0", "a rate interval >= 1 (ms)")
+        sm = udp.session_message
+        if not 0 < sm.min_interval <= sm.max_interval < sm.activity_timeout:
+            raise bad(
+                "session-message",
+                f"min-interval={sm.min_interval} max-interval={sm.max_interval} "
+                f"activity-timeout={sm.activity_timeout}",
+                "0 < min-interval <= max-interval < activity-timeout (ms)",
+            )

@@ -78,6 +78,25 @@ decodes it) and the choices below are ours:
   originating sequence number, payload = the frame), 12 bytes of overhead;
 * a ``<peer>`` without ``<batching>`` does not batch (data goes out as soon as the adapter
   writes); max-queue bounds the batches not yet written plus at most one open batch.
+
+The UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`).  The notes (A3) give its shape -- TCP
+keeps the control traffic, the data goes "using the same reliable-unicast protocol as LBT-RU",
+the initiator sends its UDP port over TCP and the acceptor answers with its own, either link
+failing drops both -- but not the bytes; our choices:
+
+* the port offer is a CONTROL message TCP_SID (``sid`` = the LBT-RU session id of the sender's
+  UDP source) + TOPIC_SOURCE_EXFUNC (``src_port`` = its ``<udp><port>``, ``src_ip`` 0: "the
+  address you see me at"); the initiator sends it right after its hello, the acceptor answers
+  with its own once it has the initiator's; an offer to a portal without ``<udp>`` refuses the
+  link, and a link whose UDP side is not working within :data:`PEER_HANDSHAKE_TIMEOUT` plus
+  ``<connect>``'s attempts after the connection is dropped;
+* each side runs one LBT-RU source (its one client: the other DRO's receiver) and one LBT-RU
+  receiver on the one UDP socket, a new session id per connection; the link carries data once
+  our receiver is connected and our source has its client;
+* the UDP stream is the TCP link's data stream moved: bindings (OTID + TOPICNAME + TOPIC_IDX)
+  and bare data messages, in LBT-RU DATA datagrams of up to
+  :data:`~umcore.dro.peerudp.UDP_DATAGRAM_MAX` bytes, handed up in transport order;
+* LZ4 and TLS stay on the TCP link (UM has them on the UDP link from 6.17 only).
 """
 
 from __future__ import annotations

@@ -46,6 +46,13 @@ LBMC data message, so a 64-byte message costs 76 bytes on the link.
 Time is a parameter (seconds, any monotonic origin); ``next_timer()``/``handle_timer(now)``
 drive the keepalive, the handshake timeout and the batch interval.
 
+With ``<udp>`` (:mod:`umcore.dro.peerudp`) the data frames take a UDP data link instead (LBT-RU
+both ways; the TCP connection then carries control only): the hello is followed by a UDP port
+offer each way, ``send_data`` hands frames to the UDP link, ``receive_datagram`` and
+``take_datagrams`` are its input and output, its frames come out of ``take_frames`` too,
+``writable`` waits until it is up (and not held back by ``<peer-rate-limit>``), and its failure
+ends the session (LinkDown UDP): both links go, and the next connection restores both.
+
 Proxy receivers need no message of their own on a peer link: interest records tell the other
 DRO what to receive, and its source advertisements and frames are the answer.
 """
@@ -66,8 +73,10 @@ from umcore.dro.inferred import (
     RouteInfo,
 )
 from umcore.dro.interest import InterestKey
+from umcore.dro.peerudp import PeerUdp
 from umcore.errors import LocalProtocolError
 from umcore.events import CoreEvent
+from umcore.transport.ratelimit import RateLimiter
 from umcore.wire import lbmc
 
 __all__ = [
@@ -151,6 +160,7 @@ class DownCause(Enum):
     PROTOCOL = "protocol"  # bytes that are not this protocol
     REFUSED = "refused"  # a hello we cannot accept (version, our own node id)
     BACKLOG = "backlog"  # the peer stopped reading our control messages
+    UDP = "udp"  # the UDP data link failed or never came up (both links are dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,9 +307,12 @@ class PeerLink:
         "_out_bytes",
         "_queue_limit",
         "_rx_tail",
+        "_udp",
+        "_udp_deadline",
         "batch_interval",
         "batching",
         "handshake_deadline",
+        "initiator",
         "ka_idle",
         "ka_interval",
         "ka_timeout",
@@ -317,6 +330,11 @@ class PeerLink:
         "smart_batch",
         "state",
         "stats",
+        "udp_config",
+        "udp_limiter",
+        "udp_peer_port",
+        "udp_receive_totals",
+        "udp_send_totals",
     )
 
     def __init__(self, portal: Peer, node_id: int, name: str) -> None:
@@ -365,6 +383,17 @@ class PeerLink:
         self._ka_sent: dict[int, float] = {}
         self._ka_index = 0
         self._ka_next = 0.0
+        #: ``<udp>``: data over an LBT-RU pair (umcore.dro.peerudp), one per connection.
+        self.initiator = portal.single_tcp.role == "initiator"
+        self.udp_config = portal.udp
+        self.udp_limiter: RateLimiter | None = None  # <peer-rate-limit>: one per portal
+        self._udp: PeerUdp | None = None
+        self._udp_deadline = 0.0
+        #: The other DRO's UDP port from the handshake (None until then).
+        self.udp_peer_port: int | None = None
+        #: UDPSend / UDPReceive figures of the connections that ended.
+        self.udp_send_totals: dict[str, int] = {}
+        self.udp_receive_totals: dict[str, int] = {}
 
     # --- session ------------------------------------------------------------------------------
 
@@ -402,6 +431,8 @@ class PeerLink:
             ],
         )
         self._control(lbmc.encode(hello))
+        if self.udp_config is not None:
+            self._udp_connect(now)
 
     def receive_connection_lost(self, now: float, reason: str = "connection closed") -> None:
         """The connection ended (peer closed, socket error, or the adapter closed it)."""
@@ -424,6 +455,7 @@ class PeerLink:
         self._batch = bytearray()
         self._batch_msgs = 0
         self.stats.data_bytes_enqueued = 0
+        self._udp_end()
 
     @property
     def up(self) -> bool:
@@ -496,7 +528,11 @@ class PeerLink:
     @property
     def writable(self) -> bool:
         """UP and below ``max-queue``: an adapter feeding from the DroCore's queue may send."""
-        return self._out_bytes < self.max_queue and self.state is _UP
+        return (
+            self._out_bytes < self.max_queue
+            and self.state is _UP
+            and (self._udp is None or self._udp.writable)
+        )
 
     def take_events(self) -> list[CoreEvent]:
         out, self._events = self._events, []
@@ -518,7 +554,10 @@ class PeerLink:
 
     def send_data(self, source: SourceKey, sqn: int, data: bytes | memoryview, now: float) -> bool:
         """Forward one frame of ``source`` (``sqn``: its originating sequence number).  False if
-        dropped (link not UP, or ``max-queue`` full), counted either way."""
+        dropped (link not UP, or ``max-queue`` full), counted either way.  With ``<udp>`` the
+        frame goes to the UDP data link."""
+        if self._udp is not None:
+            return self._udp_send(source, sqn, data, now)
         n = len(data)
         tidx = self._bind_out.get(source)
         if tidx is None or self.state is not _UP:
@@ -643,6 +682,8 @@ class PeerLink:
         if self._advertised.pop(source, None) is None:
             return False
         tidx = self._bind_out.pop(source, UNBOUND)
+        if self._udp is not None:
+            self._udp.forget_source(source)
         ad = lbmc.Advertisement(AD_EOS, 0, topic_idx=tidx)
         return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
 
@@ -748,6 +789,9 @@ class PeerLink:
                     "the peer did not start with the peer-link hello (not a pyum DRO peer?)",
                 )
             self._hello(msg, first)
+            return
+        if isinstance(first, lbmc.TcpSid):
+            self._udp_offer(msg, first, now)
             return
         if isinstance(first, lbmc.TnwgKa):
             if first.flags & KA_QUERY:
@@ -873,6 +917,13 @@ class PeerLink:
             times.append(self._ka_due())
         if self._batch and self.batching:
             times.append(self._batch_started + self.batch_interval)
+        udp = self._udp
+        if udp is not None:
+            if udp.connected_at is None:
+                times.append(self._udp_deadline)
+            t = udp.next_timer()
+            if t is not None:
+                times.append(t)
         return min(times) if times else None
 
     def _ka_due(self) -> float:
@@ -890,6 +941,11 @@ class PeerLink:
             return
         if self.state is not LinkState.UP:
             return
+        if self._udp is not None:
+            self._udp.handle_timer(now)
+            self._udp_after(now)
+            if not self.up:
+                return
         if self.ka_interval > 0:
             if now >= self.last_rx + self.ka_timeout:
                 self._lose(
@@ -913,3 +969,123 @@ class PeerLink:
                     return
         if self._batch and self.batching and now >= self._batch_started + self.batch_interval:
             self._close_batch()
+
+    # --- the UDP data link (<udp>) --------------------------------------------------------------
+
+    def _udp_connect(self, now: float) -> None:
+        """A connection started: a new UDP session pair; the initiator offers its UDP port."""
+        cfg = self.udp_config
+        assert cfg is not None
+        if self.udp_limiter is None:
+            rl = cfg.peer_rate_limit
+            self.udp_limiter = RateLimiter(rl.data, rl.retransmit, rl.interval / 1000, now)
+        self._udp = PeerUdp(cfg, now, limiter=self.udp_limiter)
+        self.udp_peer_port = None
+        # the port exchange, then the LBT-RU connection requests (notes: after max-attempts
+        # the portal re-initializes and the initiator restarts both links)
+        self._udp_deadline = now + self._udp_budget()
+        if self.initiator:
+            self._udp_send_offer()
+
+    def _udp_send_offer(self) -> None:
+        """Our UDP port and LBT-RU session id [inferred]: TCP_SID + TOPIC_SOURCE_EXFUNC."""
+        assert self._udp is not None and self.udp_config is not None
+        offer = [
+            lbmc.TcpSid(0, self._udp.session_id),
+            lbmc.TopicSourceExfunc(0, 0, self.udp_config.port, 0, 0),
+        ]
+        self._control(lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=offer)))
+
+    def _udp_offer(self, msg: lbmc.LBMCMessage, sid: lbmc.TcpSid, now: float) -> None:
+        """The other DRO's UDP port and session id (module umcore.dro.inferred)."""
+        udp = self._udp
+        if udp is None:
+            raise _Protocol(
+                DownCause.REFUSED,
+                "the peer portal has a UDP data link (<udp>) and this one has none: "
+                "configure <udp> on both portals or on neither",
+            )
+        if udp.started:
+            raise _Protocol(DownCause.PROTOCOL, "a second UDP port offer on the same connection")
+        ex = msg.find(lbmc.TopicSourceExfunc)
+        if ex is None or not 0 < ex.src_port <= 0xFFFF or not sid.sid:
+            raise _Protocol(DownCause.PROTOCOL, "a UDP port offer without a port or session id")
+        self.udp_peer_port = ex.src_port
+        if not self.initiator:
+            self._udp_send_offer()
+        udp.start(sid.sid, now)
+
+    def _udp_send(self, source: SourceKey, sqn: int, data: bytes | memoryview, now: float) -> bool:
+        udp = self._udp
+        assert udp is not None
+        if self.state is not _UP or not udp.send_data(source, sqn, data, now):
+            st = self.stats
+            st.data_fragments_dropped_not_operational += 1
+            st.data_fragment_bytes_dropped_not_operational += len(data)
+            return False
+        return True
+
+    def receive_datagram(self, data: bytes, now: float) -> None:
+        """A datagram from the other DRO's UDP port (the adapter checks the address)."""
+        udp = self._udp
+        if udp is None or self.state is not _UP:
+            return
+        udp.receive_datagram(data, now)
+        self._udp_after(now)
+
+    def _udp_after(self, now: float) -> None:
+        udp = self._udp
+        assert udp is not None
+        frames = udp.take_frames()
+        if frames:
+            self._frames.extend(frames)
+        if udp.failure is not None:
+            self._lose(DownCause.UDP, f"UDP data link: {udp.failure.reason}")
+        elif udp.connected_at is None and now >= self._udp_deadline:
+            what = "no UDP port from the peer" if not udp.started else "UDP data link not up"
+            self._lose(
+                DownCause.UDP,
+                f"{what} within {self._udp_budget():g} s of connecting "
+                "(<udp> on both portals? UDP port reachable?)",
+            )
+
+    def _udp_budget(self) -> float:
+        """Seconds from the connection to a working UDP link: the hello and port exchange, then
+        ``<connect>`` max-attempts connection requests attempt-interval apart."""
+        assert self.udp_config is not None
+        c = self.udp_config.connect
+        return PEER_HANDSHAKE_TIMEOUT + c.attempt_interval * (c.max_attempts + 1) / 1000
+
+    def take_datagrams(self, now: float) -> list[bytes | bytearray]:
+        """Datagrams for the other DRO's UDP port (``udp_peer_port``), in order."""
+        udp = self._udp
+        if udp is None or self.udp_peer_port is None:
+            return []
+        return udp.take_datagrams(now)
+
+    @property
+    def udp_up(self) -> bool:
+        """The UDP data link carries data (always False without ``<udp>``)."""
+        return self._udp is not None and self._udp.up
+
+    def _udp_end(self) -> None:
+        udp, self._udp = self._udp, None
+        if udp is not None:
+            _add(self.udp_send_totals, udp.send_stats())
+            _add(self.udp_receive_totals, udp.receive_stats())
+
+    def udp_stats(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(UDPSend, UDPReceive) figures over every connection (ums_mon names)."""
+        send, receive = dict(self.udp_send_totals), dict(self.udp_receive_totals)
+        if self._udp is not None:
+            _add(send, self._udp.send_stats())
+            _add(receive, self._udp.receive_stats())
+        return send, receive
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        if k.endswith("_min"):  # "no sample" minimums stay the smallest
+            total[k] = min(total.get(k, v), v)
+        else:
+            total[k] = total.get(k, 0) + v

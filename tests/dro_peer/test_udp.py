@@ -1,0 +1,141 @@
+"""TRD1 - DRO1 ~UDP peer~ DRO2 - TRD2 with both DROs as ``tnwgd`` processes (``<udp>``).
+
+The peer portals have a UDP data link: the TCP connection carries the DROs' control traffic and
+the data frames go over LBT-RU.  DRO1 (the sending side) drops every 3rd DATA datagram's first
+transmission (``PYUM_PEER_UDP_DROP_EVERY``, fault injection in the adapter: there is no netem),
+so DRO2's receiver NAKs and DRO1 retransmits: every message still arrives in order with no loss
+at the receiver, the UDP figures (Prometheus, built by the same function as ``DROMonMsg``) show
+the datagrams, NAKs and retransmissions, and the TCP link's data counters stay 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import struct
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.dro_peer.kit import (
+    BURST_TIMERS,
+    LINK_UP,
+    PeerSpec,
+    free_tcp_port,
+    peer_dro_xml,
+    start_dro,
+)
+from tests.dro_proc.kit import Recorder, Trd
+from tests.integration.daemon_proc import DaemonProcess
+from tests.integration.helpers import until
+from umcore.aio.dropeer import DROP_ENV
+from umcore.api import Context
+
+TOPIC = "peer.udp"
+COUNT = 10_000
+DROP_EVERY = 3
+_SEQ = struct.Struct("!I")
+UDP_UP = re.compile(r"peer portal \[PEER\]: UDP data link on port (\d+)")
+
+
+def free_udp_port() -> int:
+    """A UDP port free now on 127.0.0.1 (the DRO binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def udp(port: int) -> str:
+    return f'<udp><port>{port}</port><nak-handling backoff-interval="50"/></udp>'
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return str(r.read().decode())
+
+
+async def peer_metrics(dro: DaemonProcess) -> dict[str, float]:
+    """The DRO's metrics of portal PEER: name (without ``_total``) -> value."""
+    assert dro.metrics is not None
+    host, port = dro.metrics
+    text = await asyncio.to_thread(_get, f"http://{host}:{port}/metrics")
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'(\w+?)(?:_total)?\{portal="PEER"\} (\S+)$', line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+async def test_udp_peer_link_recovers_injected_loss_in_order(tmp_path: Path) -> None:
+    trd1, trd2 = Trd(), Trd()
+    port = free_tcp_port()
+    acc = PeerSpec("PEER", "acceptor", port, udp=udp(free_udp_port()))
+    ini = PeerSpec("PEER", "initiator", port, udp=udp(free_udp_port()))
+    xml1 = peer_dro_xml("dro1", [("TRD1", 1, trd1)], [acc], timers=BURST_TIMERS)
+    xml2 = peer_dro_xml("dro2", [("TRD2", 2, trd2)], [ini], timers=BURST_TIMERS)
+    env = {DROP_ENV: str(DROP_EVERY)}
+    dro1 = await start_dro(tmp_path, "dro1", xml1, metrics=True, env=env)
+    dro2 = await start_dro(tmp_path, "dro2", xml2, metrics=True)
+    rec = Recorder()
+    rec.keep_payloads = True
+    try:
+        await dro1.wait_for_line(LINK_UP, 20)
+        await dro2.wait_for_line(LINK_UP, 20)
+        assert dro1.find(UDP_UP) and dro2.find(UDP_UP)
+        assert any(DROP_ENV in line for line in dro1.all_lines())
+        async with (
+            await Context.create(trd1.context()) as a,
+            await Context.create(trd2.context()) as b,
+        ):
+            rcv = await b.create_receiver(TOPIC, rec, attributes=trd2.receiver())
+            src = await a.create_source(TOPIC, attributes=trd1.source("tcp"))
+            async with asyncio.timeout(30):
+                while not rec.sqns:
+                    await src.send(b"probe", flush=True)
+                    await asyncio.sleep(0.05)  # the probing rate, not a synchronisation
+            await asyncio.sleep(0)
+            before = len(rec.sqns)
+            t0 = time.perf_counter()
+            for i in range(COUNT):
+                await src.send(_SEQ.pack(i) + bytes(12), flush=i % 500 == 499)
+            src.flush()
+            try:
+                await until(
+                    lambda: len(rec.sqns) >= before + COUNT, f"{COUNT} messages", timeout=30
+                )
+            except AssertionError:
+                print(f"got {len(rec.sqns) - before}, losses {rec.losses}")
+                print("\n".join(dro1.all_lines()[-15:] + dro2.all_lines()[-15:]))
+                raise
+            elapsed = time.perf_counter() - t0
+            got = rec.payloads[before:]
+            assert [_SEQ.unpack_from(p)[0] for p in got] == list(range(COUNT))
+            sqns = rec.sqns[before:]
+            assert sqns == list(range(sqns[0], sqns[0] + COUNT))
+            assert rec.losses == 0
+            m1, m2 = await peer_metrics(dro1), await peer_metrics(dro2)
+            print(
+                f"{COUNT} messages over the UDP peer link in {elapsed:.2f} s; DRO1 sent "
+                f"{m1['pyum_dro_peer_udp_send_msgs_sent']:.0f} datagrams, "
+                f"{m1['pyum_dro_peer_udp_send_rxs_sent']:.0f} retransmitted; DRO2 sent "
+                f"{m2['pyum_dro_peer_udp_receive_naks_sent']:.0f} NAKs"
+            )
+            # the data went over UDP, with loss that NAKs repaired ...
+            assert m1["pyum_dro_peer_udp_send_msgs_sent"] >= DROP_EVERY
+            assert m1["pyum_dro_peer_udp_send_rxs_sent"] >= 1
+            assert m1["pyum_dro_peer_udp_send_naks_rcved"] >= 1
+            assert m2["pyum_dro_peer_udp_receive_msgs_rcved"] >= 1
+            assert m2["pyum_dro_peer_udp_receive_naks_sent"] >= 1
+            assert m2["pyum_dro_peer_udp_receive_unrecovered_txw"] == 0
+            assert m2["pyum_dro_peer_udp_receive_unrecovered_tmo"] == 0
+            # ... and the TCP link carried control only
+            assert m1["pyum_dro_peer_send_data_fragments_sent"] == 0
+            assert m2["pyum_dro_peer_receive_data_msgs_rcvd"] == 0
+            assert m1["pyum_dro_peer_send_gateway_cntl_msgs_sent"] > 0
+            await rcv.close()
+            await src.close()
+    finally:
+        await dro2.stop()
+        await dro1.stop()
