@@ -324,3 +324,92 @@ def test_portal_down_and_source_gone_forget_everything_of_it() -> None:
     assert fwd.stats.unknown_proxy == 1  # its proxy sources went with it
     core.receive_source_gone("A", SK, 2.0)
     assert not fwd.offers_late_join(SK) and fwd.origin("A", SK) is None
+
+
+class Link:
+    """Two peer portals' links, carrying the forwarders' peer sends both ways."""
+
+    def __init__(self, net: Net, ends: dict[str, tuple[RecoveryForwarder, str]]) -> None:
+        self.net = net
+        self.ends = ends  # portal -> (the forwarder at the other end, its portal)
+        self.messages = 0
+
+    def carry(self, fwd: RecoveryForwarder) -> list[tuple[Address, bytes]]:
+        """What ``fwd`` sends over its links, delivered at the other ends (and what those
+        answer on request ports, for the network)."""
+        out: list[tuple[Address, bytes]] = []
+        todo = [(fwd, item) for item in fwd.take_peer_sends()]
+        while todo:
+            _src, (portal, source, data) = todo.pop(0)
+            self.messages += 1
+            other, there = self.ends[portal]
+            assert other.receive_peer_message(there, source, lbmc.decode(data), 0.0)
+            out.extend((addr, d) for _p, addr, d in other.take_sends())
+            todo.extend((other, item) for item in other.take_peer_sends())
+        return out
+
+
+def _peer_pair() -> tuple[DroCore, DroCore]:
+    """DRO1: endpoint A (the origin's TRD) and peer P1; DRO2: peer P2 and endpoint Y."""
+    dro1 = DroCore(config([("A", 1, 1)], [("P1", 1, "initiator")]), node_id=1)
+    dro2 = DroCore(config([("Y", 3, 1)], [("P2", 1, "acceptor")]), node_id=2)
+    dro1.receive_portal_up("A", 0.0, address=("10.0.1.1", 5001))
+    dro1.receive_portal_up("P1", 0.0, peer_node_id=2)
+    dro2.receive_portal_up("P2", 0.0, peer_node_id=1)
+    dro2.receive_portal_up("Y", 0.0, address=("10.0.3.2", 5004))
+    dro1.receive_source("A", SourceAdvert(SK), 0.0)
+    dro2.receive_source("P2", SourceAdvert(SK, None, 1, 1, 1), 0.0)
+    return dro1, dro2
+
+
+def test_late_join_crosses_a_peer_link() -> None:
+    dro1, dro2 = _peer_pair()
+    assert dro2.ingress_of(SK) == "P2" and dro2.is_peer("P2") and not dro2.is_peer("Y")
+    dro1.recovery.receive_origin("A", SK, Origin(*ORIGIN, ORIGIN_TIDX, ORIGIN_TOPIC))
+    assert not dro2.recovery.offers_late_join(SK)
+    dro2.recovery.receive_peer_offer("P2", SK)  # DRO1's advertisement said late join
+    assert dro2.recovery.offers_late_join(SK)
+    tidx = dro2.recovery.proxy_created("Y", SK)
+    assert tidx is not None
+    svc = _origin(15)
+    net = Net()
+    net.ports[ORIGIN] = svc.handle
+    for core, portal, addr in ((dro1, "A", ("10.0.1.1", 5001)), (dro2, "Y", ("10.0.3.2", 5004))):
+        net.dro_portal(core.recovery, portal, addr, 0.0)
+    link = Link(net, {"P2": (dro1.recovery, "P1"), "P1": (dro2.recovery, "P2")})
+    r = Receiver(("10.0.3.2", 5004), tidx)
+    net.ports[RECEIVER] = r.port
+    r.rec.start_late_join(0.0)
+    net.send(r.take())
+    # the network first, then whatever crossed the links, until both are quiet
+    while True:
+        net.run()
+        moved = [link.carry(core.recovery) for core in (dro2, dro1)]
+        if not any(moved):
+            break
+        for items in moved:
+            net.send(items)
+    assert [(s, p) for s, p, _f in r.delivered] == [(i, b"m%d" % i) for i in range(15)]
+    assert r.otids == {("10.0.3.2", 5004, tidx)}
+    assert svc.stats.lji_requests == 1 and svc.stats.retransmissions == 15
+    for core in (dro1, dro2):
+        st = core.recovery.stats
+        assert (st.lji_forwarded, st.lj_info_relayed, st.retrans_relayed) == (1, 1, 15)
+        assert st.no_route == st.unknown_reply == 0 and core.recovery.pending == 0
+    assert link.messages >= 2 + 1 + 15  # LJI_REQ, LJ_INFO, RXREQ message(s), 15 RETRANS
+
+
+def test_a_peer_that_did_not_offer_late_join_gets_no_request() -> None:
+    dro1, dro2 = _peer_pair()
+    fwd = dro2.recovery
+    tidx = fwd.proxy_created("Y", SK)  # (a proxy the test forces: no offer was heard)
+    assert tidx is not None
+    fwd.receive_request("Y", _rxreq(tidx, [1], RECEIVER), 0.0)
+    assert fwd.stats.no_route == 1 and fwd.take_peer_sends() == []
+    # over the link, a request for a source DRO1 has no origin of: dropped and counted
+    fwd1 = dro1.recovery
+    assert fwd1.receive_peer_message("P1", SK, _rxreq(0, [1], ("0.0.0.0", 0)), 0.0)
+    assert fwd1.stats.no_route == 1 and fwd1.take_sends() == []
+    # an answer nobody waits for is not taken
+    assert not fwd1.receive_peer_message("P1", SK, lbmc.decode(_retrans(1)), 0.0)
+    assert fwd1.stats.unknown_reply == 1

@@ -483,7 +483,7 @@ class DroCore:
         self._flows: dict[SourceKey, _Flow] = {}
         self._by_topic: dict[str, set[SourceKey]] = {}
         #: late join / OTR requests forwarded to the origins (umcore.dro.recovery)
-        self.recovery = RecoveryForwarder(self.ingress_of, self.portal_address)
+        self.recovery = RecoveryForwarder(self.ingress_of, self.portal_address, self.is_peer)
         self._mim: dict[str, MimStats] = {name: MimStats() for name in self.portals}
 
     # --- portals ------------------------------------------------------------------------------
@@ -492,6 +492,11 @@ class DroCore:
         """The portal ``source``'s frames are taken from now (its cheapest path), or None."""
         flow = self._flows.get(source)
         return None if flow is None else flow.ingress
+
+    def is_peer(self, portal: str) -> bool:
+        """``portal`` is a peer portal (a link to another DRO, no TRD of its own)."""
+        p = self.portals.get(portal)
+        return p is not None and p.domain_id is None
 
     def portal_address(self, portal: str) -> tuple[str, int] | None:
         """An up endpoint portal's request port (what its domain-route records name)."""

@@ -38,9 +38,23 @@ transport index, which is how the receiver matches a retransmission to its sourc
 
 Across several DROs each one stands in for the previous: a DRO's proxy receiver in a transit TRD
 sees the other DRO's proxy source, whose LATE_JOIN option names that DRO's portal, and forwards
-there.  **Not across peer links**: a source whose active ingress is a peer portal has no
-request port to forward to here (counted ``no_route``); the peer link protocol carries no
-requests [not built].
+there.
+
+**Peer links** [inferred: UM documents that requests cross the whole DRO path, not how a peer
+link carries them].  A peer portal has no request port; the messages travel over the link
+instead, named by their source (OTID and topic), and each DRO keeps its own pending entries:
+
+* the other DRO's advertisement of a source says whether it offers late join
+  (:meth:`~RecoveryForwarder.receive_peer_offer`: that DRO forwards for it);
+* a request for a source whose active ingress is a peer portal goes out
+  (:meth:`~RecoveryForwarder.take_peer_sends`) as the receiver sent it, an LJI_REQ under a
+  request index of ours, with the transport/topic indices and reply addresses zeroed (the other
+  DRO knows the source by name and the answer comes back over the link); a RXREQ is remembered
+  by (peer portal, source, sqn);
+* a request that came over a link (:meth:`~RecoveryForwarder.receive_peer_message`) is
+  forwarded like any other, remembering that its answer goes back over that link;
+* answers go back over the link unchanged (an LJ_INFO under the other DRO's index, a RETRANS as
+  the origin sent it); the DRO that faces the receiver rewrites them as above.
 
 Bounds: remembered LJI_REQs and RXREQs expire after :data:`PENDING_LIFETIME_S` and are at most
 :data:`MAX_PENDING` (the oldest forgotten first, counted); a request the DRO cannot route, an
@@ -86,6 +100,9 @@ MAX_PROXIES = 1 << 20
 _U32 = 0xFFFFFFFF
 
 
+RxKey = tuple[str, int | SourceKey, int]  # (ingress, origin topic index or source, sqn)
+
+
 class Origin(NamedTuple):
     """Where an originating source (or the previous DRO's proxy source) takes late-join and
     OTR requests, as its TIR's LATE_JOIN option and topic index say."""
@@ -124,18 +141,20 @@ class RecoveryStats:
 @dataclasses.dataclass(slots=True)
 class _LjiWait:
     egress: str  # the portal the LJI_REQ came in through
-    reply_to: Address  # the receiver's request port
-    request_idx: int  # the receiver's index
+    reply_to: Address | None  # the receiver's request port (None: back over the peer link)
+    request_idx: int  # the receiver's (or the other DRO's) index
+    source: SourceKey
     expires: float
 
 
 @dataclasses.dataclass(slots=True)
 class _RxWait:
     egress: str
-    reply_to: Address  # the receiver's (or the next DRO's) request port
+    reply_to: Address | None  # the receiver's (or the next DRO's) request port; None: link
     transport_idx: int  # the proxy source's late-join transport index
     topic_idx: int  # the proxy source's topic index (what the receiver's RXREQ named)
-    origin: Origin
+    origin: Origin | None  # None: the source's ingress is a peer portal
+    source: SourceKey
     expires: float
 
 
@@ -143,38 +162,46 @@ class RecoveryForwarder:
     """Late join / OTR request forwarding of one DRO (see the module docstring).
 
     ``ingress_of(source)``: the portal the core takes that source's frames from (None: none);
-    ``address_of(portal)``: that portal's request port (None for a peer portal or one down).
+    ``address_of(portal)``: that portal's request port (None for a peer portal or one down);
+    ``is_peer(portal)``: a peer portal (its traffic goes over the link, :meth:`take_peer_sends`).
     """
 
     def __init__(
         self,
         ingress_of: Callable[[SourceKey], str | None],
         address_of: Callable[[str], Address | None],
+        is_peer: Callable[[str], bool] = lambda portal: False,
     ) -> None:
         self._ingress_of = ingress_of
         self._address_of = address_of
-        self._origins: dict[tuple[str, SourceKey], Origin] = {}
+        self._is_peer = is_peer
+        # where each portal's side takes requests for a source (None: over that peer link)
+        self._origins: dict[tuple[str, SourceKey], Origin | None] = {}
         self._offered: dict[SourceKey, int] = {}  # portals knowing an origin of the source
         self._proxy_idx: dict[tuple[str, SourceKey], int] = {}
         self._proxies: dict[int, tuple[str, SourceKey]] = {}
         self._next_idx = 1
         self._next_qidx = 1
         self._lji: OrderedDict[tuple[str, int], _LjiWait] = OrderedDict()
-        # (ingress, origin topic index, sqn) -> (egress, receiver address) -> who asked
-        self._rx: OrderedDict[tuple[str, int, int], dict[tuple[str, Address], _RxWait]] = (
-            OrderedDict()
-        )
+        # (ingress, origin topic index or source, sqn) -> (egress, receiver address) -> who asked
+        self._rx: OrderedDict[RxKey, dict[tuple[str, Address | None], _RxWait]] = OrderedDict()
         self._rx_count = 0
         self._out: list[tuple[str, Address, bytes]] = []
+        self._peer_out: list[tuple[str, SourceKey, bytes]] = []
         self.stats = RecoveryStats()
 
     # ------------------------------------------------------------------ origins (ingress side)
-    def receive_origin(self, portal: str, source: SourceKey, origin: Origin) -> None:
+    def receive_origin(self, portal: str, source: SourceKey, origin: Origin | None) -> None:
         """``portal``'s TRD advertises ``source`` with late join at ``origin``."""
         key = (portal, source)
         if key not in self._origins:
             self._offered[source] = self._offered.get(source, 0) + 1
         self._origins[key] = origin
+
+    def receive_peer_offer(self, portal: str, source: SourceKey) -> None:
+        """The DRO at the other end of peer portal ``portal`` advertised ``source`` as offering
+        late join: requests for it go over that link."""
+        self.receive_origin(portal, source, None)
 
     def receive_origin_gone(self, portal: str, source: SourceKey) -> None:
         """``source`` is gone from ``portal``'s TRD."""
@@ -191,6 +218,7 @@ class RecoveryForwarder:
         return source in self._offered
 
     def origin(self, portal: str, source: SourceKey) -> Origin | None:
+        """Where ``portal``'s TRD takes requests for ``source`` (None: unknown, or a peer)."""
         return self._origins.get((portal, source))
 
     # ------------------------------------------------------------------ proxies (egress side)
@@ -244,31 +272,77 @@ class RecoveryForwarder:
         use for it)."""
         self._expire(now)
         taken = False
-        rx_out: dict[tuple[str, Origin], list[lbmc.Header]] = {}
-        st = self.stats
+        batch = _Batch()
         for h in msg.headers:
-            kind = type(h)
-            if kind is not lbmc.LjiReq and kind is not lbmc.UmeRxReq:
+            if type(h) is not lbmc.LjiReq and type(h) is not lbmc.UmeRxReq:
                 continue
             assert isinstance(h, (lbmc.LjiReq, lbmc.UmeRxReq))
             proxy = self._proxies.get(h.transport_idx)
             if proxy is None or proxy[0] != portal:
-                st.unknown_proxy += 1
+                self.stats.unknown_proxy += 1
                 continue
             taken = True
-            route = self._route(proxy[1])
-            if route is None:
-                st.no_route += 1
-                continue
-            ingress, origin, own = route
             if type(h) is lbmc.LjiReq:
-                qidx = self._remember_lji(
-                    ingress,
-                    _LjiWait(
-                        portal, (lbmc.ip4_to_str(h.req_ip), h.req_port), h.request_idx,
-                        now + PENDING_LIFETIME_S,
-                    ),
-                )  # fmt: skip
+                reply: Address = (lbmc.ip4_to_str(h.req_ip), h.req_port)
+            else:
+                assert type(h) is lbmc.UmeRxReq
+                reply = (lbmc.ip4_to_str(h.rx_ip), h.rx_port)
+            self._forward(portal, reply, proxy[1], h, now, batch)
+        self._flush_batch(batch)
+        return taken
+
+    def receive_peer_message(
+        self, portal: str, source: SourceKey, msg: lbmc.LBMCMessage, now: float
+    ) -> bool:
+        """A late-join/OTR message of ``source`` that came over peer portal ``portal``'s link:
+        a request to forward (its answer goes back over the link) or an answer to relay.
+        False: nothing in it for us (counted)."""
+        self._expire(now)
+        if msg.msg_type == lbmc.MSG_RETRANS:
+            return self._retrans((portal, source, msg.sqn), msg, check_origin=False)
+        batch = _Batch()
+        taken = False
+        for h in msg.headers:
+            if type(h) is lbmc.UmeLjInfo:
+                taken = self._lj_info(portal, h) or taken
+            elif type(h) is lbmc.LjiReq or type(h) is lbmc.UmeRxReq:
+                assert isinstance(h, (lbmc.LjiReq, lbmc.UmeRxReq))
+                taken = True
+                self._forward(portal, None, source, h, now, batch)
+        self._flush_batch(batch)
+        if not taken:
+            self.stats.unknown_reply += 1
+        return taken
+
+    def _forward(
+        self,
+        egress: str,
+        reply: Address | None,
+        source: SourceKey,
+        h: lbmc.LjiReq | lbmc.UmeRxReq,
+        now: float,
+        batch: _Batch,
+    ) -> None:
+        """One request header towards ``source``'s origin; ``reply``: where its answer goes
+        (None: back over ``egress``'s peer link)."""
+        st = self.stats
+        route = self._route(source)
+        if route is None:
+            st.no_route += 1
+            return
+        ingress, origin, own = route
+        expires = now + PENDING_LIFETIME_S
+        if type(h) is lbmc.LjiReq:
+            qidx = self._remember_lji(ingress, _LjiWait(egress, reply, h.request_idx, source,
+                                                        expires))  # fmt: skip
+            if origin is None:  # over the link: the other DRO knows the source by name
+                fwd = dataclasses.replace(
+                    h, request_idx=qidx, transport_idx=0, topic_idx=0, req_ip=0, req_port=0
+                )
+                body = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[fwd]))
+                self._peer_out.append((ingress, source, body))
+            else:
+                assert own is not None
                 fwd = dataclasses.replace(
                     h,
                     request_idx=qidx,
@@ -279,35 +353,46 @@ class RecoveryForwarder:
                 )
                 body = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[fwd]))
                 self._out.append((ingress, (origin.ip, origin.port), body))
-                st.lji_forwarded += 1
-            else:
-                assert type(h) is lbmc.UmeRxReq
-                wait = _RxWait(
-                    portal, (lbmc.ip4_to_str(h.rx_ip), h.rx_port), h.transport_idx, h.id_2,
-                    origin, now + PENDING_LIFETIME_S,
-                )  # fmt: skip
-                self._remember_rx((ingress, origin.topic_idx, h.seqnum), wait)
-                fwd_rx = dataclasses.replace(
-                    h,
-                    transport_idx=origin.transport_idx,
-                    id_2=origin.topic_idx,
-                    rx_ip=lbmc.ip4_from_str(own[0]),
-                    rx_port=own[1],
-                )
-                rx_out.setdefault((ingress, origin), []).append(fwd_rx)
-                st.rxreq_forwarded += 1
-        for (ingress, origin), hdrs in rx_out.items():
+            st.lji_forwarded += 1
+            return
+        assert type(h) is lbmc.UmeRxReq
+        wait = _RxWait(egress, reply, h.transport_idx, h.id_2, origin, source, expires)
+        if origin is None:
+            self._remember_rx((ingress, source, h.seqnum), wait)
+            fwd_rx = dataclasses.replace(h, transport_idx=0, id_2=0, rx_ip=0, rx_port=0)
+            batch.peer.setdefault((ingress, source), []).append(fwd_rx)
+        else:
+            assert own is not None
+            self._remember_rx((ingress, origin.topic_idx, h.seqnum), wait)
+            fwd_rx = dataclasses.replace(
+                h,
+                transport_idx=origin.transport_idx,
+                id_2=origin.topic_idx,
+                rx_ip=lbmc.ip4_from_str(own[0]),
+                rx_port=own[1],
+            )
+            batch.origin.setdefault((ingress, origin), []).append(fwd_rx)
+        st.rxreq_forwarded += 1
+
+    def _flush_batch(self, batch: _Batch) -> None:
+        """The RXREQs of one incoming message, one message per destination."""
+        for (ingress, origin), hdrs in batch.origin.items():
             body = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=hdrs))
             self._out.append((ingress, (origin.ip, origin.port), body))
-        return taken
+        for (ingress, source), hdrs in batch.peer.items():
+            body = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=hdrs))
+            self._peer_out.append((ingress, source, body))
 
-    def _route(self, source: SourceKey) -> tuple[str, Origin, Address] | None:
+    def _route(self, source: SourceKey) -> tuple[str, Origin | None, Address | None] | None:
+        """(ingress, origin or None for a peer link, the ingress's own request port)."""
         ingress = self._ingress_of(source)
-        if ingress is None:
+        if ingress is None or (ingress, source) not in self._origins:
             return None
-        origin = self._origins.get((ingress, source))
+        origin = self._origins[(ingress, source)]
+        if origin is None:
+            return (ingress, None, None) if self._is_peer(ingress) else None
         own = self._address_of(ingress)
-        if origin is None or own is None:
+        if own is None:
             return None
         return ingress, origin, own
 
@@ -320,7 +405,7 @@ class RecoveryForwarder:
         self._lji[(ingress, qidx)] = wait
         return qidx
 
-    def _remember_rx(self, key: tuple[str, int, int], wait: _RxWait) -> None:
+    def _remember_rx(self, key: RxKey, wait: _RxWait) -> None:
         waits = self._rx.get(key)
         if waits is None:
             self._make_room()
@@ -363,33 +448,52 @@ class RecoveryForwarder:
         application context would drop it too)."""
         self._expire(now)
         if msg.msg_type == lbmc.MSG_RETRANS:
-            return self._retrans(portal, msg)
+            return self._retrans((portal, msg.tidx, msg.sqn), msg, check_origin=True)
         taken = False
         for h in msg.find_all(lbmc.UmeLjInfo):
-            wait = self._lji.pop((portal, h.qidx), None)
-            if wait is None:
-                self.stats.unknown_reply += 1
-                continue
-            taken = True
-            back = dataclasses.replace(h, qidx=wait.request_idx)
-            body = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[back]))
-            self._out.append((wait.egress, wait.reply_to, body))
-            self.stats.lj_info_relayed += 1
+            taken = self._lj_info(portal, h) or taken
         return taken
 
-    def _retrans(self, portal: str, msg: lbmc.LBMCMessage) -> bool:
-        waits = self._rx.pop((portal, msg.tidx, msg.sqn), None)
+    def _lj_info(self, ingress: str, h: lbmc.UmeLjInfo) -> bool:
+        wait = self._lji.pop((ingress, h.qidx), None)
+        if wait is None:
+            self.stats.unknown_reply += 1
+            return False
+        back = dataclasses.replace(h, qidx=wait.request_idx)
+        body = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[back]))
+        if wait.reply_to is None:
+            self._peer_out.append((wait.egress, wait.source, body))
+        else:
+            self._out.append((wait.egress, wait.reply_to, body))
+        self.stats.lj_info_relayed += 1
+        return True
+
+    def _retrans(self, key: RxKey, msg: lbmc.LBMCMessage, *, check_origin: bool) -> bool:
+        waits = self._rx.get(key)
         if waits is None:
             self.stats.unknown_reply += 1
             return False
-        self._rx_count -= len(waits)
         otid = msg.find(lbmc.Otid)
-        ident = parse_otid(otid.otid) if otid is not None else None
-        sent = False
-        for w in waits.values():
-            o = w.origin
-            if ident is not None and ident != (o.ip, o.port, o.transport_idx):
-                continue  # another source's (topic index, sqn): not this wait's answer
+        ident = parse_otid(otid.otid) if otid is not None and check_origin else None
+        answered = [
+            w for w in waits.values()
+            if ident is None or w.origin is None
+            or ident == (w.origin.ip, w.origin.port, w.origin.transport_idx)
+        ]  # fmt: skip
+        if not answered:
+            # the same (topic index, sqn) of another source at that port: not this one's
+            self.stats.unknown_reply += 1
+            return True
+        del self._rx[key]
+        self._rx_count -= len(waits)
+        relayed: bytes | None = None
+        for w in answered:
+            if w.reply_to is None:  # back over the link, as the origin sent it
+                if relayed is None:
+                    relayed = lbmc.encode(msg)
+                self._peer_out.append((w.egress, w.source, relayed))
+                self.stats.retrans_relayed += 1
+                continue
             own = self._address_of(w.egress)
             if own is None:
                 continue  # its portal went down meanwhile
@@ -400,9 +504,6 @@ class RecoveryForwarder:
             out = lbmc.LBMCMessage(lbmc.MSG_RETRANS, w.topic_idx, msg.sqn, headers, msg.payload)
             self._out.append((w.egress, w.reply_to, lbmc.encode(out)))
             self.stats.retrans_relayed += 1
-            sent = True
-        if not sent:
-            self.stats.unknown_reply += 1
         return True
 
     # ------------------------------------------------------------------ output
@@ -412,7 +513,23 @@ class RecoveryForwarder:
         out, self._out = self._out, []
         return out
 
+    def take_peer_sends(self) -> list[tuple[str, SourceKey, bytes]]:
+        """``(peer portal, source, message)``: send ``message`` (one LBMC message: a request or
+        an answer) of ``source`` over that portal's link."""
+        out, self._peer_out = self._peer_out, []
+        return out
+
     @property
     def pending(self) -> int:
         """Requests remembered now (LJI_REQs plus RXREQ sqns' askers)."""
         return len(self._lji) + self._rx_count
+
+
+class _Batch:
+    """The RXREQs of one incoming message, by destination."""
+
+    __slots__ = ("origin", "peer")
+
+    def __init__(self) -> None:
+        self.origin: dict[tuple[str, Origin], list[lbmc.Header]] = {}
+        self.peer: dict[tuple[str, SourceKey], list[lbmc.Header]] = {}
