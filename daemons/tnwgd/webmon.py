@@ -22,7 +22,8 @@ page with its JSON twin under ``/json``, a 404 page for anything unknown).  Page
   counters (ACL rejections, ...) below them.  A peer portal: name, cost, adjacent DRO,
   Interest, the same lists, its Receive and Send statistics and the enqueued bytes, and a
   "Peer Link" table (state, the DRO at the other end, keepalive RTT, bytes and messages each
-  way, drops while down or full, batches, connections, sessions lost);
+  way, drops while down or full, batches, connections, sessions lost; with ``<udp>`` the UDP
+  data link's state, the other DRO's UDP port and its LBT-RU datagrams, NAKs and losses);
 - ``/topology`` -- "Topology Info": this DRO's name, id, version, topology signature, graph
   version, DRO and TRD counts; per local portal its adjacent domain or DRO and cost; per other
   DRO its name, id, version, signature, "Last Activity N seconds ago" and its adjacent domains
@@ -159,7 +160,28 @@ def _link_rows(link: PeerLink) -> list[tuple[str, object]]:
         ("batches", st.batches),
         ("connections", st.connects),
         ("sessions lost", st.losses),
+        *_udp_rows(link),
     ]
+
+
+def _udp_rows(link: PeerLink) -> list[tuple[str, object]]:
+    """The UDP data link's rows (``<udp>``): state, the other DRO's port, LBT-RU figures."""
+    if link.udp_config is None:
+        return []
+    send, receive = link.udp_stats()
+    return [
+        ("UDP data link", f"{'up' if link.udp_up else 'down'} (port {link.udp_config.port})"),
+        ("UDP peer port", link.udp_peer_port or "-"),
+        ("UDP datagrams sent / retransmitted", f"{send.get('msgs_sent', 0)} / "
+         f"{send.get('rxs_sent', 0)}"),
+        ("UDP NAKs received / ignored / shed", f"{send.get('naks_rcved', 0)} / "
+         f"{send.get('naks_ignored', 0)} / {send.get('naks_shed', 0)}"),
+        ("UDP datagrams received / duplicates", f"{receive.get('msgs_rcved', 0)} / "
+         f"{receive.get('duplicate_data', 0)}"),
+        ("UDP NAKs sent / datagrams lost / unrecovered", f"{receive.get('naks_sent', 0)} / "
+         f"{receive.get('lost', 0)} / "
+         f"{receive.get('unrecovered_txw', 0) + receive.get('unrecovered_tmo', 0)}"),
+    ]  # fmt: skip
 
 
 def _stat_rows(msg: Any) -> list[tuple[str, int, int | None]]:

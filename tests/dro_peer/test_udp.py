@@ -5,7 +5,8 @@ the data frames go over LBT-RU.  DRO1 (the sending side) drops every 3rd DATA da
 transmission (``PYUM_PEER_UDP_DROP_EVERY``, fault injection in the adapter: there is no netem),
 so DRO2's receiver NAKs and DRO1 retransmits: every message still arrives in order with no loss
 at the receiver, the UDP figures (Prometheus, built by the same function as ``DROMonMsg``) show
-the datagrams, NAKs and retransmissions, and the TCP link's data counters stay 0.
+the datagrams, NAKs and retransmissions, and the TCP link's data counters stay 0.  The last test
+runs both DROs in this process to read ``DROMonMsg`` and the web monitor's page directly.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from daemons.tnwgd.app import DroRuntime
+from daemons.tnwgd.monitor import DROMonMsg, stats_pb
+from daemons.tnwgd.webmon import DroWebMonitor
 from tests.dro_peer.kit import (
     BURST_TIMERS,
     LINK_UP,
@@ -31,6 +35,7 @@ from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from umcore.aio.dropeer import DROP_ENV
 from umcore.api import Context
+from umcore.config import dro as dro_config
 
 TOPIC = "peer.udp"
 COUNT = 10_000
@@ -76,8 +81,11 @@ async def test_udp_peer_link_recovers_injected_loss_in_order(tmp_path: Path) -> 
     xml1 = peer_dro_xml("dro1", [("TRD1", 1, trd1)], [acc], timers=BURST_TIMERS)
     xml2 = peer_dro_xml("dro2", [("TRD2", 2, trd2)], [ini], timers=BURST_TIMERS)
     env = {DROP_ENV: str(DROP_EVERY)}
-    dro1 = await start_dro(tmp_path, "dro1", xml1, metrics=True, env=env)
-    dro2 = await start_dro(tmp_path, "dro2", xml2, metrics=True)
+    # both start at once (each is a cold interpreter: seconds on a loaded machine)
+    dro1, dro2 = await asyncio.gather(
+        start_dro(tmp_path, "dro1", xml1, metrics=True, env=env),
+        start_dro(tmp_path, "dro2", xml2, metrics=True),
+    )
     rec = Recorder()
     rec.keep_payloads = True
     try:
@@ -139,3 +147,56 @@ async def test_udp_peer_link_recovers_injected_loss_in_order(tmp_path: Path) -> 
     finally:
         await dro2.stop()
         await dro1.stop()
+
+
+async def test_udp_figures_in_dromonmsg_and_the_web_page() -> None:
+    trd1, trd2 = Trd(), Trd()
+    port = free_tcp_port()
+    acc = PeerSpec("PEER", "acceptor", port, udp=udp(free_udp_port()))
+    ini = PeerSpec("PEER", "initiator", port, udp=udp(free_udp_port()))
+    r1 = DroRuntime(dro_config.load_text(peer_dro_xml("dro1", [("TRD1", 1, trd1)], [acc]), "1"))
+    r2 = DroRuntime(dro_config.load_text(peer_dro_xml("dro2", [("TRD2", 2, trd2)], [ini]), "2"))
+    await r1.start()
+    await r2.start()
+    rec = Recorder()
+    try:
+        async with (
+            await Context.create(trd1.context()) as a,
+            await Context.create(trd2.context()) as b,
+        ):
+            rcv = await b.create_receiver(TOPIC, rec, attributes=trd2.receiver())
+            src = await a.create_source(TOPIC, attributes=trd1.source("tcp"))
+            async with asyncio.timeout(30):
+                while not rec.sqns:
+                    await src.send(b"probe", flush=True)
+                    await asyncio.sleep(0.05)  # the probing rate, not a synchronisation
+            for i in range(300):
+                await src.send(_SEQ.pack(i), flush=i % 50 == 49)
+            src.flush()
+            await until(lambda: len(rec.sqns) > 300, "300 messages")
+            assert rec.losses == 0
+            offset = time.time() - asyncio.get_running_loop().time()
+            peers = []
+            for rt in (r1, r2):
+                msg = DROMonMsg()
+                stats_pb(rt, msg.stats, wall_offset=offset, portals=[rt.portals["PEER"]])
+                peers.append(msg.stats.portals[0].peer)
+            p1, p2 = peers
+            assert p1.udp_send.msgs_sent > 0 and p1.udp_send.bytes_sent > 300 * 4
+            assert p2.udp_receive.msgs_rcved > 0 and p2.udp_receive.bytes_rcved > 300 * 4
+            assert p2.udp_receive.unrecovered_txw == p2.udp_receive.unrecovered_tmo == 0
+            # the TCP link carried control only
+            assert p1.send.data_fragments_sent == 0 and p2.receive.data_msgs_rcvd == 0
+            assert p1.send.gateway_cntl_msgs_sent > 0 and p2.receive.gateway_cntl_msgs_rcvd > 0
+            page = DroWebMonitor(r2, monotonic=asyncio.get_running_loop().time).portal(
+                {"portal": "PEER"}
+            )
+            assert page is not None
+            rows = dict(page["link"])
+            assert str(rows["UDP data link"]).startswith("up (port ")
+            assert rows["UDP peer port"] == r1.portals["PEER"].config.udp.port  # type: ignore[attr-defined]
+            await rcv.close()
+            await src.close()
+    finally:
+        await r2.close()
+        await r1.close()
