@@ -1,5 +1,5 @@
 """The UDP data link of a peer portal (``<udp>``, :mod:`umcore.dro.peerudp`) inside the peer
-link core, with a fake clock and no sockets.
+link core, with a fake clock and no sockets; the last test hands its bytes to tshark.
 
 Two :class:`PeerLink` objects (initiator and acceptor, each with ``<udp>``) are joined by
 :class:`Wire`, which carries TCP bytes and UDP datagrams both ways; it can drop chosen DATA
@@ -15,11 +15,14 @@ from collections.abc import Callable
 import pytest
 
 from tests.dro.kit import otid
+from tests.dro.test_peer_tshark import keys
+from tests.oracle import Tshark
 from umcore.config.dro import Peer, load_text
 from umcore.dro import SourceKey
 from umcore.dro.peer import DownCause, LinkDown, LinkUp, PeerLink
 from umcore.errors import ConfigError
 from umcore.wire import lbtru as w
+from umcore.wire.pcap import TcpFlow, udp_frame
 
 KA = '<gateway-keepalive interval="1000" timeout="3000"/>'
 UDP = (
@@ -292,3 +295,63 @@ def test_loss_recovery_with_random_drops_is_deterministic_per_seed() -> None:
             now = wire.run(now, now + 0.01)
     now = wire.run(now, now + 2.0)
     assert [s for _k, s, _p in wire.frames[wire.b]] == list(range(3000))
+
+
+def test_tshark_decodes_the_offers_and_the_udp_link(tshark: Tshark) -> None:
+    """The TCP side (hello, UDP port offers) as LBT-TCP and the UDP side as LBT-RU: every
+    datagram type of the session (CREQ, SYN session message, DATA with its bindings and data
+    messages, ACK, NAK, retransmission) decodes with no Malformed or Error item."""
+    wire = Wire()
+    flow = TcpFlow(("127.0.0.1", 40000), ("127.0.0.1", 24501))
+    frames: list[bytes] = []
+    ports = {wire.a: 5001, wire.b: 5002}
+    count = [0]
+
+    def carry(now: float) -> None:
+        for _ in range(100):
+            moved = False
+            for src, dst in ((wire.a, wire.b), (wire.b, wire.a)):
+                chunk = b"".join(src.take_bytes())
+                if chunk:
+                    moved = True
+                    frames.append(flow.segment(src is wire.a, chunk))
+                    dst.receive_data(chunk, now)
+                for d in src.take_datagrams(now):
+                    moved = True
+                    frames.append(udp_frame("127.0.0.1", ports[src], "127.0.0.1", ports[dst], d))
+                    if is_first_data(d):
+                        count[0] += 1
+                        if count[0] == 2:  # the second DATA datagram is lost: NAK, RX
+                            continue
+                    dst.receive_datagram(bytes(d), now)
+            if not moved:
+                return
+
+    wire.a.receive_connected(0.0)
+    wire.b.receive_connected(0.0)
+    now = 0.0
+    while now < 0.6:
+        carry(now)
+        now += 0.05
+        for link in (wire.a, wire.b):
+            link.handle_timer(now)
+    assert wire.a.udp_up and wire.b.udp_up
+    for i in range(3):
+        wire.a.send_data(S1, 100 + i, b"payload %d" % i, now)
+        carry(now)
+    for step in range(1, 20):
+        for link in (wire.a, wire.b):
+            link.handle_timer(now + step * 0.05)
+        carry(now + step * 0.05)
+    got = [s for k, s, _p in wire.b.take_frames()]
+    assert got == [100, 101, 102]
+    decoded = tshark.decode(
+        frames, decode_as=["tcp.port==24501,lbttcp", "udp.port==5001,lbtru", "udp.port==5002,lbtru"]
+    )
+    decoded.assert_clean(allow_warn=["lbtru.analysis.nak"])  # a NAK is a Warn by design
+    seen = set(keys(decoded.layers))
+    assert {"lbmc.tcp_sid", "lbmc.topic_source_exfunc", "lbmc.tnwg_capabilities"} <= seen
+    assert {"lbtru.analysis.creq", "lbtru.analysis.sm.syn", "lbtru.data", "lbtru.nak"} <= seen
+    assert {"lbtru.ack", "lbtru.hdr.flags.rx"} <= seen
+    # 101 twice: lost (still captured), then retransmitted
+    assert sorted(int(v) for v in decoded.values("lbmc.sqn")) == [100, 101, 101, 102]
