@@ -195,6 +195,7 @@ class Source:
         reg_id: int = 0,
         ctxinst: bytes = b"SRCCTX01",
         advertise: bool = True,
+        late_join: bool = False,
         **registration: Any,
     ) -> None:
         self.rig = rig
@@ -207,9 +208,12 @@ class Source:
         self.ctxinst = ctxinst
         self.registration = registration
         opts: tuple[Any, ...] = ()
-        if advertise:
+        if advertise:  # STORE, and LATEJOIN as a real persistent source's TIR has it
+            flags = lbmr_options.UME_FLAG_STORE
+            if late_join:
+                flags |= lbmr_options.UME_FLAG_LATEJOIN
             opts = (lbmr_options.UMEOption(src_tcp_port=port, src_tcp_addr=ip,
-                                           transport_idx=transport_idx, flags=0x2000),)  # fmt: skip
+                                           transport_idx=transport_idx, flags=flags),)  # fmt: skip
         self.session = RawSession(
             "TCP", f"TCP:{ip}:14371:{transport_idx}", transport_idx, topic_idx, topic, ip, opts
         )
@@ -230,6 +234,13 @@ class Source:
         if resp.error is None:
             self.reg_id = resp.reg_id
         return resp
+
+    def lj_info(self, low: int, high: int) -> None:
+        """The source's late-join service answers the Store's LJI_REQ (qidx = its RegID): it
+        retains ``low..high`` (``low = high + 1``: nothing, its next sequence number is low)."""
+        hdr = lbmc.UmeLjInfo(0, low & 0xFFFFFFFF, high & 0xFFFFFFFF, self.reg_id)
+        msg = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[hdr]))
+        self.rig.control(msg, self.reply_to[0])
 
     def frame(self, sqn: int, payload: bytes | None = None, msg_type: int = lbmc.MSG_DATA) -> bytes:
         body = payload if payload is not None else b"msg%d" % sqn

@@ -26,4 +26,7 @@ def test_sink_sessions_carry_topic_ip_and_options(tmp_path: Path) -> None:
     src.register()
     rig.core.receive_frame(session, lbmc.encode_data(0, 0, b"m"), rig.now)
     rig.pump()
+    # it offers late join: held until the source says where its stream starts (catchup.py)
+    assert src.acked() == []
+    src.lj_info(0, -1)  # nothing sent before the registration: next sequence number 0
     assert src.acked() == [0]

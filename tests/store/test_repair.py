@@ -91,7 +91,7 @@ def test_a_store_back_empty_repairs_from_where_the_stream_starts(tmp_path: Path)
     src = Source(rig, "t")
     assert src.register() is not None
     first = [m for m in rig.take(src.reply_to) if isinstance(m, lbmc.LBMCMessage)]
-    assert first == []  # a source new to this Store: no question
+    assert len(first) == 1  # a source new to this Store is asked too (catchup.py), unanswered
     assert src.register() is not None  # again, nothing stored yet
     (lji,) = [m for m in rig.take(src.reply_to) if isinstance(m, lbmc.LBMCMessage)]
     req = lji.find(lbmc.LjiReq)
@@ -100,7 +100,8 @@ def test_a_store_back_empty_repairs_from_where_the_stream_starts(tmp_path: Path)
     rig.control(lj_info(src, 0, 2), src.reply_to[0])  # the source retains 0..2
     src.send(3, 4)
     assert src.acked() == []  # a disk repository writes in order: 3, 4 wait for 0..2
-    rig.advance(INITIAL_DELAY_S + 0.01)
+    # sent before the Store saw anything: no transport repairs them, asked for at once
+    rig.advance(0.0)
     reqs = rig.take(src.reply_to, compose.RetransmissionRequest)
     assert sorted(r.seqnum for m in reqs for r in m.requests) == [0, 1, 2]
     for sqn in (0, 1, 2):

@@ -103,6 +103,8 @@ from umcore.config.store import StoreInstance, StoreTopic
 from umcore.errors import ConfigError, RemoteProtocolError
 from umcore.features.latejoin import encode_lji_req, make_otid
 from umcore.store import compose
+from umcore.store.catchup import CatchUp, Phase, Start
+from umcore.store.catchup import Input as CatchUpInput
 from umcore.store.events import (
     AckDiscarded,
     ControlRejected,
@@ -150,7 +152,7 @@ from umcore.store.repository import (
 from umcore.store.retx import RetxQueue
 from umcore.store.state import ReceiverState, SourceState, encode_state, state_name
 from umcore.wire import lbmc
-from umcore.wire.lbmr_options import LateJoinOption, UMEOption
+from umcore.wire.lbmr_options import UME_FLAG_LATEJOIN, LateJoinOption, UMEOption
 
 __all__ = [
     "STATE_FLUSH_S",
@@ -262,6 +264,12 @@ class _Counters:
     io_orphans: int = 0
     lost_ranges_dropped: int = 0
     lj_info_late: int = 0  # a source's late-join information came after its first message
+    # late join to a source whose repository starts (umcore.store.catchup)
+    lj_requests: int = 0  # LJI_REQs sent
+    lj_held: int = 0  # frames held until the source's start was known
+    lj_held_dropped: int = 0  # frames beyond the hold's bounds (the repair asks again)
+    lj_gave_up: int = 0  # sources that never answered: stored from where the Store joined
+    lj_lost_at_start: int = 0  # initial-gap messages the source no longer retained
     keepalives_received: int = 0
     keepalives_sent: int = 0
     naks_sent: int = 0
@@ -643,6 +651,15 @@ class StoreCore:
         self._add_source(src, now)
         self.proxy.registered(reg_id, src.topic, _proxy_wanted(req), now, _ident(src))
         resp, event = self._source_answer(src, req.marker, old=False)
+        # Late join to the source (umcore.store.catchup): asked before the answer, on the same
+        # connection, so that its LJ_INFO tells the source's next sequence number from before
+        # it knew of this registration -- the first message this Store must hold.
+        sends = [(src.reply_to, resp)]
+        if repo.empty:
+            src.catchup = CatchUp(Start.NEXT, now)
+            self.counters.lj_requests += 1
+            sends.insert(0, (src.reply_to, self._lji_req(src)))
+            self._schedule(src)
         self._note(
             _INFO,
             f'new source for topic "{src.topic}" created. Session ID {src.session_id} RegID '
@@ -659,16 +676,13 @@ class StoreCore:
             src.creating = False
             return reg.sources.get(src.reg_id) is src
 
-        src.creating = self._answer(src, [(src.reply_to, resp)], [event], now, undo=undo, done=done)
+        src.creating = self._answer(src, sends, [event], now, undo=undo, done=done)
 
     def _lji_req(self, src: SourceEntry) -> bytes:
-        """Late join's information request to a source that re-registers with a repository
-        still empty here (the Store kept its state but crashed before it saw a message): the
-        answer (LJ_INFO, :meth:`_lj_info`) says where the source's retained stream starts, and
-        the Store repairs from there instead of starting at the first message it sees and
-        refusing the source's re-sends of earlier ones as old.  Not for a source new to this
-        Store: a memory Store restarted, say, holds nothing from before (check 14), and a Store
-        that joins a new source's transport late starts where it joined [a known gap]."""
+        """Late join's information request to a source whose repository is empty here (new to
+        this Store, or re-registering before the Store saw a message): the answer (LJ_INFO,
+        :meth:`_lj_info`) says where the repository starts, and the Store repairs from there
+        instead of starting at the first message it sees (umcore.store.catchup)."""
         return encode_lji_req(src.reg_id, src.transport_idx, src.topic_idx, self.address)
 
     def _lj_info(self, msg: lbmc.LBMCMessage, now: float) -> None:
@@ -678,11 +692,135 @@ class StoreCore:
             if src is None:
                 c.unexpected_control += 1
                 continue
-            first = h.low_seqnum
+            cu = src.catchup
+            if cu is not None and cu.phase is Phase.PROBING:
+                self._probed(src, cu, h.low_seqnum, h.high_seqnum, now)
+                continue
+            if cu is None or not cu.asking:
+                c.lj_info_late += 1  # an answer to a request already settled
+                continue
+            first = cu.first_of(h.low_seqnum, h.high_seqnum)
+            cu.step(CatchUpInput.INFO, now)
             if src.repository.expect_first(first):
+                cu.base = first
                 self.repair.expect(src.reg_id, first)
+                self._store_held(src, cu, now)
+                if cu.joined:
+                    self._probe(src, cu, now)
             else:
                 c.lj_info_late += 1  # data came first: the repository started there
+                src.catchup = None
+                self._store_held(src, cu, now)
+            self._schedule(src)
+
+    def _store_held(self, src: SourceEntry, cu: CatchUp, now: float) -> None:
+        """The frames held while asking, stored now that the repository's start is settled."""
+        held = cu.take_held()
+        if not held:
+            return
+        for sqn, frame in held:
+            self._store(src, sqn, frame, now)
+            if src.rpp:
+                self._after(src, now)
+        self._after(src, now)
+
+    def _hold(
+        self, src: SourceEntry, cu: CatchUp, session: FrameSession, frames: Sequence[bytes]
+    ) -> bool:
+        """While ``src``'s start is asked for: hold the read's data frames of ``session`` when
+        it offers late join (True); False: store them as they come (a source without late join
+        cannot answer)."""
+        if not _offers_late_join(session.options) or not src.repository.empty:
+            return False
+        c = self.counters
+        tindex = session.topic_index
+        unpack = _TIDX_SQN.unpack_from
+        for frame in frames:
+            n = len(frame)
+            if n < 12 or frame[0] not in _STORED_TYPES or (frame[2] << 8 | frame[3]) != n:
+                continue  # counted (bad, control, unstored) by the caller's walk
+            tidx, sqn = unpack(frame, 4)
+            if tidx != tindex:
+                continue
+            if cu.hold(sqn, bytes(frame)):
+                c.lj_held += 1
+            else:
+                c.lj_held_dropped += 1
+        return True
+
+    def _probe(self, src: SourceEntry, cu: CatchUp, now: float) -> None:
+        """The second question, once this Store joined: what the source sent and retains."""
+        cu.step(CatchUpInput.PROBE, now)
+        self.counters.lj_requests += 1
+        self._send(src.reply_to, self._lji_req(src))
+
+    def _catchup_timer(self, src: SourceEntry, cu: CatchUp, now: float) -> None:
+        """No LJ_INFO yet: ask again, or give up and store from where this Store joined.  The
+        start set and no BOS seen (a session that began before): probe now."""
+        if cu.phase is Phase.BASE_SET:
+            self._probe(src, cu, now)
+            return
+        if not cu.asking:
+            return
+        if cu.asked_again(now):
+            self.counters.lj_requests += 1
+            self._send(src.reply_to, self._lji_req(src))
+            return
+        cu.step(CatchUpInput.GIVE_UP, now)
+        src.catchup = None
+        self.counters.lj_gave_up += 1
+        self._note(
+            _WARN,
+            f"source RegID {src.reg_id} topic {src.topic!r} did not answer {cu.requests} "
+            "late-join information requests: its messages are stored from where this Store "
+            "joined its transport",
+        )
+        self._store_held(src, cu, now)
+
+    def _probed(self, src: SourceEntry, cu: CatchUp, low: int, high: int, now: float) -> None:
+        """The source's answer after the join: below ``low`` it retains nothing, so what this
+        Store lacks there is declared lost now (stability NAKs), not after the repair's message
+        timeout; up to ``high`` it has sent, so what this Store lacks there is asked for."""
+        cu.step(CatchUpInput.INFO, now)
+        src.catchup = None
+        repair = self.repair
+        reg_id = src.reg_id
+        runs: list[tuple[int, int]] = []
+        if serial_gt(low, cu.base):
+            for sqn in repair.give_up(reg_id, cu.base, (low - 1) & _M):
+                if runs and sqn == (runs[-1][1] + 1) & _M:
+                    runs[-1] = (runs[-1][0], sqn)
+                else:
+                    runs.append((sqn, sqn))
+            skipped = repair.skip_to(reg_id, low)  # not seen at all: will never come
+            if skipped is not None:
+                runs.append(skipped)
+        lost = 0
+        for first, last in runs:
+            if len(src.lost_ranges) >= MAX_LOST_RANGES:
+                self.counters.lost_ranges_dropped += 1
+                continue
+            lost += ((last - first) & _M) + 1
+            src.lost_ranges.append((first, last))
+            src.repository.declare_lost(first, last, now)
+        repair.expect_through(reg_id, high, now)
+        missing = repair.holes(reg_id)
+        self.counters.lj_lost_at_start += lost
+        if lost:
+            self._note(
+                _WARN,
+                f"source RegID {src.reg_id} topic {src.topic!r}: {lost} message(s) from sqn "
+                f"{cu.base} sent before this Store joined are no longer retained by the source "
+                f"(it retains from sqn {low}): declared lost",
+            )
+        if missing:
+            self._note(
+                _INFO,
+                f"source RegID {src.reg_id} topic {src.topic!r}: {missing} message(s) from sqn "
+                f"{cu.base} to {high} sent before this Store joined its transport are asked of "
+                "the source",
+            )
+        self._after(src, now)
 
     def _add_source(self, src: SourceEntry, now: float) -> None:
         if self.registry.add_source(src):
@@ -769,8 +907,16 @@ class StoreCore:
         if changed:
             self._write_state(src, now)
         self._send(src.reply_to, resp)
-        if src.repository.lead_sqn == NO_SQN:
+        if src.repository.empty:
+            # asked after the answer: start at the oldest message the source retains
+            cu = src.catchup
+            if cu is None or not cu.asking:
+                src.catchup = CatchUp(Start.RETAINED, now)
+            else:
+                cu.start = Start.RETAINED  # this answer may come after the source sent on
+            self.counters.lj_requests += 1
             self._send(src.reply_to, self._lji_req(src))
+            self._schedule(src)
         self._event(event)
 
     def _receiver_registration(
@@ -1119,6 +1265,10 @@ class StoreCore:
                 continue
             if src is _MISSING:
                 src = self._source_of(session)
+                # (once per read) its start is being asked for: the read is held
+                cu = src.catchup if src is not None else None
+                if cu is not None and cu.asking and self._hold(src, cu, session, frames):
+                    return
             if src is None:
                 c.unmatched_frames += 1
                 continue
@@ -1179,6 +1329,14 @@ class StoreCore:
     def receive_session(self, session: FrameSession, active: bool, now: float) -> None:
         """BOS (``active``) / EOS of a joined session."""
         self._sessions.pop(session, None)
+        if active:
+            joined = self._source_of(session)
+            if joined is not None and (cu := joined.catchup) is not None:
+                # this Store joined the source: its late join can go on
+                cu.joined = True
+                if cu.phase is Phase.BASE_SET:
+                    self._probe(joined, cu, now)
+                    self._schedule(joined)
         if active and self.proxy.enabled:
             src = self._source_of(session)
             if src is not None and self.proxy.needs_sri(src.reg_id):
@@ -1271,9 +1429,18 @@ class StoreCore:
             return
         rest = [h for h in msg.headers if type(h) not in (lbmc.Otid, lbmc.TopicName)]
         frame = lbmc.encode(lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, rest, msg.payload))
-        cands[0].clock.heard(now)
-        self._store(cands[0], msg.sqn, frame, now)
-        self._after(cands[0], now)
+        src = cands[0]
+        src.clock.heard(now)
+        cu = src.catchup
+        if cu is not None and cu.asking and src.repository.empty:
+            # a persistent source's re-send while its start is asked for: held with the rest
+            if cu.hold(msg.sqn, frame):
+                self.counters.lj_held += 1
+            else:
+                self.counters.lj_held_dropped += 1
+            return
+        self._store(src, msg.sqn, frame, now)
+        self._after(src, now)
 
     def _store_run(self, src: SourceEntry, sqn: int, frames: list[bytes], now: float) -> None:
         """Messages ``sqn``, ``sqn + 1``, ... of an SPP source, from one read: when they are
@@ -1734,6 +1901,9 @@ class StoreCore:
             due = src.state_due
         if src.ack_count and src.ack_since + src.ack_interval < due and not self._withheld(src):
             due = src.ack_since + src.ack_interval
+        cu = src.catchup
+        if cu is not None and cu.due < due:
+            due = cu.due
         return due
 
     def _schedule(self, src: SourceEntry) -> None:
@@ -1782,6 +1952,9 @@ class StoreCore:
                     src.next_check = now + self._check_s(src)
                     if not self._check(src, now):
                         continue
+                cu = src.catchup
+                if cu is not None and now >= cu.due:
+                    self._catchup_timer(src, cu, now)
                 self._after(src, now)
                 if src.state_dirty and now >= src.state_due:
                     self._write_state(src, now)
@@ -2054,6 +2227,16 @@ def _ident(src: SourceEntry) -> SourceIdent:
 def _proxy_wanted(req: compose.SourceRegistration) -> bool:
     """The source asked for a proxy and can be proxied: a real RegID or a Session ID (1.13)."""
     return req.proxy and bool(req.reg_id or req.session_id)
+
+
+def _offers_late_join(options: tuple[Any, ...]) -> bool:
+    """A session's TIR offers late join (a persistent source's does: UM forces it on)."""
+    for opt in options:
+        if isinstance(opt, LateJoinOption):
+            return True
+        if isinstance(opt, UMEOption) and opt.flags & UME_FLAG_LATEJOIN:
+            return True
+    return False
 
 
 def _advertised(options: tuple[Any, ...]) -> tuple[Address, int] | None:

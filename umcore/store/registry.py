@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from umcore.config.store import StoreTopic
 
 if TYPE_CHECKING:
+    from umcore.store.catchup import CatchUp
     from umcore.store.repository import Repository
 
 __all__ = [
@@ -220,6 +221,8 @@ class SourceEntry:
     # stability-ack-minimum-number and stability-ack-interval (seconds), read once
     ack_minimum: int = 1
     ack_interval: float = 0.2
+    # late join to the source while its repository starts (umcore.store.catchup); None: none
+    catchup: CatchUp | None = None
 
     def same_registrant(self, reply_to: Address, ctxinst: bytes, session_id: int) -> bool:
         """A registration from the registrant we know, not a second one asking for the RegID:

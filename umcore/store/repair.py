@@ -63,10 +63,12 @@ class _Hole:
 
 
 class _Track:
-    __slots__ = ("expected", "holes")
+    __slots__ = ("expected", "first", "holes")
 
-    def __init__(self, expected: int) -> None:
+    def __init__(self, expected: int, first: int | None = None) -> None:
         self.expected = expected
+        # the start told by expect(): a gap from it was sent before the Store joined
+        self.first = first
         self.holes: dict[int, _Hole] = {}
 
 
@@ -107,6 +109,7 @@ class GapRepair:
         if t is None:
             t = self._tracks[reg_id] = _Track(sqn if lead == _NO_SQN else (lead + 1) & _M)
         exp = t.expected
+        start, t.first = t.first, None
         if sqn == exp:
             t.expected = (sqn + 1) & _M
             return
@@ -120,7 +123,8 @@ class GapRepair:
                 self.untracked += skip
                 exp = (exp + skip) & _M
                 ahead -= skip
-            due = now + INITIAL_DELAY_S
+            # a gap from the told start went out before the Store joined: no transport repairs it
+            due = now if start == exp else now + INITIAL_DELAY_S
             deadline = now + MESSAGE_TIMEOUT_S
             for k in range(ahead):
                 holes[(exp + k) & _M] = _Hole(due, deadline)
@@ -131,9 +135,59 @@ class GapRepair:
 
     def expect(self, reg_id: int, sqn: int) -> None:
         """Source ``reg_id``'s first message will be ``sqn`` (its repository is empty and was
-        told so): whatever arrives later than that leaves holes to ask for."""
+        told so, by the source's late-join information): whatever arrives later than that
+        leaves holes to ask for -- at once, without :data:`INITIAL_DELAY_S`, when the first
+        arrival jumps from ``sqn``, since those were sent before the Store joined."""
         if reg_id not in self._tracks:
-            self._tracks[reg_id] = _Track(sqn & _M)
+            self._tracks[reg_id] = _Track(sqn & _M, sqn & _M)
+
+    def give_up(self, reg_id: int, first: int, last: int) -> list[int]:
+        """Stop asking for the holes ``first..last`` of source ``reg_id`` (its source no longer
+        retains them); returns them, counted as lost."""
+        t = self._tracks.get(reg_id)
+        if t is None or not t.holes:
+            return []
+        span = (last - first) & _M
+        if span >= _HALF:
+            return []
+        gone = [sqn for sqn in t.holes if (sqn - first) & _M <= span]
+        for sqn in gone:
+            del t.holes[sqn]
+        gone.sort(key=lambda q: (q - first) & _M)
+        self.lost += len(gone)
+        return gone
+
+    def skip_to(self, reg_id: int, sqn: int) -> tuple[int, int] | None:
+        """Source ``reg_id``'s messages before ``sqn`` not seen yet will never come (its source
+        no longer retains them): expect ``sqn`` next; returns the range skipped, or None."""
+        t = self._tracks.get(reg_id)
+        if t is None:
+            return None
+        exp = t.expected
+        ahead = (sqn - exp) & _M
+        if not ahead or ahead >= _HALF:
+            return None
+        t.expected = sqn & _M
+        t.first = None
+        return exp, (sqn - 1) & _M
+
+    def expect_through(self, reg_id: int, high: int, now: float) -> int:
+        """Source ``reg_id`` has sent up to ``high`` (its late-join information, taken after the
+        Store joined): what was not seen up to there is a hole -- asked for at once when
+        nothing arrived since the start :meth:`expect` told (all of it went out before the
+        join), else after :data:`INITIAL_DELAY_S` (what went out after the join is still
+        arriving on the transport).  Returns how many holes it made."""
+        t = self._tracks.get(reg_id)
+        if t is None:
+            return 0
+        nxt = (high + 1) & _M
+        ahead = (nxt - t.expected) & _M
+        if not ahead or ahead >= _HALF:
+            return 0
+        before = len(t.holes)
+        self.seen(reg_id, nxt, 0, now)  # holes expected..high, as an arrival of high + 1 makes
+        t.expected = nxt  # ... without taking high + 1 as seen
+        return len(t.holes) - before
 
     def forget(self, reg_id: int) -> None:
         """The registration is gone (deleted, deregistered)."""
