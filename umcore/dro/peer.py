@@ -89,7 +89,6 @@ __all__ = [
     "LinkStats",
     "LinkUp",
     "PeerLink",
-    "RecoveryReceived",
     "RouteInfoReceived",
     "SourceGoneReceived",
     "SourceReceived",
@@ -121,9 +120,6 @@ KA_QUERY = 0x4000  # TNWG_KA flags (wire-lbmc-ump.md section 7)
 KA_RESPONSE = 0x2000
 AD_EOS = 0x40  # ADVERTISEMENT flags
 AD_CHANGE = 0x10
-# ADVERTISEMENT ad_flags: the source offers late join (wire-lbmc-ump.md 7: LJ); its late-join
-# and OTR requests cross this link (umcore.dro.recovery) [inferred]
-AD_FLAG_LJ = 0x80000000
 INTEREST_CANCEL = 0x4000  # TOPIC_INTEREST flags
 INTEREST_REFRESH = 0x2000
 PATTERN_CANCEL = 0x40  # PATTERN_INTEREST flags (one byte)
@@ -204,21 +200,11 @@ class SourceReceived(CoreEvent):
     hop_count: int
     origin_domain: int
     change: bool
-    late_join: bool = False  # it offers late join (umcore.dro.recovery)
 
 
 @dataclass(frozen=True, slots=True)
 class SourceGoneReceived(CoreEvent):
     source: SourceKey
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryReceived(CoreEvent):
-    """A late-join/OTR message of a source (a request or an answer, one LBMC message) from the
-    other DRO (:mod:`umcore.dro.recovery`)."""
-
-    source: SourceKey
-    message: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -670,7 +656,6 @@ class PeerLink:
         now: float,
         *,
         change: bool = False,
-        late_join: bool = False,
     ) -> bool:
         """Advertise ``source`` to the other DRO (the DroCore's Create/UpdateProxySource;
         ``origin_domain`` None: the one it was advertised with).  False if not sent."""
@@ -686,8 +671,8 @@ class PeerLink:
             return False
         self._advertised[source] = origin_domain
         ad = lbmc.Advertisement(
-            AD_CHANGE if change else 0, min(hop_count, 255), AD_FLAG_LJ if late_join else 0,
-            cost=cost & _U32, domain_id=origin_domain & _U32,
+            AD_CHANGE if change else 0, min(hop_count, 255), cost=cost & _U32,
+            domain_id=origin_domain & _U32,
         )  # fmt: skip
         return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
 
@@ -701,21 +686,6 @@ class PeerLink:
             self._udp.forget_source(source)
         ad = lbmc.Advertisement(AD_EOS, 0, topic_idx=tidx)
         return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
-
-    def send_recovery(self, source: SourceKey, message: bytes, now: float) -> bool:
-        """A late-join/OTR message of ``source`` (``take_peer_sends`` of the core's recovery
-        forwarder): a control message with only OTID and TOPICNAME, ``message`` its payload
-        [inferred].  False if not sent (link down; too long for one LBMC message)."""
-        if not self.up:
-            self.stats.gateway_cntl_msgs_dropped_not_operational += 1
-            return False
-        headers: list[lbmc.Header] = [self._otid(source), lbmc.TopicName(_cstr(source.topic))]
-        try:
-            data = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=headers, payload=message))
-        except (LocalProtocolError, lbmc.LBMCError, ValueError, struct.error):
-            return False  # the caller counts it (a retransmission above LBMC's 64 KB)
-        self._control(data)
-        return True
 
     def send_route_info(self, info: RouteInfo, now: float) -> bool:
         """The DroCore's route information for this portal (``take_route_info``)."""
@@ -841,9 +811,6 @@ class PeerLink:
         topic = msg.find(lbmc.TopicName)
         if topic is not None and otid is not None:
             source = SourceKey(bytes(otid.otid), _uncstr(topic.topic))
-            if msg.payload and len(msg.headers) == 2:  # umcore.dro.recovery's (send_recovery)
-                self._events.append(RecoveryReceived(source, bytes(msg.payload)))
-                return
             idx = msg.find(lbmc.TopicIdx)
             ad = msg.find(lbmc.Advertisement)
             if idx is not None:
@@ -861,12 +828,7 @@ class PeerLink:
                 else:
                     self._events.append(
                         SourceReceived(
-                            source,
-                            ad.cost,
-                            ad.hop_count,
-                            ad.domain_id,
-                            bool(ad.flags & AD_CHANGE),
-                            late_join=bool(ad.ad_flags & AD_FLAG_LJ),
+                            source, ad.cost, ad.hop_count, ad.domain_id, bool(ad.flags & AD_CHANGE)
                         )
                     )
                 return
