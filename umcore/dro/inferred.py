@@ -50,6 +50,13 @@ Listed (the constants live where they are used, each marked [inferred]):
   ``hops_taken``) naming where it came from, so no DRO takes it back towards its origin or
   round a loop; a MIM with a topic follows receiver interest as a source's data would, a
   topicless one goes to every TRD (:mod:`umcore.dro.mim`).
+* late join and OTR (:mod:`umcore.dro.recovery`; the notes only say requests "traverse the whole
+  DRO path back to the originating source"): a proxy source of a late-join source advertises a
+  LATE_JOIN option naming its portal's request port and a transport index of the DRO's (retained
+  range 0, 0), and the DRO forwards LJI_REQ/UME_RXREQ to the origin with its own reply address,
+  relaying LJ_INFO under the receiver's index and RETRANS with the proxy source's topic index and
+  an OTID of the proxy's request port and transport index; a forwarded request waits
+  :data:`umcore.dro.recovery.PENDING_LIFETIME_S` for its answer.
 
 The peer link (:mod:`umcore.dro.peer`) is pyum's own protocol throughout: UM documents what a
 peer portal does (notes A3: one TCP connection, ``<gateway-keepalive>``, batching) and Wireshark
@@ -77,7 +84,12 @@ decodes it) and the choices below are ours:
   TOPIC_IDX; each frame is then a bare LBMC data message (tidx = that index, sqn = the
   originating sequence number, payload = the frame), 12 bytes of overhead;
 * a ``<peer>`` without ``<batching>`` does not batch (data goes out as soon as the adapter
-  writes); max-queue bounds the batches not yet written plus at most one open batch.
+  writes); max-queue bounds the batches not yet written plus at most one open batch;
+* late join and OTR: a source that offers late join is advertised with ADVERTISEMENT
+  ``ad_flags`` LJ (0x80000000); a request or answer for it is a CONTROL message OTID + TOPICNAME
+  (nothing else) whose payload is the LBMC message itself (LJI_REQ under the sender's request
+  index, UME_RXREQ, LJ_INFO, or the origin's RETRANS), addresses and indices zeroed where the
+  other DRO uses its own (:mod:`umcore.dro.recovery`).
 
 The UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`).  The notes (A3) give its shape -- TCP
 keeps the control traffic, the data goes "using the same reliable-unicast protocol as LBT-RU",
