@@ -8,7 +8,10 @@ DRO1 ~peer~ DRO2).  TCP on every hop, 64-byte payloads.
 
 - **Throughput**: :data:`COUNT` messages as fast as the source may send them; the figure is
   messages / (first send .. last delivery).  The peer link is measured plain, with LZ4, and with
-  TLS (a certificate made for the run; each mode is its own DRO pair), direct and routed rounds
+  TLS (a certificate made for the run; each mode is its own DRO pair), and -- opt-in, mode
+  ``udp`` in ``PYUM_BENCH_DROPEERD_MODES`` -- with the UDP data link (``<udp>``, its
+  peer-rate-limit raised to :data:`UDP_RATE` so that the limiter is not what is measured),
+  direct and routed rounds
   alternating, best of :data:`ROUNDS` each.  Goal (issue 20): plain >= 0.70 of direct.  The
   portal queues are large (256 MB): a drop would show in the counts printed.
 - **Failover**, with UM's default timers (route-info 1000/750/4000 ms, gateway keepalive
@@ -46,6 +49,7 @@ TICK_S = 0.005
 GOAL_RATIO = 0.70
 FAILOVER_BACKOFF_MS = 1000
 MODES = tuple(os.environ.get("PYUM_BENCH_DROPEERD_MODES", "plain,lz4,tls").split(","))
+UDP_RATE = 2_000_000_000  # bits/s: the udp mode's peer-rate-limit data (retransmit: half)
 ROOT = Path(__file__).resolve().parents[1]
 _SEQ = struct.Struct("!I")
 _SOURCE = {"transport": "tcp", "transport_tcp_interface": "127.0.0.1"}
@@ -85,7 +89,7 @@ def _opts(scope: str, d: dict[str, str]) -> str:
     )
 
 
-def _peer(name: str, role: str, port: int, cost: int, security: str) -> str:
+def _peer(name: str, role: str, port: int, cost: int, security: str, udp: str = "") -> str:
     if role == "acceptor":
         side = f"<acceptor><listen-port>{port}</listen-port></acceptor>"
     else:
@@ -95,7 +99,7 @@ def _peer(name: str, role: str, port: int, cost: int, security: str) -> str:
         )
     return (
         f"<peer><name>{name}</name><cost>{cost}</cost><single-tcp><interface>127.0.0.1"
-        f"</interface>{security}{side}</single-tcp><max-queue>{_BIG_QUEUE}</max-queue></peer>"
+        f"</interface>{security}{side}</single-tcp>{udp}<max-queue>{_BIG_QUEUE}</max-queue></peer>"
     )
 
 
@@ -124,6 +128,13 @@ def _security(mode: str, crt: Path, key: Path) -> str:
             f"<trusted-certificates>{crt}</trusted-certificates></tls>"
         )
     return ""
+
+
+def _udp(port: int) -> str:
+    return (
+        f"<udp><port>{port}</port>"
+        f'<peer-rate-limit data="{UDP_RATE}" retransmit="{UDP_RATE // 2}"/></udp>'
+    )
 
 
 class _Dro(Tnwgd):
@@ -220,8 +231,11 @@ async def _modes(tmp: Path, crt: Path, key: Path) -> dict[str, list[float]]:
         trds[mode] = (trd1, trd2)
         port = _free_port(socket.SOCK_STREAM)
         sec = _security(mode, crt, key)
-        x1 = _dro("dro1", {**trd1, "domain": "1"}, [_peer("P", "acceptor", port, 1, sec)], _FAST)
-        x2 = _dro("dro2", {**trd2, "domain": "2"}, [_peer("P", "initiator", port, 1, sec)], _FAST)
+        u1, u2 = (_udp(_free_port(socket.SOCK_DGRAM)) for _ in "12") if mode == "udp" else ("", "")
+        p1 = _peer("P", "acceptor", port, 1, sec, u1)
+        p2 = _peer("P", "initiator", port, 1, sec, u2)
+        x1 = _dro("dro1", {**trd1, "domain": "1"}, [p1], _FAST)
+        x2 = _dro("dro2", {**trd2, "domain": "2"}, [p2], _FAST)
         starts += [_Dro.start(tmp, f"{mode}1", x1), _Dro.start(tmp, f"{mode}2", x2)]
     started = await asyncio.gather(*starts, return_exceptions=True)
     all_dros = [d for d in started if isinstance(d, _Dro)]

@@ -186,7 +186,7 @@ class DroRuntime:
         #: multicast immediate messages across the DRO, by interest (daemons.tnwgd.mim)
         self.mim = MimForwarder(self.core, endpoints, self.now, self.uim)
         #: late join and OTR requests to the origins, answers back (daemons.tnwgd.recovery)
-        self.recovery = RecoveryAdapter(self.core, endpoints, self.now)
+        self.recovery = RecoveryAdapter(self.core, self.portals, self.now)
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False
@@ -321,6 +321,7 @@ class DroRuntime:
             peer = portals.get(name)
             if isinstance(peer, PeerPortal):
                 peer.send_route_info(info)
+        self.recovery.flush()  # late join / OTR messages the peer links' input produced
         again = False
         for p in portals.values():
             # frames left only because the pump's share ran out: come back after the loop ran

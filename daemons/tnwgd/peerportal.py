@@ -187,12 +187,18 @@ class PeerPortal:
     def apply(self, commands: list[PortalCommand]) -> None:
         now = self.host.now()
         for cmd in commands:
-            link_command(self.link, cmd, now)
+            link_command(self.link, cmd, now, late_join=self.core.recovery.offers_late_join)
         self.adapter.flush()
 
     def send_lbmr(self, packet: lbmr.LBMRPacket) -> None:
         link_lbmr(self.link, packet, self.host.now())
         self.adapter.flush()
+
+    def send_recovery(self, source: SourceKey, message: bytes) -> bool:
+        """A late-join/OTR message of ``source`` over the link (daemons.tnwgd.recovery)."""
+        sent = self.link.send_recovery(source, message, self.host.now())
+        self.adapter.flush()
+        return sent
 
     def send_route_info(self, info: RouteInfo) -> None:
         self.link.send_route_info(info, self.host.now())

@@ -10,24 +10,28 @@ LJI_REQ and UME_RXREQ from receivers of the portal's proxy sources, LJ_INFO and 
 the origins -- before the client library would handle it (``Engine.uim_interceptor``, chained in
 front of the UIM and MIM forwarders'), gives it to the core with the runtime's clock and writes
 what the core returns from the named portal's request port (a UIM connection, as late join
-uses).  What the core does not take (a request naming none of the portal's proxy sources, an
-answer nobody waits for) is left to the context, as before.  A
-write that fails (no connection, a full queue) drops that message and counts ``send_failed``:
-the receiver asks again after its retransmit/OTR interval.
+uses) or over a peer portal's link (:meth:`PeerPortal.send_recovery
+<daemons.tnwgd.peerportal.PeerPortal.send_recovery>`; what a link brings reaches the core
+through :func:`umcore.dro.peerglue.deliver`, and the runtime's pump flushes what that produced).
+What the core does not take (a request naming none of the portal's proxy sources, an answer
+nobody waits for) is left to the context, as before.  A write that fails (no connection, a full
+queue, a link down) drops that message and counts ``send_failed``: the receiver asks again
+after its retransmit/OTR interval.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from daemons.tnwgd.peerportal import PeerPortal
+from daemons.tnwgd.portal import EndpointPortal
 from umcore.errors import UMError
 from umcore.features import immediate as im
 from umcore.wire import lbmc
 
 if TYPE_CHECKING:
-    from daemons.tnwgd.portal import EndpointPortal
     from umcore.dro import DroCore
 
 __all__ = ["RecoveryAdapter"]
@@ -43,7 +47,10 @@ class RecoveryAdapter:
     Counter: ``send_failed``."""
 
     def __init__(
-        self, core: DroCore, portals: dict[str, EndpointPortal], now: Callable[[], float]
+        self,
+        core: DroCore,
+        portals: Mapping[str, EndpointPortal | PeerPortal],
+        now: Callable[[], float],
     ) -> None:
         self.core = core
         self.forwarder = core.recovery
@@ -76,10 +83,14 @@ class RecoveryAdapter:
         src.uim_interceptor = intercept
 
     def flush(self) -> None:
-        """Write what the core asked to send."""
+        """Write what the core asked to send (to request ports, over peer links)."""
+        for peer_name, source, message in self.forwarder.take_peer_sends():
+            peer = self.portals.get(peer_name)
+            if not isinstance(peer, PeerPortal) or not peer.send_recovery(source, message):
+                self.send_failed += 1
         for name, addr, data in self.forwarder.take_sends():
             p = self.portals.get(name)
-            src = p.src if p is not None else None
+            src = p.src if isinstance(p, EndpointPortal) else None
             port = src.features.port if src is not None else None
             if port is None:
                 self.send_failed += 1

@@ -1,7 +1,8 @@
 """Late join and OTR through one DRO, answered by the origin (issue 19; notes A2, A7).
 
 One process holds the origin's context (TRD1), the DRO (TRD1 and TRD2 endpoint portals) and
-the receiver's context (TRD2).  The receiver only knows the DRO's proxy source; its late-join and
+the receiver's context (TRD2); in the last test two DROs joined by a peer link
+(TRD1 -DRO1~DRO2- TRD2).  The receiver only knows the DRO's proxy source; its late-join and
 OTR requests go to the DRO's portal, which forwards them to the origin and relays the answers.
 Each test proves the origin answered (its late-join service counted the retransmissions) and the
 DRO relayed them (its forwarder's counters), and that the receiver's only session is the proxy.
@@ -13,10 +14,13 @@ import asyncio
 import struct
 
 from daemons.tnwgd.app import metric_specs
+from daemons.tnwgd.portal import EndpointPortal
+from tests.dro_peer.kit import PeerSpec, free_tcp_port, peer_dro_xml
 from tests.dro_proc.kit import Trd, dro_xml, proxy_ready, proxy_source_strings, running_dro
 from tests.integration.helpers import until
 from umcore.api import Context, Message
 from umcore.api import message as m
+from umcore.dro import SourceKey
 
 _SEQ = struct.Struct("!I")
 # Every message retained by the origin (UM's default retains one).
@@ -124,5 +128,49 @@ async def test_otr_through_the_dro_recovers_from_the_origin() -> None:
         assert service.stats.retransmissions >= len(otr)
         fwd = rt.core.recovery.stats
         assert fwd.rxreq_forwarded >= len(otr) and fwd.retrans_relayed >= len(otr)
+        await rcv.close()
+        await src.close()
+
+
+async def test_late_join_across_a_peer_link_is_answered_by_the_origin() -> None:
+    early, live = 100, 20
+    topic = "dro.lj.peer"
+    trd1, trd2 = Trd(), Trd()
+    port = free_tcp_port()
+    xml1 = peer_dro_xml("dro1", [("TRD1", 1, trd1)], [PeerSpec("PEER", "acceptor", port)])
+    xml2 = peer_dro_xml("dro2", [("TRD2", 2, trd2)], [PeerSpec("PEER", "initiator", port)])
+    async with (
+        running_dro(xml1) as rt1,
+        running_dro(xml2) as rt2,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd2.context()) as b,
+    ):
+        await until(lambda: rt1.portals["PEER"].up and rt2.portals["PEER"].up, "link up")
+        src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
+        for i in range(early):
+            await src.send(_SEQ.pack(i), flush=i % 50 == 49)
+        src.flush()
+        got: list[Message] = []
+        rcv = await b.create_receiver(topic, got.append, attributes=trd2.receiver())
+        await until(lambda: proxy_ready(rt2, "TRD2", topic), "the receiver joined DRO2's proxy")
+        await until(lambda: src.receivers >= 1, "DRO1's proxy receiver joined the origin")
+        for i in range(early, early + live):
+            await src.send(_SEQ.pack(i), flush=True)
+        total = early + live
+        await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
+        data = _data(got)
+        assert [x.sequence_number for x in data] == list(range(total))
+        rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
+        assert rx[:early] == list(range(early))
+        service = a.features.service
+        assert service is not None and service.stats.retransmissions >= early
+        for rt in (rt1, rt2):  # each DRO relayed them: DRO1 over the link, DRO2 to the receiver
+            fwd = rt.core.recovery.stats
+            assert fwd.lji_forwarded >= 1 and fwd.lj_info_relayed >= 1
+            assert fwd.retrans_relayed >= early and fwd.no_route == 0
+        egress = rt2.portals["TRD2"]
+        assert isinstance(egress, EndpointPortal)
+        (key,) = egress.sources  # DRO2's proxy source of the origin takes its frames off the link
+        assert rt2.core.ingress_of(SourceKey(*key)) == "PEER"
         await rcv.close()
         await src.close()

@@ -34,7 +34,8 @@ UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`): the portal binds one UDP s
 ``<send-buffer>`` as SO_RCVBUF/SO_SNDBUF.  The link learns the other DRO's UDP port over TCP;
 datagrams go to that port at the IP the TCP connection is connected to (the initiator: the
 configured acceptor address; the acceptor: the initiator's address as seen on TCP, which may be
-a NAT's), and only datagrams from there are taken.  LZ4 and TLS stay on the TCP link: the UDP
+a NAT's), and only datagrams from that IP are taken (from any port: the session ids in every
+LBT-RU datagram keep another session's datagrams out).  LZ4 and TLS stay on the TCP link: the UDP
 link is neither compressed nor encrypted (UM has them on UDP from 6.17 only; pyum follows the
 earlier behaviour and logs it at start when both are configured).
 
@@ -407,9 +408,10 @@ class PeerPortalLink:
         self._after()
 
     def _datagram(self, data: bytes, addr: tuple[str | object, ...]) -> None:
-        port = self.link.udp_peer_port
-        if port is None or addr[0] != self._peer_ip or addr[1] != port or self._conn is None:
-            self.udp_foreign += 1  # not (yet) the other DRO's UDP port: LBT-RU retries
+        # from the other DRO's IP only (any source port: a NAT may rewrite it; the LBT-RU
+        # session ids keep other sessions out), once its port offer has arrived
+        if self.link.udp_peer_port is None or addr[0] != self._peer_ip or self._conn is None:
+            self.udp_foreign += 1  # not (yet) the other DRO: LBT-RU retries
             return
         self.link.receive_datagram(data, self._now())
         self._after()

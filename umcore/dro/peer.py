@@ -89,6 +89,7 @@ __all__ = [
     "LinkStats",
     "LinkUp",
     "PeerLink",
+    "RecoveryReceived",
     "RouteInfoReceived",
     "SourceGoneReceived",
     "SourceReceived",
@@ -120,6 +121,9 @@ KA_QUERY = 0x4000  # TNWG_KA flags (wire-lbmc-ump.md section 7)
 KA_RESPONSE = 0x2000
 AD_EOS = 0x40  # ADVERTISEMENT flags
 AD_CHANGE = 0x10
+# ADVERTISEMENT ad_flags: the source offers late join (wire-lbmc-ump.md 7: LJ); its late-join
+# and OTR requests cross this link (umcore.dro.recovery) [inferred]
+AD_FLAG_LJ = 0x80000000
 INTEREST_CANCEL = 0x4000  # TOPIC_INTEREST flags
 INTEREST_REFRESH = 0x2000
 PATTERN_CANCEL = 0x40  # PATTERN_INTEREST flags (one byte)
@@ -200,11 +204,21 @@ class SourceReceived(CoreEvent):
     hop_count: int
     origin_domain: int
     change: bool
+    late_join: bool = False  # it offers late join (umcore.dro.recovery)
 
 
 @dataclass(frozen=True, slots=True)
 class SourceGoneReceived(CoreEvent):
     source: SourceKey
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReceived(CoreEvent):
+    """A late-join/OTR message of a source (a request or an answer, one LBMC message) from the
+    other DRO (:mod:`umcore.dro.recovery`)."""
+
+    source: SourceKey
+    message: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,8 +570,11 @@ class PeerLink:
         """Forward one frame of ``source`` (``sqn``: its originating sequence number).  False if
         dropped (link not UP, or ``max-queue`` full), counted either way.  With ``<udp>`` the
         frame goes to the UDP data link."""
-        if self._udp is not None:
-            return self._udp_send(source, sqn, data, now)
+        udp = self._udp
+        if udp is not None:
+            if self.state is _UP and udp.send_data(source, sqn, data, now):
+                return True
+            return self._udp_dropped(len(data))
         n = len(data)
         tidx = self._bind_out.get(source)
         if tidx is None or self.state is not _UP:
@@ -656,6 +673,7 @@ class PeerLink:
         now: float,
         *,
         change: bool = False,
+        late_join: bool = False,
     ) -> bool:
         """Advertise ``source`` to the other DRO (the DroCore's Create/UpdateProxySource;
         ``origin_domain`` None: the one it was advertised with).  False if not sent."""
@@ -671,8 +689,8 @@ class PeerLink:
             return False
         self._advertised[source] = origin_domain
         ad = lbmc.Advertisement(
-            AD_CHANGE if change else 0, min(hop_count, 255), cost=cost & _U32,
-            domain_id=origin_domain & _U32,
+            AD_CHANGE if change else 0, min(hop_count, 255), AD_FLAG_LJ if late_join else 0,
+            cost=cost & _U32, domain_id=origin_domain & _U32,
         )  # fmt: skip
         return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
 
@@ -686,6 +704,21 @@ class PeerLink:
             self._udp.forget_source(source)
         ad = lbmc.Advertisement(AD_EOS, 0, topic_idx=tidx)
         return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
+
+    def send_recovery(self, source: SourceKey, message: bytes, now: float) -> bool:
+        """A late-join/OTR message of ``source`` (``take_peer_sends`` of the core's recovery
+        forwarder): a control message with only OTID and TOPICNAME, ``message`` its payload
+        [inferred].  False if not sent (link down; too long for one LBMC message)."""
+        if not self.up:
+            self.stats.gateway_cntl_msgs_dropped_not_operational += 1
+            return False
+        headers: list[lbmc.Header] = [self._otid(source), lbmc.TopicName(_cstr(source.topic))]
+        try:
+            data = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=headers, payload=message))
+        except (LocalProtocolError, lbmc.LBMCError, ValueError, struct.error):
+            return False  # the caller counts it (a retransmission above LBMC's 64 KB)
+        self._control(data)
+        return True
 
     def send_route_info(self, info: RouteInfo, now: float) -> bool:
         """The DroCore's route information for this portal (``take_route_info``)."""
@@ -811,6 +844,9 @@ class PeerLink:
         topic = msg.find(lbmc.TopicName)
         if topic is not None and otid is not None:
             source = SourceKey(bytes(otid.otid), _uncstr(topic.topic))
+            if msg.payload and len(msg.headers) == 2:  # umcore.dro.recovery's (send_recovery)
+                self._events.append(RecoveryReceived(source, bytes(msg.payload)))
+                return
             idx = msg.find(lbmc.TopicIdx)
             ad = msg.find(lbmc.Advertisement)
             if idx is not None:
@@ -828,7 +864,12 @@ class PeerLink:
                 else:
                     self._events.append(
                         SourceReceived(
-                            source, ad.cost, ad.hop_count, ad.domain_id, bool(ad.flags & AD_CHANGE)
+                            source,
+                            ad.cost,
+                            ad.hop_count,
+                            ad.domain_id,
+                            bool(ad.flags & AD_CHANGE),
+                            late_join=bool(ad.ad_flags & AD_FLAG_LJ),
                         )
                     )
                 return
@@ -1015,15 +1056,12 @@ class PeerLink:
             self._udp_send_offer()
         udp.start(sid.sid, now)
 
-    def _udp_send(self, source: SourceKey, sqn: int, data: bytes | memoryview, now: float) -> bool:
-        udp = self._udp
-        assert udp is not None
-        if self.state is not _UP or not udp.send_data(source, sqn, data, now):
-            st = self.stats
-            st.data_fragments_dropped_not_operational += 1
-            st.data_fragment_bytes_dropped_not_operational += len(data)
-            return False
-        return True
+    def _udp_dropped(self, n: int) -> bool:
+        """A frame the UDP data link did not take (not up): counted, False."""
+        st = self.stats
+        st.data_fragments_dropped_not_operational += 1
+        st.data_fragment_bytes_dropped_not_operational += n
+        return False
 
     def receive_datagram(self, data: bytes, now: float) -> None:
         """A datagram from the other DRO's UDP port (the adapter checks the address)."""

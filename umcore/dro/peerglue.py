@@ -19,6 +19,11 @@ Core -> link (call for the outputs whose portal is this peer portal):
 * :func:`drain_queue` -- forwarded frames from the core's egress queue while the link is
   writable (what does not fit stays in that queue, which drops and counts past max-queue).
 
+Late join and OTR (:mod:`umcore.dro.recovery`): a source advertised with ``late_join`` (the
+core's recovery forwarder offers it) tells the other DRO to forward requests for it over the
+link; a received ``RecoveryReceived`` goes to ``core.recovery.receive_peer_message`` (what that
+forwarder sends over this link, ``take_peer_sends``, goes out with ``link.send_recovery``).
+
 Link -> core: :func:`deliver` (events and frames).  A ``LinkUp`` is
 ``receive_portal_up(peer_node_id=...)``, a ``LinkDown`` is ``receive_portal_down``; route
 information, interest and sources go to the matching ``receive_*``; frames to
@@ -26,6 +31,8 @@ information, interest and sources go to the matching ``receive_*``; frames to
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from umcore.dro.core import DroCore, SourceAdvert
 from umcore.dro.events import (
@@ -42,12 +49,13 @@ from umcore.dro.peer import (
     LinkDown,
     LinkUp,
     PeerLink,
+    RecoveryReceived,
     RouteInfoReceived,
     SourceGoneReceived,
     SourceReceived,
 )
 from umcore.events import CoreEvent
-from umcore.wire import lbmr
+from umcore.wire import lbmc, lbmr
 from umcore.wire.lbmr_ext import (
     TNWG_INTEREST_FLAG_CANCEL,
     TNWG_INTEREST_FLAG_PATTERN,
@@ -57,12 +65,26 @@ from umcore.wire.lbmr_ext import (
 __all__ = ["deliver", "drain_queue", "link_command", "link_lbmr"]
 
 
-def link_command(link: PeerLink, cmd: PortalCommand, now: float) -> bool:
-    """Send what ``cmd`` (for ``link``'s portal) means on the link; False if nothing."""
+def link_command(
+    link: PeerLink,
+    cmd: PortalCommand,
+    now: float,
+    *,
+    late_join: Callable[[SourceKey], bool] | None = None,
+) -> bool:
+    """Send what ``cmd`` (for ``link``'s portal) means on the link; False if nothing.
+    ``late_join(source)``: the source offers late join (``core.recovery.offers_late_join``)."""
+    lj = False
+    if late_join is not None and isinstance(cmd, (CreateProxySource, UpdateProxySource)):
+        lj = late_join(cmd.source)
     if isinstance(cmd, CreateProxySource):
-        return link.send_source(cmd.source, cmd.cost, cmd.hop_count, cmd.origin_domain, now)
+        return link.send_source(
+            cmd.source, cmd.cost, cmd.hop_count, cmd.origin_domain, now, late_join=lj
+        )
     if isinstance(cmd, UpdateProxySource):
-        return link.send_source(cmd.source, cmd.cost, cmd.hop_count, None, now, change=True)
+        return link.send_source(
+            cmd.source, cmd.cost, cmd.hop_count, None, now, change=True, late_join=lj
+        )
     if isinstance(cmd, (FinalAdvertisement, DeleteProxySource)):
         # the burst is for UM receivers' EOS; over a link the first one withdraws the source
         # and the rest (and the deletion) find nothing left to withdraw
@@ -119,10 +141,19 @@ def deliver(core: DroCore, link: PeerLink, now: float) -> list[CoreEvent]:
         elif isinstance(ev, InterestReceived):
             core.receive_interest(portal, ev.key, ev.domain, now, cancel=ev.cancel)
         elif isinstance(ev, SourceReceived):
+            if ev.late_join:  # before the core creates proxy sources of it
+                core.recovery.receive_peer_offer(portal, ev.source)
             advert = SourceAdvert(ev.source, None, ev.cost, ev.hop_count, ev.origin_domain)
             core.receive_source(portal, advert, now)
         elif isinstance(ev, SourceGoneReceived):
             core.receive_source_gone(portal, ev.source, now)
+        elif isinstance(ev, RecoveryReceived):
+            try:
+                msg = lbmc.decode(ev.message)
+            except lbmc.LBMCError:
+                core.recovery.stats.unknown_reply += 1  # not a message: nothing to forward
+            else:
+                core.recovery.receive_peer_message(portal, ev.source, msg, now)
     for source, sqn, data in link.take_frames():
         core.receive_frame(portal, source, sqn, data)
     return events

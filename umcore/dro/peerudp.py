@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from umcore.config.dro import Udp
@@ -99,6 +100,8 @@ _unpack_data = _DATA_HDR.unpack_from
 # LBT-RU types the other DRO's source sends (to our receiver); the rest go to our source.
 _TO_RECEIVER = frozenset({w.TYPE_DATA, w.TYPE_SM, w.TYPE_NCF, w.TYPE_RST})
 _TO_SOURCE = frozenset({w.TYPE_NAK, w.TYPE_ACK, w.TYPE_CREQ})
+# The largest data message (LBMC's u16 msglen); what one datagram holds is less still.
+_MAX_DATA_MSG = min(lbmc.MAX_LBMC_MESSAGE, UDP_DATAGRAM_MAX - 20 - 8)
 _ACK_INTERVAL_MS = int(lookup("receiver", "transport_lbtru_acknowledgement_interval").default)
 
 
@@ -141,20 +144,28 @@ def receiver_config(udp: Udp) -> RuReceiverConfig:
 
 
 class _Receiver(LbtruReceiver):
-    """An LBT-RU receiver that keeps the transport sequence number of the datagram it is
-    accepting (:attr:`current`): its frames reach ``frame_sink`` during the same call."""
+    """An LBT-RU receiver that hands each DATA datagram it accepts (the first copy; not a
+    duplicate, not a retransmission before the stream started) to ``accept`` with its
+    transport sequence number, the datagram and the offset of its LBMC messages."""
 
     def __init__(
-        self, session_id: int, config: RuReceiverConfig, now: float, rng: random.Random
+        self,
+        session_id: int,
+        config: RuReceiverConfig,
+        now: float,
+        rng: random.Random,
+        accept: Callable[[int, bytes, int], None],
     ) -> None:
         super().__init__(session_id, config, now, rng)
-        self.current = 0
+        self.accept = accept
 
     def receive_data(
         self, sqn: int, trail: int, rx: bool, data: bytes | memoryview, off: int, now: float
     ) -> None:
-        self.current = sqn
+        dups = self.stats.duplicate_data
         super().receive_data(sqn, trail, rx, data, off, now)
+        if self.started and self.stats.duplicate_data == dups:
+            self.accept(sqn, data if type(data) is bytes else bytes(data), off)
 
 
 class PeerUdp:
@@ -180,12 +191,17 @@ class PeerUdp:
         self.receiver: _Receiver | None = None
         self.failure: UdpFailure | None = None
         self.connected_at: float | None = None
+        #: Both sessions connected and no failure: data may flow.
+        self.up = False
+        #: Up and not held back by the rate limiter (the portal keeps data in its queue).
+        self.writable = False
         self._rcfg = receiver_config(udp)
         self._open = bytearray()
+        self._room = self.source.max_size  # the LBMC bytes one DATA datagram holds
         self._bind_out: dict[SourceKey, int] = {}
         self._bind_in: dict[int, SourceKey] = {}
         self._next_tidx = 0
-        self._held: dict[int, list[bytes]] = {}
+        self._held: dict[int, tuple[bytes, int]] = {}  # transport sqn -> (datagram, offset)
         self._held_bytes = 0
         self._next: int | None = None
         self._frames: list[tuple[SourceKey, int, memoryview]] = []
@@ -212,29 +228,28 @@ class PeerUdp:
             raise LocalProtocolError("the UDP peer link is already started")
         if not 0 < peer_session_id <= _M:
             raise RemoteProtocolError(f"UDP session id {peer_session_id} is not 1..2**32-1")
-        rcv = _Receiver(peer_session_id, self._rcfg, now, self.rng)
-        rcv.frame_sink = self._sink
+        rcv = _Receiver(peer_session_id, self._rcfg, now, self.rng, self._accept)
         self.receiver = rcv
         rcv.connect(now)
+        self._check(now)
 
     @property
     def started(self) -> bool:
         return self.receiver is not None
 
-    @property
-    def up(self) -> bool:
-        """Both sessions connected and no failure: data may flow."""
-        r = self.receiver
-        return self.failure is None and r is not None and r.connected and bool(self.source.clients)
-
-    @property
-    def writable(self) -> bool:
-        """Up and not held back by the rate limiter (the portal keeps data in its queue)."""
-        return self.up and not self.source.blocked
-
     def _check(self, now: float) -> None:
-        if self.failure is not None:
-            return
+        """After every input: failures, then :attr:`up` and :attr:`writable`."""
+        if self.failure is None:
+            self._check_failure()
+        r = self.receiver
+        self.up = (
+            self.failure is None and r is not None and r.connected and bool(self.source.clients)
+        )
+        self.writable = self.up and not self.source.blocked
+        if self.connected_at is None and self.up:
+            self.connected_at = now
+
+    def _check_failure(self) -> None:
         for kind, _addr in self.source.events:
             if kind == "disconnect":
                 self._fail(
@@ -255,8 +270,6 @@ class PeerUdp:
                     f"no answer to {c.max_attempts} UDP connection requests "
                     f"({c.attempt_interval} ms apart)"
                 )
-        if self.connected_at is None and self.up:
-            self.connected_at = now
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:
@@ -269,42 +282,55 @@ class PeerUdp:
         datagram; False (nothing sent) when the link is not up."""
         if not self.up:
             return False
-        tidx = self._bind_out.get(source)
         n = len(data)
         size = _DATA_HDR_LEN + n
-        if size > lbmc.MAX_LBMC_MESSAGE:
-            raise LocalProtocolError(f"frame of {n} bytes: at most {lbmc.MAX_LBMC_MESSAGE - 12}")
-        if tidx is None:
-            if len(self._bind_out) >= MAX_UDP_SOURCES:
+        tidx = self._bind_out.get(source)
+        if tidx is None or size > _MAX_DATA_MSG:
+            tidx = self._bind(source, n, now)
+            if tidx is None:
                 return False
-            if len(source.otid) != OTID_SIZE:
-                raise LocalProtocolError(
-                    f"OTID of {source.topic!r} is {len(source.otid)} bytes, not {OTID_SIZE}"
-                )
-            tidx = self._next_tidx
-            self._next_tidx = (tidx + 1) & _M
-            self._bind_out[source] = tidx
-            bind = lbmc.encode(
-                lbmc.LBMCMessage(
-                    lbmc.MSG_CONTROL,
-                    headers=[
-                        lbmc.Otid(0, source.otid),
-                        lbmc.TopicName(source.topic.encode() + b"\0"),
-                        lbmc.TopicIdx(0, tidx),
-                    ],
-                )
-            )
-            self._add(bind, now)
-        self._add(_pack_data(0, 0, size, tidx, sqn & _M) + bytes(data), now)
+        # the data path: the frame into the open datagram, no copy of it on the way
+        buf = self._open
+        if len(buf) + size > self._room:
+            self._close(now)
+            buf = self._open
+        buf += _pack_data(0, 0, size, tidx, sqn & _M)
+        buf += data
         self.frames_sent += 1
         self.frame_bytes_sent += n
         return True
 
-    def _add(self, msg: bytes, now: float) -> None:
-        room = self.source.max_size
-        if len(self._open) + len(msg) > room:
+    def _bind(self, source: SourceKey, n: int, now: float) -> int | None:
+        """send_data's slow path: a frame too large (error), or ``source`` without a topic
+        index yet (bind one: a control message in the same stream); None: not sent."""
+        if _DATA_HDR_LEN + n > _MAX_DATA_MSG:
+            raise LocalProtocolError(f"frame of {n} bytes: at most {_MAX_DATA_MSG - 12}")
+        tidx = self._bind_out.get(source)
+        if tidx is not None:
+            return tidx
+        if len(self._bind_out) >= MAX_UDP_SOURCES:
+            return None
+        if len(source.otid) != OTID_SIZE:
+            raise LocalProtocolError(
+                f"OTID of {source.topic!r} is {len(source.otid)} bytes, not {OTID_SIZE}"
+            )
+        tidx = self._next_tidx
+        self._next_tidx = (tidx + 1) & _M
+        self._bind_out[source] = tidx
+        bind = lbmc.encode(
+            lbmc.LBMCMessage(
+                lbmc.MSG_CONTROL,
+                headers=[
+                    lbmc.Otid(0, source.otid),
+                    lbmc.TopicName(source.topic.encode() + b"\0"),
+                    lbmc.TopicIdx(0, tidx),
+                ],
+            )
+        )
+        if len(self._open) + len(bind) > self._room:
             self._close(now)
-        self._open += msg
+        self._open += bind
+        return tidx
 
     def _close(self, now: float) -> None:
         if self._open:
@@ -312,6 +338,8 @@ class PeerUdp:
             src.now = now
             src.emit_lbmc(bytes(self._open))
             self._open = bytearray()
+            if src.blocked:
+                self.writable = False
 
     def forget_source(self, source: SourceKey) -> None:
         """``source`` was withdrawn: its next frames (if it comes back) bind again."""
@@ -335,8 +363,10 @@ class PeerUdp:
 
     def receive_datagram(self, data: bytes, now: float) -> None:
         """A datagram from the other DRO's UDP port.  Garbage is counted and dropped."""
-        if self.failure is not None or len(data) < w.HEADER_SIZE:
-            self.dgrams_dropped_garbage += self.failure is None
+        if self.failure is not None:
+            return  # the link is being dropped: nothing more is read
+        if len(data) < w.HEADER_SIZE:
+            self.dgrams_dropped_garbage += 1
             return
         ptype = data[0] & 0x0F
         try:
@@ -357,16 +387,13 @@ class PeerUdp:
             self.dgrams_dropped_garbage += 1
         self._check(now)
 
-    def _sink(self, frames: list[bytes]) -> None:
-        r = self.receiver
-        assert r is not None
-        sqn = r.current
+    def _accept(self, sqn: int, data: bytes, off: int) -> None:
         if self._next is None:
             self._next = sqn  # the stream starts with this datagram
         if (sqn - self._next) & _M >= _HALF:
             return  # behind what was given up on already: too late
-        self._held[sqn] = frames
-        self._held_bytes += sum(len(f) for f in frames)
+        self._held[sqn] = (data, off)
+        self._held_bytes += len(data)
 
     def _release(self) -> None:
         r = self.receiver
@@ -376,10 +403,10 @@ class PeerUdp:
         held = self._held
         missing = r.missing
         while True:
-            frames = held.pop(nxt, None)
-            if frames is not None:
-                self._held_bytes -= sum(len(f) for f in frames)
-                self._frames_in(frames)
+            dgram = held.pop(nxt, None)
+            if dgram is not None:
+                self._held_bytes -= len(dgram[0])
+                self._messages(*dgram)
                 nxt = (nxt + 1) & _M
                 continue
             if not held or nxt in missing or nxt == r.expected:
@@ -397,35 +424,55 @@ class PeerUdp:
             nxt = (nxt + 1) & _M
         self._next = nxt
 
-    def _frames_in(self, frames: list[bytes]) -> None:
+    def _messages(self, buf: bytes, pos: int) -> None:
+        """The LBMC messages of one DATA datagram (``buf[pos:]``), in order: data messages
+        become frames (views of the datagram), bindings update the topic index table."""
+        end = len(buf)
+        view = memoryview(buf)
         append = self._frames.append
         bind = self._bind_in
-        for f in frames:
-            if len(f) >= _DATA_HDR_LEN and f[0] == 0 and f[1] == 0:
-                _vt, _nh, msglen, tidx, sqn = _unpack_data(f)
+        unpack = _unpack_data
+        frames = nbytes = unknown = 0
+        while end - pos >= 4:
+            msglen = buf[pos + 2] << 8 | buf[pos + 3]
+            if msglen < 4 or pos + msglen > end:
+                self.dgrams_dropped_garbage += 1
+                break
+            if msglen >= _DATA_HDR_LEN and buf[pos] == 0 and buf[pos + 1] == 0:
+                _vt, _nh, _len, tidx, sqn = unpack(buf, pos)
                 key = bind.get(tidx)
                 if key is None:
-                    self.frames_unknown_source += 1
-                    continue
-                self.frames_rcvd += 1
-                self.frame_bytes_rcvd += msglen - _DATA_HDR_LEN
-                append((key, sqn, memoryview(f)[_DATA_HDR_LEN:]))
-                continue
-            try:
-                msg = lbmc.decode(f)
-            except lbmc.LBMCError:
-                self.dgrams_dropped_garbage += 1
-                continue
-            otid = msg.find(lbmc.Otid)
-            topic = msg.find(lbmc.TopicName)
-            idx = msg.find(lbmc.TopicIdx)
-            if otid is None or topic is None or idx is None:
-                continue  # a control message a newer peer may send: skipped
-            if idx.tidx not in bind and len(bind) >= MAX_UDP_SOURCES:
-                continue
-            name = bytes(topic.topic)
-            name = name[:-1] if name.endswith(b"\0") else name
-            bind[idx.tidx] = SourceKey(bytes(otid.otid), name.decode(errors="replace"))
+                    unknown += 1
+                else:
+                    append((key, sqn, view[pos + _DATA_HDR_LEN : pos + msglen]))
+                    frames += 1
+                    nbytes += msglen - _DATA_HDR_LEN
+            else:
+                self._control(buf[pos : pos + msglen])
+            pos += msglen
+        self.frames_rcvd += frames
+        self.frame_bytes_rcvd += nbytes
+        self.frames_unknown_source += unknown
+
+    def _control(self, msg_bytes: bytes) -> None:
+        """A control message in the data stream: a binding (OTID + TOPICNAME + TOPIC_IDX);
+        anything else (a newer peer's) is skipped."""
+        try:
+            msg = lbmc.decode(msg_bytes)
+        except lbmc.LBMCError:
+            self.dgrams_dropped_garbage += 1
+            return
+        otid = msg.find(lbmc.Otid)
+        topic = msg.find(lbmc.TopicName)
+        idx = msg.find(lbmc.TopicIdx)
+        if otid is None or topic is None or idx is None:
+            return
+        bind = self._bind_in
+        if idx.tidx not in bind and len(bind) >= MAX_UDP_SOURCES:
+            return
+        name = bytes(topic.topic)
+        name = name[:-1] if name.endswith(b"\0") else name
+        bind[idx.tidx] = SourceKey(bytes(otid.otid), name.decode(errors="replace"))
 
     def take_frames(self) -> list[tuple[SourceKey, int, memoryview]]:
         """Frames received, in the order sent: (source, originating sqn, payload)."""

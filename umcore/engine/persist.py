@@ -165,10 +165,11 @@ class SourcePersistence:
     def hold(self) -> bool:
         """Before a send: :class:`UMENoReg` when sends are refused; True while a Block-behaviour
         flight size is full (the caller waits in :meth:`wait`)."""
-        why = self.core.send_check()
+        core = self.core
+        why = core.send_check()
         if why is not None:
             raise UMENoReg(f"source for {self.src.topic!r}: {why}")
-        return self.block and self.core.flight_blocked
+        return self.block and core.flight_blocked
 
     async def wait(self) -> None:
         fut: asyncio.Future[None] = self.loop.create_future()

@@ -664,9 +664,8 @@ class PersistentSource:
 
     @property
     def flight_blocked(self) -> bool:
-        cfg = self.config
-        return self.in_flight >= cfg.flight_size or (
-            cfg.flight_size_bytes > 0 and self.in_flight_bytes >= cfg.flight_size_bytes
+        return self.in_flight >= self._flight_size or (
+            0 < self._flight_bytes <= self.in_flight_bytes
         )
 
     @property

@@ -774,24 +774,26 @@ class Repository:
         mem = self.mem_bytes
         cur = self._cur
         no = self._cur_no
-        fill = self._cur_fill
+        chunk_base = no << CHUNK_BITS
+        fill = fill0 = self._cur_fill
         thr = self._thr
         moff = self._moff.append
         flens = self._flen.append
-        times = self._time.append
-        state = st.append
-        stored = 0
+        # Per frame: what differs from frame to frame (offsets, lengths, the record bytes); the
+        # columns holding one value for the whole run (time, state, segment, write index) are
+        # extended once after the loop.  One budget stands for the limits every frame's record
+        # uses up alike (memory, the open segment, the write buffer; their bytes grow by the
+        # record's length), and one for the arena chunk (grows by the frame's).
+        room = limit - mem
+        fill_room = CHUNK - fill
         if disk:
             assert seg is not None
             seg_cap = self._seg_cap
             disk_room = self._disk_limit - _INDEX_COST
-            buffer_limit = self._buffer_limit
             disk_bytes = self.disk_bytes
             reg_id = self.reg_id
             arrival = now + self._wall
-            dsegs = self._dseg.append
             doffs = self._doff.append
-            windex = self._windex.append
             ibuf = self._ibuf
             pack_head = _REC_HEAD.pack
             pack_u32 = _U32.pack
@@ -799,47 +801,63 @@ class Repository:
             magic = fmt.REC_MAGIC
             flags = fmt.REC_PAYLOAD_CRC
             segno = seg.segno
-            end = seg.end
+            end = end0 = seg.end
             size = seg.size
             wcount = self._wcount
             if not wcount:
                 self._wstart = end
-        for frame in frames:
-            flen = len(frame)
-            acct = flen + OVERHEAD
-            if mem + acct > limit or fill + flen > CHUNK or flen > max_frame:
-                break
-            if disk:
+            room = min(room, seg_cap - end, self._buffer_limit - len(wbuf))
+            for frame in frames:
+                flen = len(frame)
+                acct = flen + OVERHEAD
                 if (
-                    end + acct > seg_cap
+                    acct > room
+                    or flen > fill_room
+                    or flen > max_frame
                     or disk_bytes + acct > disk_room
-                    or len(wbuf) + acct > buffer_limit
                 ):
                     break
-                doff = end
-                end = doff + acct
+                room -= acct
+                fill_room -= flen
+                doffs(end)
+                end += acct
                 if size < end:
                     disk_bytes += end - size
                     size = end
-                dsegs(segno)
-                doffs(doff)
                 head = pack_head(magic, reg_id, sqn, flags, 0, flen, arrival, _crc(frame))
                 wbuf += head
                 wbuf += pack_u32(_crc(head))
                 wbuf += frame
                 ibuf += pack_entry(sqn, acct, arrival, reg_id, 0)
-                windex(n)
-                wcount += 1
-            cur[fill : fill + flen] = frame
-            moff((no << CHUNK_BITS) | fill)
-            fill += flen
-            flens(flen)
-            times(now)
-            state(_MEM)
-            mem += acct
-            n += 1
-            stored += 1
-            sqn = (sqn + 1) & _M
+                cur[fill : fill + flen] = frame
+                moff(chunk_base | fill)
+                fill += flen
+                flens(flen)
+                sqn = (sqn + 1) & _M
+            stored = (end - end0 - (fill - fill0)) // OVERHEAD
+        else:
+            for frame in frames:
+                flen = len(frame)
+                acct = flen + OVERHEAD
+                if acct > room or flen > fill_room or flen > max_frame:
+                    break
+                room -= acct
+                fill_room -= flen
+                cur[fill : fill + flen] = frame
+                moff(chunk_base | fill)
+                fill += flen
+                flens(flen)
+                sqn = (sqn + 1) & _M
+            stored = (limit - mem - room - (fill - fill0)) // OVERHEAD
+        if stored:
+            self._time.extend(array("d", (now,)) * stored)
+            st.extend(_MEM_BYTE * stored)
+            mem += fill - fill0 + stored * OVERHEAD
+            if disk:
+                self._dseg.extend(array("I", (segno,)) * stored)
+                self._windex.extend(range(n, n + stored))
+                wcount += stored
+            n += stored
         if not stored:
             return 0
         self._live[no] += stored
@@ -1541,8 +1559,13 @@ class Repository:
             )
             seg.idx_end += len(block)
             self.disk_bytes += len(block)
-            for j in self._windex:
-                self._dseg[j] = seg.segno
+            windex = self._windex
+            lo, hi = windex[0], windex[-1] + 1  # (the write holds records: _wcount > 0)
+            if hi - lo == len(windex):  # (appended in sequence order) consecutive: one slice
+                self._dseg[lo:hi] = array("I", (seg.segno,)) * (hi - lo)
+            else:
+                for j in windex:
+                    self._dseg[j] = seg.segno
             self._whead = b""
             self._wpre = 0
             self._wstart = seg.end
