@@ -174,3 +174,43 @@ async def test_late_join_across_a_peer_link_is_answered_by_the_origin() -> None:
         assert rt2.core.ingress_of(SourceKey(*key)) == "PEER"
         await rcv.close()
         await src.close()
+
+
+async def test_late_join_through_two_dros_in_a_row() -> None:
+    """TRD1 -DRO1- TRD2 -DRO2- TRD3: DRO2 forwards to DRO1's proxy source, DRO1 to the origin."""
+    early, live = 100, 20
+    topic = "dro.lj.transit"
+    trd1, trd2, trd3 = Trd(), Trd(), Trd()
+    xml1 = dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)], name="dro1")
+    xml2 = dro_xml([("TRD2", 2, trd2), ("TRD3", 3, trd3)], name="dro2")
+    async with (
+        running_dro(xml1) as rt1,
+        running_dro(xml2) as rt2,
+        await Context.create(trd1.context()) as a,
+        await Context.create(trd3.context()) as c,
+    ):
+        src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
+        for i in range(early):
+            await src.send(_SEQ.pack(i), flush=i % 50 == 49)
+        src.flush()
+        got: list[Message] = []
+        rcv = await c.create_receiver(topic, got.append, attributes=trd3.receiver())
+        await until(lambda: proxy_ready(rt2, "TRD3", topic), "the receiver joined DRO2's proxy")
+        await until(lambda: proxy_ready(rt1, "TRD2", topic), "DRO2 joined DRO1's proxy")
+        await until(lambda: src.receivers >= 1, "DRO1's proxy receiver joined the origin")
+        for i in range(early, early + live):
+            await src.send(_SEQ.pack(i), flush=True)
+        total = early + live
+        await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
+        data = _data(got)
+        assert [x.sequence_number for x in data] == list(range(total))
+        rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
+        assert rx[:early] == list(range(early))
+        service = a.features.service
+        assert service is not None and service.stats.retransmissions >= early
+        for rt in (rt1, rt2):
+            fwd = rt.core.recovery.stats
+            assert fwd.lj_info_relayed >= 1 and fwd.retrans_relayed >= early
+            assert fwd.no_route == 0
+        await rcv.close()
+        await src.close()
