@@ -29,6 +29,9 @@ Modules (who builds on whom)::
     registry.py    RegIDs, Session IDs, sources and receivers with their activity timeouts and
                    state lifetimes.
     retx.py        the instance's retransmission-request queue and its rate limit.
+    repair.py      what the Store missed of a source's stream, asked of the source again.
+    catchup.py     late join to a source whose repository starts: where it starts, frames held
+                   meanwhile, what was sent before the Store joined.
     events.py      what the core reports (log lines with the statistics events' fields).
     core.py        :class:`StoreCore`, one Store instance: takes control messages, frames, I/O
                    completions and ``now``; gives UIMs to send, I/O jobs, topics to join or

@@ -52,6 +52,15 @@ trail, limited by ``receiver-new-registration-rollback``; a new RPP receiver: le
 late RPP receivers recover nothing) and the lead.  An answer that creates a RegID on a
 repository kept on disk waits for the state file's STATE_WRITE to complete.
 
+**Late join to the source** (:mod:`umcore.store.catchup`): a source may send before this Store
+has joined its transport, so a registration that leaves a repository empty also sends an
+LJI_REQ -- for a new source before its answer, so that the LJ_INFO gives the source's next
+sequence number from before it knew of this Store, the repository's first.  Until the LJ_INFO
+comes, the frames of a session offering late join are held; the gap from the first sequence
+number to the first frame is asked of the source at once; after the join (BOS) a second LJ_INFO
+says how far the source got (a burst sent wholly before the join) and what it no longer retains
+(declared lost at once).
+
 **Stability** (1.6, 1.10): each source's repository reports newly stable ranges in sequence
 order; they are ACKed at once (``stability-ack-minimum-number`` 1) or batched until that many
 are pending or ``stability-ack-interval`` passed since the first, as ranged ACKs.  Nothing is
