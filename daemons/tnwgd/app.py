@@ -321,6 +321,10 @@ class DroRuntime:
             peer = portals.get(name)
             if isinstance(peer, PeerPortal):
                 peer.send_route_info(info)
+        for name, source, frame in core.take_controls():  # SRIs (umcore.dro.persist)
+            p = portals.get(name)
+            if p is not None:
+                p.send_control(source, frame)
         self.recovery.flush()  # late join / OTR messages the peer links' input produced
         again = False
         for p in portals.values():

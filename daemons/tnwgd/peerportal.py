@@ -41,7 +41,13 @@ from typing import Protocol
 
 from umcore.aio.dropeer import PeerPortalLink, peer_security
 from umcore.config.dro import DROConfig, Peer
-from umcore.dro import DroCore, PortalCommand, SourceKey
+from umcore.dro import (
+    CreateProxySource,
+    DroCore,
+    PortalCommand,
+    SourceKey,
+    UpdateProxySource,
+)
 from umcore.dro.inferred import RouteInfo
 from umcore.dro.peer import LinkDown, LinkUp, PeerLink
 from umcore.dro.peerglue import deliver, link_command, link_lbmr
@@ -187,7 +193,20 @@ class PeerPortal:
     def apply(self, commands: list[PortalCommand]) -> None:
         now = self.host.now()
         for cmd in commands:
-            link_command(self.link, cmd, now, late_join=self.core.recovery.offers_late_join)
+            # a persistent source's identity travels with it (umcore.dro.persist)
+            persist = (
+                self.core.persistence(cmd.source)
+                if isinstance(cmd, (CreateProxySource, UpdateProxySource))
+                else None
+            )
+            link_command(
+                self.link, cmd, now, persist, late_join=self.core.recovery.offers_late_join
+            )
+        self.adapter.flush()
+
+    def send_control(self, source: SourceKey, frame: bytes) -> None:
+        """A control frame (SRI) the core queued for this portal: over the link."""
+        self.link.send_sri(source, frame, self.host.now())
         self.adapter.flush()
 
     def send_lbmr(self, packet: lbmr.LBMRPacket) -> None:

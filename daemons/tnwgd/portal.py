@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 from collections import deque
@@ -72,6 +73,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from daemons.tnwgd.persist import PortalPersistence
 from umcore.config.attributes import Attributes
 from umcore.config.dro import DROConfig, Endpoint
 from umcore.config.umxml import UMXml
@@ -317,6 +319,8 @@ class EndpointPortal:
         self.srs_sources = 0
         #: OTID -> the request port a source's TIR named (EXFUNC): UIMs to sources
         self.source_requests: dict[bytes, tuple[str, int]] = {}
+        #: persistence across the DRO: identities, SRIs (daemons.tnwgd.persist)
+        self.persist = PortalPersistence(self)
 
     # ------------------------------------------------------------------ life
     def context_names(self) -> tuple[str | None, str | None]:
@@ -377,6 +381,7 @@ class EndpointPortal:
 
     async def close(self) -> None:
         """Tell the core the portal is down, close proxies and both contexts."""
+        self.persist.close()
         if self.up:
             self.up = False
             self.core.receive_portal_down(self.name, self.host.now())
@@ -471,6 +476,9 @@ class EndpointPortal:
             self.core.receive_source_gone(self.name, advert.source, now)
             return
         self._learn_origin(advert.source, tir.options, tir.index)
+        ident = self.persist.identity(tir.options, tir.index)
+        if ident is not None:  # a persistent source (umcore.dro.persist)
+            advert = dataclasses.replace(advert, persist=ident)
         self.core.receive_source(self.name, advert, now)
         for opt in tir.options:
             if isinstance(opt, ExFuncOption) and opt.src_tcp_port:
@@ -644,6 +652,7 @@ class EndpointPortal:
                 self._final_advertisement(px.raw)
         elif isinstance(cmd, DeleteProxySource):
             self.core.recovery.proxy_deleted(self.name, cmd.source)
+            self.persist.proxy_gone(cmd.source)
             px = self.sources.pop(cmd.source, None)
             if px is not None and px.raw is not None:
                 await px.raw.close()
@@ -750,9 +759,12 @@ class EndpointPortal:
                         domain = opt.domain_id
                 pr.sessions[session] = sk
                 self._learn_origin(sk, session.options, session.topic_index)
-                advert = SourceAdvert(sk, source_transport(session), cost, hops, domain)
+                ident = self.persist.identity(session.options, session.topic_index)
+                advert = SourceAdvert(sk, source_transport(session), cost, hops, domain, ident)
                 self.core.receive_source(self.name, advert, now)
+                self.persist.session_up(session, sk, ident, now)
             else:
+                self.persist.session_down(session, sk)
                 pr.sessions.pop(session, None)
                 self._session_keys.pop(session, None)
                 self.core.receive_source_gone(self.name, sk, now)
@@ -768,11 +780,14 @@ class EndpointPortal:
         keys = self._session_keys
         kick = self.host.kick
         drain = self.host.drain
+        persistent = self.persist.sessions
 
         def on_frames(session: RawSession, frames: list[bytes]) -> None:
             sk = keys.get(session)
             if sk is None:
                 sk = self._source_key(session)
+            if session in persistent:  # its SRIs (umcore.dro.persist)
+                self.persist.frames(session, sk, frames)
             tidx = session.topic_index
             n = len(frames)
             total = sum(map(len, frames))
@@ -811,6 +826,7 @@ class EndpointPortal:
             if tidx is not None:
                 ip, port = self.request_address()
                 options = (*options, LateJoinOption(port, ip, tidx, 0, 0))
+        options = (*options, *self.persist.proxy_options(cmd.source, options))
         kick = self.host.kick
 
         def on_event(code: int, info: object) -> None:
@@ -832,6 +848,10 @@ class EndpointPortal:
             px.raw = raw
         else:  # deleted while it opened
             await raw.close()
+
+    def send_control(self, source: SourceKey, frame: bytes) -> None:
+        """A control frame (SRI) the core queued for this portal (``take_controls``)."""
+        self.persist.send(source, frame)
 
     def drain(self, max_frames: int = 0) -> bool:
         """Send what the core queued for this portal until a proxy source would block (or

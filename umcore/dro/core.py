@@ -93,6 +93,7 @@ from umcore.dro.interest import (
     PortalInterest,
 )
 from umcore.dro.mim import MimRoute, MimSendResult, MimStats
+from umcore.dro.persist import PersistIdentity
 from umcore.dro.proxy import ProxyReceiver, ProxySource, ReceiverEvent, SourceState
 from umcore.dro.queue import SQN_MASK, ForwardedFrame, PortalQueue
 from umcore.dro.ratelimit import TrafficLimiter
@@ -136,6 +137,10 @@ TR_PAYLOAD_BUDGET = 8192 - 256
 # default); 1M sources is 2 GiB, more than a DRO process should take, so the table stops there
 # and counts what it refused (sources_refused) rather than grow without bound.
 MAX_SOURCES = 1_000_000
+# Control frames (SRIs, umcore.dro.persist) queued for the portals between two pumps: a source
+# sends a few SRIs per registration change, so beyond this they are dropped and counted
+# (``controls_dropped``; the relay asks again).
+MAX_CONTROLS = 4096
 # What a DRO endpoint's start-up requests ask (notes A4 "initial request"): receivers and
 # wildcard receivers to query again (and so answer use queries), other DROs to re-send interest.
 INITIAL_REQUEST_FLAGS = TRREQ_QUERY | TRREQ_WILDCARD_QUERY | TRREQ_GW_REMOTE_INTEREST
@@ -230,6 +235,8 @@ class SourceAdvert:
     cost: int = 0  # the COST option's cost (0: a source in this TRD)
     hop_count: int = 0  # the COST option's hop count (DROs crossed so far)
     origin_domain: int | None = None  # the DOMAIN_ID option (None: the portal's own domain)
+    # a persistent source's identity (its TIR's UME option; :mod:`umcore.dro.persist`)
+    persist: PersistIdentity | None = None
 
 
 def _transport_of(info: object) -> SourceTransport | None:
@@ -434,13 +441,14 @@ class _Portal:
 
 
 class _Seen:
-    __slots__ = ("cost", "hop_count", "origin", "transport")
+    __slots__ = ("cost", "hop_count", "origin", "persist", "transport")
 
     def __init__(self, advert: SourceAdvert, origin: int | None) -> None:
         self.cost = advert.cost
         self.hop_count = advert.hop_count
         self.origin = origin
         self.transport = advert.transport
+        self.persist = advert.persist
 
 
 class _Flow:
@@ -482,6 +490,9 @@ class DroCore:
         self._seq = 0
         self._flows: dict[SourceKey, _Flow] = {}
         self._by_topic: dict[str, set[SourceKey]] = {}
+        # control frames (SRIs) for each egress portal, and those refused (MAX_CONTROLS)
+        self._controls: list[tuple[str, SourceKey, bytes]] = []
+        self.controls_dropped = 0
         #: late join / OTR requests forwarded to the origins (umcore.dro.recovery)
         self.recovery = RecoveryForwarder(self.ingress_of, self.portal_address, self.is_peer)
         self._mim: dict[str, MimStats] = {name: MimStats() for name in self.portals}
@@ -1046,6 +1057,41 @@ class DroCore:
             if took > queued:
                 queued = took
         return queued
+
+    def receive_control(
+        self, portal: str, source: SourceKey, frame: bytes | memoryview, now: float
+    ) -> int:
+        """A control frame of ``source`` (an SRI, :mod:`umcore.dro.persist`) from ``portal``:
+        queued, without the duplicate window (it has no sequence number), for every portal the
+        source's frames go to (``take_controls``); returns how many."""
+        flow = self._flows.get(source)
+        if flow is None or portal not in flow.seen or portal != flow.ingress:
+            self.portals[portal].stats.unknown_source += 1
+            return 0
+        n = 0
+        data = bytes(frame)
+        for name, p in self.portals.items():
+            if p.queue in flow.egress:
+                if len(self._controls) >= MAX_CONTROLS:
+                    self.controls_dropped += 1
+                    continue
+                self._controls.append((name, source, data))
+                n += 1
+        return n
+
+    def take_controls(self) -> list[tuple[str, SourceKey, bytes]]:
+        """(egress portal, source, control frame) queued by :meth:`receive_control`."""
+        out, self._controls = self._controls, []
+        return out
+
+    def persistence(self, source: SourceKey) -> PersistIdentity | None:
+        """The persistent identity of ``source`` as its active ingress saw it (None: not a
+        persistent source, or not seen)."""
+        flow = self._flows.get(source)
+        if flow is None or flow.ingress is None:
+            return None
+        seen = flow.seen.get(flow.ingress)
+        return None if seen is None else seen.persist
 
     def queue(self, portal: str) -> PortalQueue:
         """The egress queue of ``portal`` (its counters are the portal's enqueued-bytes stats)."""

@@ -74,6 +74,7 @@ from umcore.dro.inferred import (
 )
 from umcore.dro.interest import InterestKey
 from umcore.dro.peerudp import PeerUdp
+from umcore.dro.persist import PersistIdentity, strip_topic_idx
 from umcore.errors import LocalProtocolError
 from umcore.events import CoreEvent
 from umcore.transport.ratelimit import RateLimiter
@@ -82,6 +83,7 @@ from umcore.wire import lbmc
 __all__ = [
     "MAX_CONTROL_BACKLOG",
     "MAX_LINK_SOURCES",
+    "ControlReceived",
     "DownCause",
     "InterestReceived",
     "LinkDown",
@@ -124,6 +126,11 @@ AD_CHANGE = 0x10
 # ADVERTISEMENT ad_flags: the source offers late join (wire-lbmc-ump.md 7: LJ); its late-join
 # and OTR requests cross this link (umcore.dro.recovery) [inferred]
 AD_FLAG_LJ = 0x80000000
+# ... and it is persistent (UME): the header's transport and topic index and a
+# TOPIC_SOURCE_EXFUNC header (request address) carry its persistent identity
+# (umcore.dro.persist) [inferred]
+AD_FLAG_UME = 0x40000000
+EXFUNC_UME = 2  # TOPIC_SOURCE_EXFUNC functionality flag
 INTEREST_CANCEL = 0x4000  # TOPIC_INTEREST flags
 INTEREST_REFRESH = 0x2000
 PATTERN_CANCEL = 0x40  # PATTERN_INTEREST flags (one byte)
@@ -204,12 +211,21 @@ class SourceReceived(CoreEvent):
     hop_count: int
     origin_domain: int
     change: bool
+    persist: PersistIdentity | None = None
     late_join: bool = False  # it offers late join (umcore.dro.recovery)
 
 
 @dataclass(frozen=True, slots=True)
 class SourceGoneReceived(CoreEvent):
     source: SourceKey
+
+
+@dataclass(frozen=True, slots=True)
+class ControlReceived(CoreEvent):
+    """A control frame (an SRI, without TOPIC_IDX) of a source the other DRO forwards."""
+
+    source: SourceKey
+    frame: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -674,9 +690,11 @@ class PeerLink:
         *,
         change: bool = False,
         late_join: bool = False,
+        persist: PersistIdentity | None = None,
     ) -> bool:
         """Advertise ``source`` to the other DRO (the DroCore's Create/UpdateProxySource;
-        ``origin_domain`` None: the one it was advertised with).  False if not sent."""
+        ``origin_domain`` None: the one it was advertised with; ``persist``: its persistent
+        identity, :mod:`umcore.dro.persist`).  False if not sent."""
         if origin_domain is None:
             origin_domain = self._advertised.get(source)
             if origin_domain is None:
@@ -688,11 +706,29 @@ class PeerLink:
             self.stats.gateway_cntl_msgs_dropped_not_operational += 1
             return False
         self._advertised[source] = origin_domain
+        if persist is None:
+            ad = lbmc.Advertisement(
+                AD_CHANGE if change else 0, min(hop_count, 255), AD_FLAG_LJ if late_join else 0,
+                cost=cost & _U32, domain_id=origin_domain & _U32,
+            )  # fmt: skip
+            return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
         ad = lbmc.Advertisement(
-            AD_CHANGE if change else 0, min(hop_count, 255), AD_FLAG_LJ if late_join else 0,
-            cost=cost & _U32, domain_id=origin_domain & _U32,
+            AD_CHANGE if change else 0, min(hop_count, 255),
+            (AD_FLAG_LJ if late_join else 0) | AD_FLAG_UME,
+            cost & _U32, persist.transport_idx & _U32, persist.topic_idx & _U32,
+            domain_id=origin_domain & _U32,
         )  # fmt: skip
-        return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad])
+        ex = lbmc.TopicSourceExfunc(
+            persist.flags & 0xFFFF, lbmc.ip4_from_str(persist.request_ip),
+            persist.request_port, 0, EXFUNC_UME,
+        )  # fmt: skip
+        return self._send_control([self._otid(source), lbmc.TopicName(_cstr(source.topic)), ad, ex])
+
+    def send_sri(self, source: SourceKey, frame: bytes, now: float) -> bool:
+        """An SRI of ``source`` (the DroCore's ``take_controls``), without its TOPIC_IDX."""
+        return self._send_control(
+            [self._otid(source), lbmc.TopicName(_cstr(source.topic)), *strip_topic_idx(frame)]
+        )
 
     def send_source_gone(self, source: SourceKey, now: float) -> bool:
         """``source`` is no longer advertised here (final advertisement, DeleteProxySource):
@@ -844,6 +880,11 @@ class PeerLink:
         topic = msg.find(lbmc.TopicName)
         if topic is not None and otid is not None:
             source = SourceKey(bytes(otid.otid), _uncstr(topic.topic))
+            if msg.find(lbmc.Sri) is not None:
+                rest = [h for h in msg.headers if not isinstance(h, (lbmc.Otid, lbmc.TopicName))]
+                frame = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=rest))
+                self._events.append(ControlReceived(source, frame))
+                return
             if msg.payload and len(msg.headers) == 2:  # umcore.dro.recovery's (send_recovery)
                 self._events.append(RecoveryReceived(source, bytes(msg.payload)))
                 return
@@ -862,6 +903,13 @@ class PeerLink:
                         del self._bind_in[ad.topic_idx]
                     self._events.append(SourceGoneReceived(source))
                 else:
+                    persist = None
+                    ex = msg.find(lbmc.TopicSourceExfunc)
+                    if ad.ad_flags & AD_FLAG_UME and ex is not None and ex.src_port:
+                        persist = PersistIdentity(
+                            lbmc.ip4_to_str(ex.src_ip), ex.src_port, ad.transport_idx,
+                            ad.topic_idx, ex.flags,
+                        )  # fmt: skip
                     self._events.append(
                         SourceReceived(
                             source,
@@ -869,6 +917,7 @@ class PeerLink:
                             ad.hop_count,
                             ad.domain_id,
                             bool(ad.flags & AD_CHANGE),
+                            persist,
                             late_join=bool(ad.ad_flags & AD_FLAG_LJ),
                         )
                     )

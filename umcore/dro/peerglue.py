@@ -19,6 +19,10 @@ Core -> link (call for the outputs whose portal is this peer portal):
 * :func:`drain_queue` -- forwarded frames from the core's egress queue while the link is
   writable (what does not fit stays in that queue, which drops and counts past max-queue).
 
+Persistence (:mod:`umcore.dro.persist`): a source's persistent identity travels with its
+advertisement, and the core's ``take_controls`` entries for this portal (SRIs) go out with
+``link.send_sri``; a received SRI is ``receive_control``.
+
 Late join and OTR (:mod:`umcore.dro.recovery`): a source advertised with ``late_join`` (the
 core's recovery forwarder offers it) tells the other DRO to forward requests for it over the
 link; a received ``RecoveryReceived`` goes to ``core.recovery.receive_peer_message`` (what that
@@ -45,6 +49,7 @@ from umcore.dro.events import (
 )
 from umcore.dro.interest import InterestKey
 from umcore.dro.peer import (
+    ControlReceived,
     InterestReceived,
     LinkDown,
     LinkUp,
@@ -54,6 +59,7 @@ from umcore.dro.peer import (
     SourceGoneReceived,
     SourceReceived,
 )
+from umcore.dro.persist import PersistIdentity
 from umcore.events import CoreEvent
 from umcore.wire import lbmc, lbmr
 from umcore.wire.lbmr_ext import (
@@ -69,22 +75,27 @@ def link_command(
     link: PeerLink,
     cmd: PortalCommand,
     now: float,
+    persist: PersistIdentity | None = None,
     *,
     late_join: Callable[[SourceKey], bool] | None = None,
 ) -> bool:
     """Send what ``cmd`` (for ``link``'s portal) means on the link; False if nothing.
-    ``late_join(source)``: the source offers late join (``core.recovery.offers_late_join``)."""
+    ``persist``: the source's persistent identity (``DroCore.persistence``), advertised with
+    it (:mod:`umcore.dro.persist`); ``late_join(source)``: the source offers late join
+    (``core.recovery.offers_late_join``)."""
     lj = False
     if late_join is not None and isinstance(cmd, (CreateProxySource, UpdateProxySource)):
         lj = late_join(cmd.source)
     if isinstance(cmd, CreateProxySource):
         return link.send_source(
-            cmd.source, cmd.cost, cmd.hop_count, cmd.origin_domain, now, late_join=lj
-        )
+            cmd.source, cmd.cost, cmd.hop_count, cmd.origin_domain, now, persist=persist,
+            late_join=lj,
+        )  # fmt: skip
     if isinstance(cmd, UpdateProxySource):
         return link.send_source(
-            cmd.source, cmd.cost, cmd.hop_count, None, now, change=True, late_join=lj
-        )
+            cmd.source, cmd.cost, cmd.hop_count, None, now, change=True, persist=persist,
+            late_join=lj,
+        )  # fmt: skip
     if isinstance(cmd, (FinalAdvertisement, DeleteProxySource)):
         # the burst is for UM receivers' EOS; over a link the first one withdraws the source
         # and the rest (and the deletion) find nothing left to withdraw
@@ -143,7 +154,9 @@ def deliver(core: DroCore, link: PeerLink, now: float) -> list[CoreEvent]:
         elif isinstance(ev, SourceReceived):
             if ev.late_join:  # before the core creates proxy sources of it
                 core.recovery.receive_peer_offer(portal, ev.source)
-            advert = SourceAdvert(ev.source, None, ev.cost, ev.hop_count, ev.origin_domain)
+            advert = SourceAdvert(
+                ev.source, None, ev.cost, ev.hop_count, ev.origin_domain, ev.persist
+            )
             core.receive_source(portal, advert, now)
         elif isinstance(ev, SourceGoneReceived):
             core.receive_source_gone(portal, ev.source, now)
@@ -154,6 +167,8 @@ def deliver(core: DroCore, link: PeerLink, now: float) -> list[CoreEvent]:
                 core.recovery.stats.unknown_reply += 1  # not a message: nothing to forward
             else:
                 core.recovery.receive_peer_message(portal, ev.source, msg, now)
+        elif isinstance(ev, ControlReceived):
+            core.receive_control(portal, ev.source, ev.frame, now)
     for source, sqn, data in link.take_frames():
         core.receive_frame(portal, source, sqn, data)
     return events

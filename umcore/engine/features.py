@@ -450,6 +450,11 @@ class ContextFeatures:
         self._by_key[key] = (rec, fan)
         self._fanouts[idx] = fan
         if ume is not None:
+            # A Store's retransmissions name the originating source (OTID: the request port and
+            # transport index of its UME option) and the topic; behind a DRO that is not the
+            # proxy source's topic index (umcore.dro.persist), so the topic keys them too.
+            ukey = (str(ume.src_tcp_addr), int(ume.src_tcp_port), ume.transport_idx, fan.topic)
+            self._by_key[ukey] = (rec, fan)
             callbacks = (
                 getattr(receiver, "on_registration", None),
                 getattr(receiver, "on_recovery_sequence", None),
@@ -674,7 +679,12 @@ class ContextFeatures:
             ident = parse_otid(otid.otid) if otid is not None else None
             hit = None
             if ident is not None:
-                hit = self._by_key.get((ident[0], ident[1], ident[2], msg.tidx))
+                tn = msg.find(lbmc.TopicName)  # a persistent receiver's key first (above)
+                if tn is not None:
+                    topic = im.decode_topic(tn.topic)
+                    hit = self._by_key.get((ident[0], ident[1], ident[2], topic))
+                if hit is None:
+                    hit = self._by_key.get((ident[0], ident[1], ident[2], msg.tidx))
             if hit is None:
                 self.dropped_unknown += 1
                 return

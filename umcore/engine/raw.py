@@ -311,6 +311,15 @@ class RawSource:
             session.rearm()
         return done
 
+    def send_control(self, frame: bytes) -> None:
+        """Send one LBMC control message (a DRO's relayed SRI, umcore.dro.persist) on the
+        session, after what is batched (as a persistent source sends its SRIs); UMError when
+        the source is closed."""
+        src = self.source
+        src.check()
+        out = src.core.flush()
+        src.session.write((out or b"") + frame)
+
     def flush(self) -> None:
         self.source.flush()
 
