@@ -56,6 +56,11 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
   source's WAKEUP; the queue's ``<max-queue>`` bound drops (and counts) what does not fit, in the
   core.  Nothing here awaits on the data path, so a blocked portal never slows another.
 
+* **Persistence** (:mod:`daemons.tnwgd.persist`, :mod:`umcore.dro.persist`).  A source whose
+  TIR carries the UME option is advertised with its persistent identity; its SRIs go to the
+  core (``receive_control``), and the core's ``take_controls`` SRIs leave on the proxy sources,
+  whose TIRs carry the origin's UME option.
+
 OTIDs.  A source with an OTID option (a proxy source of another DRO) keeps it; for a source in
 this TRD the portal derives one from its transport session identity (UM's source string): the
 SHA-256 of it, 32 bytes.  How UM forms an OTID is not documented; only equality matters.

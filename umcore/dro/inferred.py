@@ -57,6 +57,14 @@ Listed (the constants live where they are used, each marked [inferred]):
   relaying LJ_INFO under the receiver's index and RETRANS with the proxy source's topic index and
   an OTID of the proxy's request port and transport index; a forwarded request waits
   :data:`umcore.dro.recovery.PENDING_LIFETIME_S` for its answer.
+* persistence (:mod:`umcore.dro.persist`; UM documents only that persistence works through
+  the DRO, Stores usually in the source's TRD): a proxy source of a persistent source advertises
+  the *origin's* UME option (request address, transport index), so receivers register with the
+  origin's Stores for the origin's RegID; the ingress portal asks the origin for SRIs
+  (SRI_REQ with the origin's indices, every 1 s until one arrives, then every 10 s), the DROs
+  relay the SRIs, and the egress portal sends each on the proxy source's session with its
+  TOPIC_IDX rewritten and repeats the latest every 1 s; receiver-to-Store traffic goes straight
+  to the Store's address in the SRI (not through the DROs, as UM's does).
 
 The peer link (:mod:`umcore.dro.peer`) is pyum's own protocol throughout: UM documents what a
 peer portal does (notes A3: one TCP connection, ``<gateway-keepalive>``, batching) and Wireshark
@@ -90,6 +98,10 @@ decodes it) and the choices below are ours:
   (nothing else) whose payload is the LBMC message itself (LJI_REQ under the sender's request
   index, UME_RXREQ, LJ_INFO, or the origin's RETRANS), addresses and indices zeroed where the
   other DRO uses its own (:mod:`umcore.dro.recovery`).
+* persistence: a persistent source's advertisement also sets ``ad_flags`` UME (0x40000000), its
+  ``transport_idx``/``topic_idx`` name the origin's, and a TOPIC_SOURCE_EXFUNC header carries
+  the origin's request address (``flags`` = the UME option's flags); an SRI travels as a CONTROL
+  message OTID + TOPICNAME + the SRI's own headers without TOPIC_IDX (:mod:`umcore.dro.persist`).
 
 The UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`).  The notes (A3) give its shape -- TCP
 keeps the control traffic, the data goes "using the same reliable-unicast protocol as LBT-RU",
