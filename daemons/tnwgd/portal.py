@@ -48,6 +48,11 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
   COST cost -1 (the client library's final advertisement: its receivers see EOS at once);
   :class:`~umcore.dro.DeleteProxySource` closes it.  Commands are
   applied in order by one task per portal (opening a source awaits a listener).
+* **Late join and OTR** (:mod:`umcore.dro.recovery`).  A source's LATE_JOIN option (its request
+  port, transport and topic index) goes to ``core.recovery``; a proxy source of a source that
+  offers late join advertises LATE_JOIN naming this portal's request port and a transport index
+  of the DRO's, and the requests its receivers send there are forwarded to the origin by
+  :mod:`daemons.tnwgd.recovery` (the proxy source retains nothing).
 * **Forwarding.**  A proxy receiver's read goes to ``core.receive_frames`` whole (in pieces
   of :data:`DRAIN_BYTES`), and :meth:`EndpointPortal.drain` sends the portal's egress queue
   (``core.queue(name)``), a run of frames at a time, through the proxy sources with
