@@ -1,10 +1,13 @@
 """Persistence across the DRO, sans-IO (umcore.dro.persist): SRI retargeting, the SRI relay's
-timers, the core's control path and the peer link carrying identities and SRIs."""
+timers, the core's control path and the peer link carrying identities and SRIs (decoded by
+tshark with nothing Malformed)."""
 
 from __future__ import annotations
 
 from tests.dro.kit import config
 from tests.dro.test_peer import connect, pair, pump
+from tests.dro.test_peer_tshark import PORT, keys
+from tests.oracle import Tshark
 from umcore.dro import DroCore, SourceAdvert, SourceKey
 from umcore.dro.peer import ControlReceived, SourceReceived
 from umcore.dro.persist import (
@@ -23,6 +26,7 @@ from umcore.errors import RemoteProtocolError
 from umcore.store import compose
 from umcore.wire import lbmc
 from umcore.wire.lbmr_options import OTIDOption, UMEOption
+from umcore.wire.pcap import TcpFlow
 
 SK = SourceKey(b"o" * 32, "persisted")
 IDENT = PersistIdentity("10.0.0.1", 14391, 3, 7, 0x8)
@@ -151,3 +155,17 @@ def test_peer_link_carries_the_identity_and_the_sri() -> None:
     pump(a, b, 0.0)
     (plain,) = [e for e in b.take_events() if isinstance(e, SourceReceived)]
     assert plain.persist is None
+
+
+def test_tshark_decodes_the_persistence_messages_of_a_peer_link(tshark: Tshark) -> None:
+    a, b = pair()
+    connect(a, b)
+    flow = TcpFlow(("127.0.0.1", 40000), ("127.0.0.1", PORT))
+    assert a.send_source(SK, 4, 1, 1, 0.0, persist=IDENT)
+    assert a.send_sri(SK, _sri(7), 0.0)
+    frames = [flow.segment(True, b"".join(a.take_bytes()))]
+    decoded = tshark.decode(frames, decode_as=[f"tcp.port=={PORT},lbttcp"])
+    decoded.assert_clean()
+    names = {"lbmc.advertisement", "lbmc.topic_source_exfunc", "lbmc.sri", "lbmc.otid"}
+    seen = names & set(keys(decoded.layers))
+    assert seen == names, names - seen
