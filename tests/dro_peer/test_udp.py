@@ -5,14 +5,20 @@ the data frames go over LBT-RU.  DRO1 (the sending side) drops every 3rd DATA da
 transmission (``PYUM_PEER_UDP_DROP_EVERY``, fault injection in the adapter: there is no netem),
 so DRO2's receiver NAKs and DRO1 retransmits: every message still arrives in order with no loss
 at the receiver, the UDP figures (Prometheus, built by the same function as ``DROMonMsg``) show
-the datagrams, NAKs and retransmissions, and the TCP link's data counters stay 0.  The last test
-runs both DROs in this process to read ``DROMonMsg`` and the web monitor's page directly.
+the datagrams, NAKs and retransmissions, and the TCP link's data counters stay 0.
+
+Acceptance check 13's fault: DRO2 stopped (SIGSTOP) for longer than the UDP link's
+``activity-timeout`` (2.5 s) but shorter than the TCP keepalive timeout (5 s): DRO1 drops both
+links for the UDP silence, and after SIGCONT both come back by themselves and data flows again.
+The last test runs both DROs in this process to read ``DROMonMsg`` and the web monitor's page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import socket
 import struct
 import time
@@ -25,10 +31,14 @@ from daemons.tnwgd.webmon import DroWebMonitor
 from tests.dro_peer.kit import (
     BURST_TIMERS,
     LINK_UP,
+    LOST,
+    Arrivals,
     PeerSpec,
+    count_lines,
     free_tcp_port,
     peer_dro_xml,
     start_dro,
+    ticker,
 )
 from tests.dro_proc.kit import Recorder, Trd
 from tests.integration.daemon_proc import DaemonProcess
@@ -41,7 +51,8 @@ TOPIC = "peer.udp"
 COUNT = 10_000
 DROP_EVERY = 3
 _SEQ = struct.Struct("!I")
-UDP_UP = re.compile(r"peer portal \[PEER\]: UDP data link on port (\d+)")
+UDP_BOUND = re.compile(r"peer portal \[PEER\]: UDP data link on port (\d+)")
+UDP_UP = re.compile(r"peer portal \[PEER\]: UDP data link up with")
 
 
 def free_udp_port() -> int:
@@ -91,7 +102,7 @@ async def test_udp_peer_link_recovers_injected_loss_in_order(tmp_path: Path) -> 
     try:
         await dro1.wait_for_line(LINK_UP, 20)
         await dro2.wait_for_line(LINK_UP, 20)
-        assert dro1.find(UDP_UP) and dro2.find(UDP_UP)
+        assert dro1.find(UDP_BOUND) and dro2.find(UDP_BOUND)
         assert any(DROP_ENV in line for line in dro1.all_lines())
         async with (
             await Context.create(trd1.context()) as a,
@@ -142,6 +153,55 @@ async def test_udp_peer_link_recovers_injected_loss_in_order(tmp_path: Path) -> 
             assert m1["pyum_dro_peer_send_data_fragments_sent"] == 0
             assert m2["pyum_dro_peer_receive_data_msgs_rcvd"] == 0
             assert m1["pyum_dro_peer_send_gateway_cntl_msgs_sent"] > 0
+            await rcv.close()
+            await src.close()
+    finally:
+        await dro2.stop()
+        await dro1.stop()
+
+
+async def test_udp_silence_drops_both_links_and_both_come_back(tmp_path: Path) -> None:
+    trd1, trd2 = Trd(), Trd()
+    port = free_tcp_port()
+    sm = '<session-message min-interval="50" max-interval="200" activity-timeout="2500"/>'
+    acc = PeerSpec("PEER", "acceptor", port, udp=f"<udp><port>{free_udp_port()}</port>{sm}</udp>")
+    ini = PeerSpec("PEER", "initiator", port, udp=f"<udp><port>{free_udp_port()}</port>{sm}</udp>")
+    xml1 = peer_dro_xml("dro1", [("TRD1", 1, trd1)], [acc])
+    xml2 = peer_dro_xml("dro2", [("TRD2", 2, trd2)], [ini])
+    dro1, dro2 = await asyncio.gather(
+        start_dro(tmp_path, "dro1", xml1), start_dro(tmp_path, "dro2", xml2)
+    )
+    rec = Arrivals()
+    try:
+        await dro1.wait_for_line(UDP_UP, 20)
+        async with (
+            await Context.create(trd1.context()) as a,
+            await Context.create(trd2.context()) as b,
+        ):
+            rcv = await b.create_receiver("peer.udp.stop", rec, attributes=trd2.receiver())
+            src = await a.create_source("peer.udp.stop", attributes=trd1.source("tcp"))
+            task = asyncio.create_task(ticker(lambda d: src.send(d, flush=True), 0.01))
+            try:
+                await until(lambda: len(rec.got) >= 10, "messages through both DROs", timeout=20)
+                os.kill(dro2.proc.pid, signal.SIGSTOP)
+                try:
+                    await until(lambda: count_lines(dro1, LOST) >= 1, "lost connection", timeout=10)
+                    stopped_at = len(rec.got)
+                finally:
+                    os.kill(dro2.proc.pid, signal.SIGCONT)
+                await until(
+                    lambda: count_lines(dro1, UDP_UP) >= 2 and count_lines(dro2, UDP_UP) >= 2,
+                    "both links up again on both sides",
+                    timeout=20,
+                )
+                await until(lambda: len(rec.got) >= stopped_at + 20, "delivery resumed", timeout=20)
+            finally:
+                task.cancel()
+            lost = next(x for x in dro1.all_lines() if LOST.search(x))
+            assert "UDP data link" in lost, lost  # the UDP silence, not the TCP keepalive
+            assert count_lines(dro1, LINK_UP) >= 2 and count_lines(dro2, LINK_UP) >= 2
+            tail = [n for _, n, _ in rec.got[stopped_at:]]
+            assert tail[-20:] == sorted(tail[-20:])
             await rcv.close()
             await src.close()
     finally:

@@ -251,6 +251,7 @@ class PeerPortalLink:
         self.udp_errors = 0
         self.udp_injected_drops = 0
         self._drop_every = _drop_every(source) if portal.udp is not None else 0
+        self._udp_was_up = False  # the current connection's UDP data link came up (logged)
         self._data_count = 0
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -452,6 +453,12 @@ class PeerPortalLink:
                 "peer portal [%s]: link up with DRO [%s] (node id %#x)",
                 self.name, link.peer_name, link.peer_node_id or 0,
             )  # fmt: skip
+        if link.udp_up and not self._udp_was_up:
+            self._udp_was_up = True
+            log.info(
+                "peer portal [%s]: UDP data link up with [%s:%d]",
+                self.name, self._peer_ip, link.udp_peer_port or 0,
+            )  # fmt: skip
         if link.state is LinkState.DOWN and self._conn is not None:
             down = link.last_down
             conn = self._conn
@@ -476,6 +483,7 @@ class PeerPortalLink:
 
     def _ended(self) -> None:
         self._was_up = False
+        self._udp_was_up = False
         self._gone.set()
         self._writable.set()  # wake senders: they find the link down
         if self.on_activity is not None:
