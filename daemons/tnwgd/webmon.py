@@ -181,6 +181,7 @@ def _udp_rows(link: PeerLink) -> list[tuple[str, object]]:
         ("UDP NAKs sent / datagrams lost / unrecovered", f"{receive.get('naks_sent', 0)} / "
          f"{receive.get('lost', 0)} / "
          f"{receive.get('unrecovered_txw', 0) + receive.get('unrecovered_tmo', 0)}"),
+        ("UDP frames dropped (source never advertised)", link.udp_frames_dropped_unadvertised),
     ]  # fmt: skip
 
 

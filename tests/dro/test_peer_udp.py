@@ -112,10 +112,18 @@ class Wire:
         return [e for e in self.events[link] if isinstance(e, LinkDown)]
 
 
+def advertise(wire: Wire, now: float) -> None:
+    """``a`` advertises S1 and S2 (over TCP): the core does before it sends their data."""
+    for s in (S1, S2):
+        assert wire.a.send_source(s, 1, 0, 7, now)
+    wire.pump(now)
+
+
 def up_pair(**kw: str | None) -> tuple[Wire, float]:
     wire = Wire(**kw)
     wire.connect(0.0)
     now = wire.run(0.0, 1.0)
+    advertise(wire, now)
     return wire, now
 
 
@@ -198,6 +206,7 @@ def test_blocked_udp_port_drops_both_links_and_the_next_connection_restores_them
     wire.connect(now)
     now = wire.run(now, now + 1.0)
     assert a.up and b.up and a.udp_up and b.udp_up
+    advertise(wire, now)
     assert a.send_data(S1, 7, b"x", now)
     wire.pump(now)
     assert wire.frames[b][-1][1:] == (7, b"x")
@@ -336,6 +345,8 @@ def test_tshark_decodes_the_offers_and_the_udp_link(tshark: Tshark) -> None:
         for link in (wire.a, wire.b):
             link.handle_timer(now)
     assert wire.a.udp_up and wire.b.udp_up
+    assert wire.a.send_source(S1, 1, 0, 7, now)
+    carry(now)
     for i in range(3):
         wire.a.send_data(S1, 100 + i, b"payload %d" % i, now)
         carry(now)
@@ -355,3 +366,28 @@ def test_tshark_decodes_the_offers_and_the_udp_link(tshark: Tshark) -> None:
     assert {"lbtru.ack", "lbtru.hdr.flags.rx"} <= seen
     # 101 twice: lost (still captured), then retransmitted
     assert sorted(int(v) for v in decoded.values("lbmc.sqn")) == [100, 101, 101, 102]
+
+
+def test_frames_wait_for_their_source_advertisement_on_tcp() -> None:
+    """The two links do not keep each other's order: frames that arrive over UDP before their
+    source's advertisement over TCP wait for it (the core would drop them as unknown)."""
+    wire = Wire()
+    wire.connect(0.0)
+    now = wire.run(0.0, 1.0)
+    a, b = wire.a, wire.b
+    assert a.send_source(S1, 1, 0, 7, now)
+    advert = b"".join(a.take_bytes())  # held back: the TCP advertisement is "late"
+    for i in range(5):
+        assert a.send_data(S1, i, b"x", now)
+    wire.pump(now)  # the UDP datagram arrives first
+    assert wire.frames[b] == []
+    b.receive_data(advert, now)
+    frames = b.take_frames()  # the advertisement is in this input's events: released
+    events = b.take_events()
+    assert [s for _k, s, _p in frames] == [0, 1, 2, 3, 4]
+    assert any(getattr(e, "source", None) == S1 for e in events)
+    # frames of a source never advertised wait, bounded, and are never handed out
+    assert a.send_data(S2, 9, b"y", now)
+    wire.pump(now)
+    assert all(k == S1 for k, _s, _p in wire.frames[b])
+    assert b.udp_frames_dropped_unadvertised == 0

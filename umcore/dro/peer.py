@@ -51,7 +51,10 @@ both ways; the TCP connection then carries control only): the hello is followed 
 offer each way, ``send_data`` hands frames to the UDP link, ``receive_datagram`` and
 ``take_datagrams`` are its input and output, its frames come out of ``take_frames`` too,
 ``writable`` waits until it is up (and not held back by ``<peer-rate-limit>``), and its failure
-ends the session (LinkDown UDP): both links go, and the next connection restores both.
+ends the session (LinkDown UDP): both links go, and the next connection restores both.  The two
+links do not keep each other's order, so a UDP frame of a source whose advertisement (TCP) has
+not arrived yet waits for it (bounded by :data:`MAX_UDP_WAITING_BYTES`, the oldest dropped and
+counted in ``udp_frames_dropped_unadvertised``) instead of reaching the core as unknown.
 
 Proxy receivers need no message of their own on a peer link: interest records tell the other
 DRO what to receive, and its source advertisements and frames are the answer.
@@ -100,6 +103,10 @@ __all__ = [
 # Sources bound to topic indices on one connection, each way.  Above DroCore's MAX_SOURCES
 # (1,000,000), so a link fed by the core never reaches it; a peer binding more is refused.
 MAX_LINK_SOURCES = 1 << 20
+# Bytes of UDP frames waiting for their source's advertisement on TCP (module peerudp): the
+# advertisement is sent first, so the wait is one TCP-vs-UDP delivery skew; a peer sending
+# frames of sources it never advertises fills this and its oldest frames are dropped (counted).
+MAX_UDP_WAITING_BYTES = 4 << 20
 # Unsent control bytes a link may hold (a peer that stops reading while we keep routing):
 # past this the link is declared lost instead of growing without bound.
 MAX_CONTROL_BACKLOG = 16 << 20
@@ -339,6 +346,9 @@ class PeerLink:
         "_rx_tail",
         "_udp",
         "_udp_deadline",
+        "_udp_known",
+        "_udp_waiting",
+        "_udp_waiting_bytes",
         "batch_interval",
         "batching",
         "handshake_deadline",
@@ -361,6 +371,7 @@ class PeerLink:
         "state",
         "stats",
         "udp_config",
+        "udp_frames_dropped_unadvertised",
         "udp_limiter",
         "udp_peer_port",
         "udp_receive_totals",
@@ -421,6 +432,12 @@ class PeerLink:
         self._udp_deadline = 0.0
         #: The other DRO's UDP port from the handshake (None until then).
         self.udp_peer_port: int | None = None
+        #: Sources the other DRO advertised on this connection (their UDP frames may go to the
+        #: core); frames of others wait (bounded) for their advertisement (module peerudp).
+        self._udp_known: set[SourceKey] = set()
+        self._udp_waiting: list[tuple[SourceKey, int, memoryview]] = []
+        self._udp_waiting_bytes = 0
+        self.udp_frames_dropped_unadvertised = 0
         #: UDPSend / UDPReceive figures of the connections that ended.
         self.udp_send_totals: dict[str, int] = {}
         self.udp_receive_totals: dict[str, int] = {}
@@ -566,10 +583,14 @@ class PeerLink:
 
     def take_events(self) -> list[CoreEvent]:
         out, self._events = self._events, []
+        if self._udp_waiting or self._udp is not None:
+            self._udp_sources(out)
         return out
 
     def take_frames(self) -> list[tuple[SourceKey, int, memoryview]]:
         """Frames received, in order: (source, originating sqn, payload)."""
+        if self._udp_waiting:
+            self._udp_sources(self._events)  # a source advertised in this very input
         out, self._frames = self._frames, []
         return out
 
@@ -1071,6 +1092,9 @@ class PeerLink:
             self.udp_limiter = RateLimiter(rl.data, rl.retransmit, rl.interval / 1000, now)
         self._udp = PeerUdp(cfg, now, limiter=self.udp_limiter)
         self.udp_peer_port = None
+        self._udp_known.clear()
+        self._udp_waiting.clear()
+        self._udp_waiting_bytes = 0
         # the port exchange, then the LBT-RU connection requests (notes: after max-attempts
         # the portal re-initializes and the initiator restarts both links)
         self._udp_deadline = now + self._udp_budget()
@@ -1125,7 +1149,11 @@ class PeerLink:
         assert udp is not None
         frames = udp.take_frames()
         if frames:
-            self._frames.extend(frames)
+            known = self._udp_known
+            if not self._udp_waiting and all(f[0] in known for f in frames):
+                self._frames.extend(frames)
+            else:
+                self._udp_wait(frames)
         if udp.failure is not None:
             self._lose(DownCause.UDP, f"UDP data link: {udp.failure.reason}")
         elif udp.connected_at is None and now >= self._udp_deadline:
@@ -1142,6 +1170,50 @@ class PeerLink:
         assert self.udp_config is not None
         c = self.udp_config.connect
         return PEER_HANDSHAKE_TIMEOUT + c.attempt_interval * (c.max_attempts + 1) / 1000
+
+    def _udp_wait(self, frames: list[tuple[SourceKey, int, memoryview]]) -> None:
+        """Frames whose source's advertisement (TCP) has not arrived yet: the two links do not
+        keep each other's order, and the core drops a frame of a source it does not know."""
+        self._udp_sources(self._events)
+        known = self._udp_known
+        waiting = self._udp_waiting
+        for f in frames:
+            if f[0] in known and not waiting:
+                self._frames.append(f)
+                continue
+            waiting.append(f)
+            self._udp_waiting_bytes += len(f[2])
+        while self._udp_waiting_bytes > MAX_UDP_WAITING_BYTES:
+            gone = waiting.pop(0)
+            self._udp_waiting_bytes -= len(gone[2])
+            self.udp_frames_dropped_unadvertised += 1
+        self._udp_release()
+
+    def _udp_sources(self, events: list[CoreEvent]) -> None:
+        """Sources advertised (or withdrawn) in ``events``; frames waiting for them go on."""
+        known = self._udp_known
+        for ev in events:
+            if isinstance(ev, SourceReceived):
+                if len(known) < MAX_LINK_SOURCES:
+                    known.add(ev.source)
+            elif isinstance(ev, SourceGoneReceived):
+                known.discard(ev.source)
+        if self._udp_waiting:
+            self._udp_release()
+
+    def _udp_release(self) -> None:
+        """Waiting frames of known sources, in order, to the frames handed out."""
+        known = self._udp_known
+        keep: list[tuple[SourceKey, int, memoryview]] = []
+        held: set[SourceKey] = set()  # a source with an earlier frame still waiting
+        for f in self._udp_waiting:
+            if f[0] in known and f[0] not in held:
+                self._frames.append(f)
+                self._udp_waiting_bytes -= len(f[2])
+            else:
+                keep.append(f)
+                held.add(f[0])
+        self._udp_waiting = keep
 
     def take_datagrams(self, now: float) -> list[bytes | bytearray]:
         """Datagrams for the other DRO's UDP port (``udp_peer_port``), in order."""
