@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import re
 import socket
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,20 +244,29 @@ class SourceEvents:
     def __init__(self) -> None:
         self.got: list[tuple[int, Any]] = []
         self.changed = asyncio.Event()
+        # Kept as the events come: tests poll stable() every few ms, and rebuilding it from
+        # tens of thousands of events each time starved the source sharing this event loop.
+        self._stable: set[int] = set()
 
-    def __call__(self, code: int, info: object) -> None:
+    def __call__(self, code: int, info: Any) -> None:
         self.got.append((code, info))
+        if code == ev.SRC_EVENT_UME_MESSAGE_STABLE_EX and info.flags & ev.STABLE_FLAG_STABLE:
+            self._stable.add(info.sequence_number)
         self.changed.set()
 
     def of(self, code: int, pred: Callable[[Any], bool] = lambda _i: True) -> list[Any]:
         return [i for c, i in self.got if c == code and pred(i)]
 
     def stable(self) -> set[int]:
-        return {
-            i.sequence_number
-            for i in self.of(ev.SRC_EVENT_UME_MESSAGE_STABLE_EX)
-            if i.flags & ev.STABLE_FLAG_STABLE
-        }
+        """The sequence numbers reported stable so far (a copy: a snapshot stays one)."""
+        return set(self._stable)
+
+    def stable_count(self) -> int:
+        return len(self._stable)
+
+    def all_stable(self, sqns: Iterable[int]) -> bool:
+        """Whether every one of ``sqns`` was reported stable (no copy made)."""
+        return self._stable.issuperset(sqns)
 
 
 class Received:

@@ -120,6 +120,7 @@ _MCS_READY = re.compile(rb"collecting topic")
 _LISTENING = re.compile(rb"listening on ([0-9.]+):(\d+)")
 _STORE_READY = re.compile(rb"ready to accept registrations")
 _STORE_WEB = re.compile(rb"store web monitor on (http://[0-9.]+:\d+)/")
+_RECEIVER_READY = re.compile(rb"lbmrcv: receiving topic")
 # The Store's configuration (the repository's, not installed with the package).
 STORE_XML = Path(__file__).resolve().parents[2] / "configs" / "umestored.xml"
 
@@ -280,9 +281,12 @@ async def _pair(
 ) -> tuple[Child, Child]:
     pause_ms = 1000.0 / args.rate if args.rate > 0 else 0.0
     rname, sname = names
+    # The source sends a fixed delay (-d 1) after it starts: its receiver must be up by then
+    # (a cold interpreter on a busy machine can take longer), or it misses the first messages.
     rcv, _ = await started(
-        rname, "-m", "umcore.tools.lbmrcv", "-c", str(cfg), *extra, "-E", "-V", "-s", topic
-    )
+        rname, "-m", "umcore.tools.lbmrcv", "-c", str(cfg), *extra, "-E", "-V", "-s", topic,
+        ready=_RECEIVER_READY,
+    )  # fmt: skip
     print(f"[topo  ] {rname:8} topic {topic!r} (pid {rcv.proc.pid})")
     src, _ = await started(
         sname, "-m", "umcore.tools.lbmsrc", "-c", str(cfg), *extra, "-V", "-v",
