@@ -203,12 +203,21 @@ async def test_fragmented_messages_cross_as_frames(transport: str) -> None:
     big = [bytes([i]) * (100_000 + i) for i in range(30)]
     async with (
         running_dro(dro_xml([("TRD1", 1, trd1), ("TRD2", 2, trd2)], max_queue=BIG_QUEUE)) as rt,
-        await Context.create(trd1.context()) as a,
+        await Context.create({**trd1.context(), **FAST_LBT}) as a,
         await Context.create(trd2.context()) as b,
     ):
         rcv = await b.create_receiver(TOPIC, rec, attributes=trd2.receiver())
         src = await a.create_source(TOPIC, attributes=trd1.source(transport))
         await until(lambda: proxy_ready(rt, "TRD2", TOPIC), "the path")
+        ingress = rt.portals["TRD1"]
+        assert isinstance(ingress, EndpointPortal)
+        dro_rcv = ingress.rcv
+        assert dro_rcv is not None
+        # ... up to the DRO's proxy receiver in TRD1 (LBT-RM: its socket joined the group)
+        await until(
+            lambda: any(js.conn is not None for js in dro_rcv.joined.values()),
+            "the DRO's proxy receiver joined the source",
+        )
         for payload in big:
             await src.send(payload, flush=True)
         await until(lambda: len(rec.payloads) >= len(big), "the large messages")
@@ -232,8 +241,13 @@ async def test_a_frame_too_large_for_the_egress_costs_only_itself() -> None:
         await Context.create(trd1.context()) as a,
         await Context.create(trd2.context()) as b,
     ):
-        # the dropped frame's sequence number is a gap: declared lost after 0.5 s, not 10 s
-        quick = {**trd2.receiver(), "transport_lbtrm_nak_generation_interval": "500"}
+        # the dropped frame's sequence number is a gap: declared lost after 0.5 s, not 10 s, and
+        # checked every 100 ms (without the check the loss waits for the next TSNI, ~5 s later)
+        quick = {
+            **trd2.receiver(),
+            "transport_lbtrm_nak_generation_interval": "500",
+            "delivery_control_loss_check_interval": "100",
+        }
         rcv = await b.create_receiver(TOPIC, rec, attributes=quick)
         src = await a.create_source(TOPIC, attributes=trd1.source("tcp"))
         async with asyncio.timeout(20):
