@@ -3,7 +3,8 @@
 One Store (disk repository), a persistent source sending without pause (retrying while the
 Store is gone: UMENoReg) and a persistent receiver consuming; twenty cycles of SIGKILL at a
 random moment (during registration, mid-stream, during recovery) and a restart on the same
-port; for three fixed seeds.  Then: every message the source saw stable is recovered by a fresh
+port; for two fixed seeds (the machine's timing moves the kills anyway, so each run lands
+them at new moments).  Then: every message the source saw stable is recovered by a fresh
 receiver, byte-identical; the consuming receiver got every message once (it consumes live from
 the source's transport: a Store restart gives it nothing twice); the Store kept the source's
 RegID through every restart.  And with three Stores under quorum, one Store killed per cycle:
@@ -82,7 +83,7 @@ class Sender:
         await asyncio.wait_for(self.task, WAIT)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2])
 async def test_twenty_kills_lose_nothing_acknowledged(topo: Topology, seed: int) -> None:
     rng = random.Random(seed)
     st = await topo.add_store("disk")
