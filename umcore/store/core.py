@@ -85,7 +85,11 @@ writes.  **Retransmissions** go through :class:`~umcore.store.retx.RetxQueue` (t
 source's OTID and topic (the receiver maps it as it maps the source's own late-join
 retransmissions); a frame on disk is answered when its READ completes; a frame not held is
 forwarded to the source (``retransmission-request-forwarding`` 1; ``id_2`` = topic index, so
-the source's late-join service answers the receiver directly) or counted.
+the source's late-join service answers the receiver directly) or counted (``rx_not_held``;
+requests before the repository's trail also as ``rx_released``).  A returning receiver whose
+last ACK + 1 is before the trail -- its retention released them, e.g. a memory repository at
+the default 1 KiB ``repository-size-threshold`` -- is answered with that low all the same (UM's
+rule; it reports them as unrecoverable loss after its request timeout) and logged as a warning.
 
 **Proxy sources** (1.13): :attr:`StoreCore.proxy` (:class:`~umcore.store.proxy.ProxyElection`)
 is told of registrations, activity timeouts and deletions of sources that asked for a proxy,
@@ -290,6 +294,10 @@ class _Counters:
     retransmissions: int = 0
     rx_forwarded: int = 0
     rx_not_held: int = 0
+    # requests (forwarded or not) for sqns before the repository's trail, mostly released by
+    # its retention (memory: repository-size-threshold/-age-threshold; disk: the file wrap;
+    # RPP: consumed); the rest of rx_not_held asked for sqns it never stored
+    rx_released: int = 0
     rx_marked: int = 0
     rx_read_dropped: int = 0
     rx_unknown: int = 0
@@ -992,6 +1000,7 @@ class StoreCore:
             rcv.clock.step(ClientEvent.REGISTER)
             if rcv.high_ack_sqn != NO_SQN:
                 low = (rcv.high_ack_sqn + 1) & _M
+                self._note_released(src, rcv, low)
             else:
                 low = self._first_for_new(src, rpp=False)
             sends, events = self._receiver_answer(src, rcv, req.marker, low, old=True)
@@ -1031,6 +1040,40 @@ class StoreCore:
             return src.receivers.get(rcv.reg_id) is rcv
 
         rcv.creating = self._answer(src, sends, events, now, undo=undo, done=done)
+
+    def _note_released(self, src: SourceEntry, rcv: ReceiverEntry, low: int) -> None:
+        """A returning receiver resumes at ``low``, before the repository's trail (its
+        retention released them; the answer's low stays its last ACK + 1, as UM's): say so once
+        per registration -- the receiver asks for them in vain and reports them as
+        unrecoverable loss only after its ``retransmit_request_message_timeout``, which looks
+        like a Store that answers nothing (issue 16: a memory repository at the default
+        ``repository-size-threshold`` of 1024 bytes keeps only the newest kilobyte)."""
+        repo = src.repository
+        if not _released(repo, low):
+            return
+        first_held = repo.trail_sqn
+        if first_held == NO_SQN:
+            first_held = (repo.lead_sqn + 1) & _M
+        cfg = repo.config
+        if src.rpp:
+            why = "consumed by every receiver, or released at the RPP stop point"
+        elif repo.kind == "memory":
+            why = (
+                f"released by the memory repository's retention: repository-size-threshold "
+                f"{cfg.size_threshold} bytes, repository-age-threshold {cfg.age_threshold:g} s"
+            )
+        else:
+            why = (
+                f"released by the {repo.kind} repository's wrap: repository-disk-file-size-limit "
+                f"{cfg.disk_file_size_limit} bytes"
+            )
+        self._note(
+            _WARN,
+            f"receiver RegID {rcv.reg_id} (Session ID {rcv.session_id}) of source RegID "
+            f"{src.reg_id} topic {src.topic!r} resumes at sqn {low}, but sqns {low}.."
+            f"{(first_held - 1) & _M} are before the repository's oldest, not held ({why}): "
+            f"it cannot recover them from this Store",
+        )
 
     def _first_for_new(self, src: SourceEntry, *, rpp: bool) -> int:
         """Where a new receiver's recovery starts."""
@@ -1203,6 +1246,8 @@ class StoreCore:
                 self._waiting_reads += 1
                 touched[src.reg_id] = src
             elif got is None:
+                if _released(src.repository, rx.seqnum):
+                    c.rx_released += 1
                 self._not_held(src, rx, forward)
             else:
                 c.retransmissions += 1
@@ -2176,6 +2221,16 @@ def _after_stable(src: SourceEntry, first: int, last: int) -> tuple[int, int] | 
         return None
     src.stable_through = last
     return first, last
+
+
+def _released(repo: Repository, sqn: int) -> bool:
+    """``sqn`` comes before what ``repo`` holds (its trail; past its lead when it holds nothing
+    any more): released by its retention, or from before it started."""
+    lead = repo.lead_sqn
+    if lead == NO_SQN or repo.kind == "no-cache":
+        return False
+    trail = repo.trail_sqn
+    return serial_gt((lead + 1) & _M if trail == NO_SQN else trail, sqn)
 
 
 def _rx_key(rx: compose.RxReq) -> tuple[int, int, int, Address]:
