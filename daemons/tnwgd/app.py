@@ -52,6 +52,7 @@ from daemons.tnwgd.monitor import DroMonitor, register_metrics
 from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
 from daemons.tnwgd.recovery import RecoveryAdapter
+from daemons.tnwgd.storepath import StoreAdapter
 from daemons.tnwgd.uim import UimForwarder
 from daemons.tnwgd.webmon import DroWebMonitor, start_dro_web_monitor
 from umcore import __version__ as pyum_version
@@ -187,6 +188,8 @@ class DroRuntime:
         self.mim = MimForwarder(self.core, endpoints, self.now, self.uim)
         #: late join and OTR requests to the origins, answers back (daemons.tnwgd.recovery)
         self.recovery = RecoveryAdapter(self.core, self.portals, self.now)
+        #: receivers' traffic to the Stores of persistent sources, answers back (.storepath)
+        self.stores = StoreAdapter(self.core, self.portals, self.now)
         self._timer = CoreTimer(self.loop, self._on_timer)
         self._pump_handle: asyncio.Handle | None = None
         self._closed = False
@@ -225,6 +228,7 @@ class DroRuntime:
                 self.uim.attach(p)
                 self.mim.attach(p)
                 self.recovery.attach(p)
+                self.stores.attach(p)
                 rcv, src = p.context_names()
                 log.info(
                     "endpoint portal [%s] domain id %d up (receiver context %s, source context %s)",
@@ -274,6 +278,7 @@ class DroRuntime:
                 self.uim.attach(p)
                 self.mim.attach(p)
                 self.recovery.attach(p)
+                self.stores.attach(p)
                 log.warning("endpoint portal [%s] restarted (%d so far)", p.name, p.restarts)
                 self.kick()
 
@@ -326,6 +331,7 @@ class DroRuntime:
             if p is not None:
                 p.send_control(source, frame)
         self.recovery.flush()  # late join / OTR messages the peer links' input produced
+        self.stores.flush()  # and Store traffic
         again = False
         for p in portals.values():
             # frames left only because the pump's share ran out: come back after the loop ran

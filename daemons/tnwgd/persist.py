@@ -47,6 +47,7 @@ from umcore.wire.lbmr_options import LateJoinOption, OTIDOption, UMEOption
 
 if TYPE_CHECKING:
     from daemons.tnwgd.portal import EndpointPortal
+    from daemons.tnwgd.storepath import StoreAdapter
 
 __all__ = ["PortalPersistence", "is_local"]
 
@@ -70,6 +71,8 @@ class PortalPersistence:
         self.sris_out = 0
         self.sri_requests = 0
         self.sri_send_failed = 0
+        #: rewrites a relayed SRI's Store addresses to this portal's (daemons.tnwgd.storepath)
+        self.store_path: StoreAdapter | None = None
 
     # ------------------------------------------------------------------ ingress
     @staticmethod
@@ -130,7 +133,12 @@ class PortalPersistence:
         return extra
 
     def send(self, source: SourceKey, frame: bytes) -> None:
-        """An SRI the core queued for this portal: out now, repeated from now on."""
+        """An SRI the core queued for this portal: out now, repeated from now on (its Stores of
+        other TRDs named at this portal, when the Store path is attached)."""
+        ident = self.portal.core.persistence(source)
+        if self.store_path is not None and ident is not None:
+            frame = self.store_path.rewrite_sri(self.portal.name, source, ident.transport_idx,
+                                                frame)  # fmt: skip
         self.relay.sri_out(source, frame, self.portal.host.now())
         self._emit(source, frame)
         self._arm()

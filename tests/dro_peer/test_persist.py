@@ -3,7 +3,10 @@
 TRD1 holds a persistent source and its Store (umestored, a process), DRO1 (endpoint TRD1, peer
 acceptor) and DRO2 (peer initiator, endpoint TRD2) are processes, and the persistent receiver
 lives in TRD2 (the source and receivers in the test process).  The receiver learns the Store
-from the SRI the DROs relay (umcore.dro.persist), registers with it, receives 0..29 live and is
+from the SRI the DROs relay (umcore.dro.persist), which names DRO2's portal as the Store's
+address: registration, ACKs, keepalives and retransmission requests go to DRO2, over the peer
+link to DRO1 and from there to the Store, the Store's answers back the same way
+(umcore.dro.storepath).  It registers, receives 0..29 live and is
 closed (its consumption ACKs go out); the source sends 30..59 while no receiver is there; a new
 receiver with the same Session ID (the Store keeps its RegID and last ACK) recovers 30..59 from
 the Store and goes on live with 60..69: every message once, in order.
@@ -26,6 +29,13 @@ TOPIC = "peer.persisted"
 WAIT = 30.0  # cold daemons on a busy 2-core machine; the test takes a few seconds
 # The receiver's Session ID: with it the Store keeps its RegID and last ACK across restarts.
 RCV_ATTRS = {"ume_session_id": "0x4242"}
+
+
+def _address(spec: str) -> str:
+    """``ip:port`` of a ``ume_store`` entry (``[DomainID:]IP:port[:RegID...]``)."""
+    parts = spec.split(":")
+    i = next(n for n, p in enumerate(parts) if p.count(".") == 3)
+    return f"{parts[i]}:{parts[i + 1]}"
 
 
 def _payloads(first: int, last: int) -> list[bytes]:
@@ -65,6 +75,9 @@ async def test_persistent_receiver_across_two_dros_recovers_exactly_once(tmp_pat
                     timeout=WAIT,
                 )
                 (succ1,) = first.of(ev.MSG_UME_REGISTRATION_SUCCESS_EX)
+                # ... through the DROs: the SRI relayed into TRD2 names DRO2's portal, not the
+                # Store (so every PREG, ACK, keepalive and RXREQ went to DRO2 and on by the link)
+                assert succ1.store != _address(store.spec)
                 # Registration does not wait for the Store's join of the source's TCP session,
                 # and a Store new to a source never sees what came before it joined (see
                 # tests/integration/test_persist_checks.py): the Store and DRO1's proxy
@@ -92,6 +105,7 @@ async def test_persistent_receiver_across_two_dros_recovers_exactly_once(tmp_pat
                 (succ2,) = again.of(ev.MSG_UME_REGISTRATION_SUCCESS_EX)
                 assert succ2.flags & ev.RCV_REG_FLAG_OLD  # the Store knew it
                 assert succ2.rcv_registration_id == succ1.rcv_registration_id
+                assert succ2.store == succ1.store  # DRO2's portal again
                 assert succ2.src_registration_id == succ1.src_registration_id
                 assert succ2.sequence_number == 30  # its last ACK + 1
                 await until(lambda: len(again.data()) >= 30, "30..59 recovered", timeout=WAIT)

@@ -63,8 +63,19 @@ Listed (the constants live where they are used, each marked [inferred]):
   origin's Stores for the origin's RegID; the ingress portal asks the origin for SRIs
   (SRI_REQ with the origin's indices, every 1 s until one arrives, then every 10 s), the DROs
   relay the SRIs, and the egress portal sends each on the proxy source's session with its
-  TOPIC_IDX rewritten and repeats the latest every 1 s; receiver-to-Store traffic goes straight
-  to the Store's address in the SRI (not through the DROs, as UM's does).
+  TOPIC_IDX rewritten and repeats the latest every 1 s.
+* receiver <-> Store traffic (:mod:`umcore.dro.storepath`; UM says only that "all needed control
+  and retransmission channels are routed" and that the SRI's Domain ID names the Store's TRD):
+  the egress portal rewrites each Store of another TRD in a relayed SRI to its own request port
+  (Domain ID, Store index, RegIDs unchanged; a Store whose Domain ID is the portal's stays
+  direct, Domain ID 0 counts as the source's TRD), so the receiver's client needs nothing new;
+  a receiver's PREG, consumption ACK, keepalive or RXREQ at that port is known by (transport
+  index, the source's RegID at the Store) -- receiver keepalives by the receiver's RegID learned
+  from the relayed answer -- and goes towards the source's active ingress, where the DRO writes
+  it to the Store's own address with the reply addresses rewritten to its request port; the
+  Store's answers go back by (transport index, topic index, Store index) for registrations,
+  (transport index, receiver RegID) for keepalives, (OTID's transport index, sqn) for
+  retransmissions, unchanged; waiting entries live 10 s.
 
 The peer link (:mod:`umcore.dro.peer`) is pyum's own protocol throughout: UM documents what a
 peer portal does (notes A3: one TCP connection, ``<gateway-keepalive>``, batching) and Wireshark
@@ -101,7 +112,11 @@ decodes it) and the choices below are ours:
 * persistence: a persistent source's advertisement also sets ``ad_flags`` UME (0x40000000), its
   ``transport_idx``/``topic_idx`` name the origin's, and a TOPIC_SOURCE_EXFUNC header carries
   the origin's request address (``flags`` = the UME option's flags); an SRI travels as a CONTROL
-  message OTID + TOPICNAME + the SRI's own headers without TOPIC_IDX (:mod:`umcore.dro.persist`).
+  message OTID + TOPICNAME + the SRI's own headers without TOPIC_IDX (:mod:`umcore.dro.persist`);
+  receiver <-> Store traffic travels on the late-join channel (CONTROL OTID + TOPICNAME carrying
+  the message) with a DESTINATION header added: ``flags`` 1 towards the Store it names
+  (``domain_id``, ``ipaddr``, ``port``; reply addresses in the message zeroed), ``flags`` 2 for a
+  Store's answer going back (:mod:`umcore.dro.storepath`).
 
 The UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`).  The notes (A3) give its shape -- TCP
 keeps the control traffic, the data goes "using the same reliable-unicast protocol as LBT-RU",

@@ -37,9 +37,10 @@ in the source's TRD, not how the DRO carries SRIs or which addresses a proxy sou
 option names.  The choices above (the origin's identity on the proxy, SRIs relayed and
 refreshed by the DRO, the intervals) are pyum's.  Receiver-to-Store traffic (registration,
 consumption ACKs, keepalives, retransmission requests) and the Stores' answers and
-retransmissions go directly between the receiver and the Store's address in the SRI: this
-needs IP reachability between the receiver's and the Store's networks; UM routes that traffic
-through the DROs as well, which pyum does not (yet).
+retransmissions go through the DROs too: the egress portal names itself as the address of every
+Store of another TRD in the SRIs it relays and relays that traffic hop by hop
+(:mod:`umcore.dro.storepath`), so no IP reachability between the receiver's and the Store's
+networks is needed.
 """
 
 from __future__ import annotations

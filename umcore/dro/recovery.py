@@ -189,6 +189,9 @@ class RecoveryForwarder:
         self._out: list[tuple[str, Address, bytes]] = []
         self._peer_out: list[tuple[str, SourceKey, bytes]] = []
         self.stats = RecoveryStats()
+        #: ``store_path(portal, source, msg, now)`` True: a peer link's message was receiver <->
+        #: Store traffic, taken (umcore.dro.storepath; it shares this channel of the link)
+        self.store_path: Callable[[str, SourceKey, lbmc.LBMCMessage, float], bool] | None = None
 
     # ------------------------------------------------------------------ origins (ingress side)
     def receive_origin(self, portal: str, source: SourceKey, origin: Origin | None) -> None:
@@ -297,6 +300,8 @@ class RecoveryForwarder:
         """A late-join/OTR message of ``source`` that came over peer portal ``portal``'s link:
         a request to forward (its answer goes back over the link) or an answer to relay.
         False: nothing in it for us (counted)."""
+        if self.store_path is not None and self.store_path(portal, source, msg, now):
+            return True
         self._expire(now)
         if msg.msg_type == lbmc.MSG_RETRANS:
             return self._retrans((portal, source, msg.sqn), msg, check_origin=False)

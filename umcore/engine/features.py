@@ -70,10 +70,11 @@ __all__ = ["ContextFeatures", "Request", "Response"]
 log = logging.getLogger("umcore.engine.features")
 # Request-port traffic a DRO portal's ``uim_interceptor`` may take (umcore.engine.dro 4, 5):
 # UIMs, requests and responses, and late join / OTR, which a DRO forwards to the origin
-# (umcore.dro.recovery) instead of answering.
+# (umcore.dro.recovery) instead of answering, and the rest (persistence control: receiver <->
+# Store traffic a DRO relays, umcore.dro.storepath).
 _FORWARDABLE = frozenset({
     im.KIND_UIM, im.KIND_REQUEST, im.KIND_RESPONSE,
-    im.KIND_LJI_REQ, im.KIND_RXREQ, im.KIND_LJ_INFO, im.KIND_RETRANS,
+    im.KIND_LJI_REQ, im.KIND_RXREQ, im.KIND_LJ_INFO, im.KIND_RETRANS, im.KIND_OTHER,
 })  # fmt: skip
 
 OnResponse = Callable[[Message], object]
