@@ -25,7 +25,8 @@ A portal that fails at run time (a context closed under it, its command worker g
 :meth:`EndpointPortal.failure`) is logged as failed, closed and started again (checked every
 :data:`PORTAL_CHECK_INTERVAL_S`; a restart that fails is retried after a doubling back-off);
 UIMs and requests cross the portals through :class:`~daemons.tnwgd.uim.UimForwarder`, multicast
-immediate messages through :class:`~daemons.tnwgd.mim.MimForwarder`.
+immediate messages through :class:`~daemons.tnwgd.mim.MimForwarder`, peer links included (what
+a link brings reaches them through :meth:`DroRuntime.receive_immediate`).
 
 Log lines carry UM's message ids where our notes give them (``Gwd-7136-1`` version,
 ``Gwd-7122-1`` started with node id, ``Gwd-9574-01`` RecalcTrigger).  A full portal queue is
@@ -66,6 +67,7 @@ from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
 from umcore.dro import DroCore, InterestAdded, InterestRemoved, RecalcDone, RecalcHeldUp
 from umcore.errors import ConfigError
+from umcore.wire import lbmc
 
 __all__ = ["DROP_LOG_INTERVAL", "DroRuntime", "check_supported", "serve"]
 
@@ -183,9 +185,10 @@ class DroRuntime:
         self.warnings = check_supported(config, xml=xml, base=base)
         #: UIMs, requests and responses across the DRO (daemons.tnwgd.uim)
         endpoints = {n: p for n, p in self.portals.items() if isinstance(p, EndpointPortal)}
-        self.uim = UimForwarder(self.core, endpoints, self.now)
+        peers = {n: p for n, p in self.portals.items() if isinstance(p, PeerPortal)}
+        self.uim = UimForwarder(self.core, endpoints, self.now, peers)
         #: multicast immediate messages across the DRO, by interest (daemons.tnwgd.mim)
-        self.mim = MimForwarder(self.core, endpoints, self.now, self.uim)
+        self.mim = MimForwarder(self.core, endpoints, self.now, self.uim, peers)
         #: late join and OTR requests to the origins, answers back (daemons.tnwgd.recovery)
         self.recovery = RecoveryAdapter(self.core, self.portals, self.now)
         #: receivers' traffic to the Stores of persistent sources, answers back (.storepath)
@@ -204,6 +207,14 @@ class DroRuntime:
         """Pump once, soon (coalesced)."""
         if self._pump_handle is None and not self._closed:
             self._pump_handle = self.loop.call_soon(self._pump)
+
+    def receive_immediate(self, portal: str, message: lbmc.LBMCMessage, multicast: bool) -> None:
+        """A UIM/request/response or MIM another DRO sent over peer portal ``portal``'s link:
+        forwarded as if it had arrived at that portal (daemons.tnwgd.uim / .mim)."""
+        if multicast:
+            self.mim.receive_peer(portal, message)
+        else:
+            self.uim.receive_peer(portal, message)
 
     def drain(self) -> None:
         """Send what the portals' queues hold now, as far as their proxy sources take it (the

@@ -23,12 +23,19 @@ payload and headers as received, except:
   <daemons.tnwgd.uim.UimForwarder.rewrite_request>`), so the responses, which are UIMs, come
   back through this DRO.
 
+An egress that is a peer portal (a link to another DRO) gets the MIM over its link instead
+(:meth:`PeerLink.send_immediate <umcore.dro.peer.PeerLink.send_immediate>`: the message with its
+topic, the same DESTINATION mark and REQUEST rewrite, the request's address zero: the responses
+come back over the link); the other DRO takes it as heard at its peer portal
+(:meth:`MimForwarder.receive_peer`), so the core routes it by interest from there with the
+origin domain and hops of the mark, never back over that link.  A link that is down, full
+(``max-queue``) or a message too long for it count as the send's error, would-block or size
+error, as a socket's would.
+
 A datagram from one of this forwarder's own sending sockets (its copy heard in the TRD it was
 sent into) is dropped at once (``own_echoes``).  A send is non-blocking and never queued (MIM
 has no flow control; UM: "not recommended for traffic across DROs"): a full socket buffer, an
 oversized datagram or another socket error drops that copy, and the core counts it per portal.
-An egress over a peer link is not carried (the peer link protocol has no MIM message here):
-counted as a send error of that portal (``peer_unsupported``).
 """
 
 from __future__ import annotations
@@ -38,19 +45,20 @@ import logging
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from umcore.aio.multicast import open_multicast_socket, set_multicast_sender
 from umcore.aio.udp import DatagramEndpoint
 from umcore.dro import MimSendResult
+from umcore.dro.peer import ImmediateSend
 from umcore.errors import LocalProtocolError
 from umcore.features import immediate as im
 from umcore.wire import lbmc
 
 if TYPE_CHECKING:
     from daemons.tnwgd.portal import EndpointPortal
-    from daemons.tnwgd.uim import UimForwarder
+    from daemons.tnwgd.uim import ImmediatePeer, UimForwarder
     from umcore.dro import DroCore
 
 __all__ = ["MimForwarder"]
@@ -62,6 +70,12 @@ log = logging.getLogger("tnwgd")
 # of umcore.aio.multicast).
 MIM_TTL = 16
 _DISABLED = ("", "0.0.0.0", "None")
+_LINK_RESULT = {
+    ImmediateSend.SENT: MimSendResult.SENT,
+    ImmediateSend.WOULD_BLOCK: MimSendResult.WOULD_BLOCK,
+    ImmediateSend.TOO_LONG: MimSendResult.SIZE_ERROR,
+    ImmediateSend.NOT_OPERATIONAL: MimSendResult.ERROR,
+}
 
 
 def _session_id() -> int:
@@ -93,7 +107,8 @@ class _Port:
 class MimForwarder:
     """Forwards MIMs between the endpoint portals (see the module docstring).  Counters
     (cumulative, all portals): ``received``, ``own_echoes``, ``malformed``, ``lost`` (datagrams
-    missing in a MIM session), ``peer_unsupported``; per portal ones are the core's
+    missing in a MIM session), ``not_mim`` (something else from a peer link); per portal ones
+    are the core's
     (:meth:`DroCore.mim_stats <umcore.dro.DroCore.mim_stats>`)."""
 
     def __init__(
@@ -102,9 +117,12 @@ class MimForwarder:
         portals: dict[str, EndpointPortal],
         now: Callable[[], float],
         uim: UimForwarder,
+        peers: Mapping[str, ImmediatePeer] | None = None,
     ) -> None:
+        """``portals``: the endpoint portals; ``peers``: the peer portals (links to DROs)."""
         self.core = core
         self.portals = portals
+        self.peers: Mapping[str, ImmediatePeer] = peers if peers is not None else {}
         self.now = now
         self.uim = uim
         self._ports: dict[str, _Port] = {}
@@ -113,7 +131,7 @@ class MimForwarder:
         self.own_echoes = 0
         self.malformed = 0
         self.lost = 0
-        self.peer_unsupported = 0
+        self.not_mim = 0
 
     # ------------------------------------------------------------------ life
     def attach(self, portal: EndpointPortal) -> None:
@@ -185,6 +203,13 @@ class MimForwarder:
             if msg.msg_type == lbmc.MSG_DATA:
                 self.receive(portal, msg, now)
 
+    def receive_peer(self, peer: str, msg: lbmc.LBMCMessage) -> None:
+        """A MIM the DRO at the other end of peer portal ``peer`` sent over the link."""
+        if msg.msg_type != lbmc.MSG_DATA:
+            self.not_mim += 1
+            return
+        self.receive(peer, msg, self.now())
+
     def receive(self, ingress: str, msg: lbmc.LBMCMessage, now: float) -> None:
         """One MIM data message heard at portal ``ingress``: routed by the core, sent on."""
         self.received += 1
@@ -208,18 +233,24 @@ class MimForwarder:
             domain_id=0, hops_taken=route.hops_taken, orig_domain_id=route.origin_domain
         )
         for name in route.egress:
-            egress = self.portals.get(name)
+            peer = self.peers.get(name)
             port = self._ports.get(name)
-            if egress is None or port is None:
-                if egress is None:  # a peer portal
-                    self.peer_unsupported += 1
+            if peer is None and port is None:
                 self.core.receive_mim_sent(name, topic, size, MimSendResult.ERROR, req is not None)
                 continue
             headers: list[lbmc.Header] = [mark]
             for h in kept:
                 if type(h) is lbmc.Request:
-                    h = self.uim.rewrite_request(ingress, egress, h, now)
+                    h = self.uim.rewrite_request(ingress, name, h, now)
                 headers.append(h)
+            if peer is not None:  # over the link to the other DRO, with its topic
+                if tn is not None:
+                    headers.insert(0, tn)
+                out = lbmc.LBMCMessage(lbmc.MSG_DATA, 0, 0, headers, msg.payload)
+                sent = _LINK_RESULT[peer.send_immediate(out, multicast=True)]
+                self.core.receive_mim_sent(name, topic, size, sent, req is not None)
+                continue
+            assert port is not None
             result = self._send(port, topic, bytes(msg.payload), headers, now)
             self.core.receive_mim_sent(name, topic, size, result, req is not None)
 

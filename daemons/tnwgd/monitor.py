@@ -55,11 +55,15 @@ dropped (would block, send error, size error), from the core's
 (:class:`~daemons.tnwgd.uim.UimPortalStats`, the runtime's ``uim``): UIMs, requests and
 responses arriving at its request port (``unicast_data_msgs_rcvd``, ``*_no_stream``,
 ``*_dropped_no_route``) and leaving by it (``unicast_msgs_forwarded``, ``_sent``,
-``_dropped_error``).  Their bytes are the messages' payloads.
+``_dropped_error``).  Their bytes are the messages' payloads.  A peer portal has the same
+figures for what crosses its link: MIMs and UIMs received over it (the ``immediate_*_rcvd`` and
+``unicast_data_*`` fields of its Receive message) and UIMs routed over it (Send's
+``unicast_msgs_forwarded``, ``_sent``, ``_dropped_not_operational`` for a link that was down,
+``_dropped_would_block`` for a full one); Peer.Send has no immediate fields, so the MIMs it
+sends are the core's counters only (``mim_stats``, the web monitor).
 
 Fields nothing counts stay 0: ``unicast_data_msgs_dropped_dup`` (no duplicate detection of UIM
 streams), the ``unicast_cntl_*`` figures, endpoint ``transport_*_bytes_forwarded``/``_sent``,
-the peer portals' immediate and unicast figures (MIMs and UIMs do not cross peer links here),
 the recalculation durations, and a peer link's UDP figures when it has no ``<udp>``.
 
 Only the ``lbm`` transport and the ``pb`` format are implemented: :func:`monitor_settings` refuses
@@ -300,6 +304,10 @@ def _portal_pb(rt: DroRuntime, p: PortalView, out: Any, wall_offset: float = 0.0
         s.data_bytes_enqueued = q.bytes_enqueued
         s.data_bytes_enqueued_max = q.bytes_enqueued_max
         s.data_bytes_enqueued_limit = q.limit
+        _immediate_peer_pb(core.mim_stats(p.name), r)
+        uim = getattr(rt, "uim", None)
+        if isinstance(uim, UimForwarder):
+            _unicast_pb(uim.stats(p.name), r, s, peer=True)
         link = getattr(p, "link", None)
         if isinstance(link, PeerLink):
             _link_pb(link, r, s, wall_offset)
@@ -336,6 +344,21 @@ def _portal_pb(rt: DroRuntime, p: PortalView, out: Any, wall_offset: float = 0.0
             _unicast_pb(uim.stats(p.name), r, s)
 
 
+def _immediate_peer_pb(ms: MimStats, r: Any) -> None:
+    """A peer portal's MIM counters (what came over its link) into its Receive message (its
+    Send message has no immediate fields)."""
+    for kind in ("topic", "topicless"):
+        c = getattr(ms, kind)
+        rcv = f"immediate_{kind}_"
+        for field, value in (
+            ("fragment_data_msgs_rcvd", c.rcvd),
+            ("fragment_data_msg_bytes_rcvd", c.bytes_rcvd),
+            ("req_fragment_data_msgs_rcvd", c.req_rcvd),
+            ("req_fragment_data_msg_bytes_rcvd", c.req_bytes_rcvd),
+        ):
+            setattr(r, rcv + field, value)
+
+
 def _immediate_pb(ms: MimStats, r: Any, s: Any) -> None:
     """An endpoint portal's MIM counters into its Receive (``r``) and Send (``s``) messages."""
     for kind in ("topic", "topicless"):
@@ -365,8 +388,8 @@ def _immediate_pb(ms: MimStats, r: Any, s: Any) -> None:
             setattr(s, rcv + field, value)
 
 
-def _unicast_pb(us: UimPortalStats, r: Any, s: Any) -> None:
-    """An endpoint portal's UIM counters into its Receive (``r``) and Send (``s``) messages."""
+def _unicast_pb(us: UimPortalStats, r: Any, s: Any, *, peer: bool = False) -> None:
+    """A portal's UIM counters into its Receive (``r``) and Send (``s``) messages."""
     r.unicast_data_msgs_rcvd = us.rcvd
     r.unicast_data_msg_bytes_rcvd = us.bytes_rcvd
     r.unicast_data_msgs_rcvd_no_stream = us.rcvd_no_stream
@@ -377,6 +400,12 @@ def _unicast_pb(us: UimPortalStats, r: Any, s: Any) -> None:
     s.unicast_msg_bytes_forwarded = us.bytes_forwarded
     s.unicast_msgs_sent = us.sent
     s.unicast_msg_bytes_sent = us.bytes_sent
+    if peer:  # Peer.Send: the link was down, or full; no error field
+        s.unicast_msgs_dropped_not_operational = us.dropped_not_operational
+        s.unicast_msg_bytes_dropped_not_operational = us.bytes_dropped_not_operational
+        s.unicast_msgs_dropped_would_block = us.dropped_would_block
+        s.unicast_msg_bytes_dropped_would_block = us.bytes_dropped_would_block
+        return
     s.unicast_msgs_dropped_error = us.dropped_error
     s.unicast_msg_bytes_dropped_error = us.bytes_dropped_error
 

@@ -24,6 +24,11 @@ way :class:`tests.dro.test_dropeer_core.MiniDro` does, through :mod:`umcore.dro.
   flushes.  When the link stops taking data (its own queue at ``max-queue`` because the socket
   is flow-controlled) one task waits for it to take data again and pumps.
 
+Immediate messages (UIMs, requests, responses, MIMs) the runtime's forwarders route to this
+portal go over the link with :meth:`PeerPortal.send_immediate`; those the other DRO sends come
+out of the link as :class:`~umcore.dro.peer.ImmediateReceived` events and go to the runtime
+(``host.receive_immediate``), which hands them to its UIM or MIM forwarder as arrived here.
+
 The portal offers the runtime's portal view (``name``, ``index``, ``domain_id`` None, ``kind``
 ``"peer"``, ``contexts()`` none) plus :attr:`link` and :attr:`adapter`, read by the monitor for
 the peer fields of ``DROMonMsg`` (link state, keepalive RTT, bytes and messages each way,
@@ -49,11 +54,11 @@ from umcore.dro import (
     UpdateProxySource,
 )
 from umcore.dro.inferred import RouteInfo
-from umcore.dro.peer import LinkDown, LinkUp, PeerLink
+from umcore.dro.peer import ImmediateReceived, ImmediateSend, LinkDown, LinkUp, PeerLink
 from umcore.dro.peerglue import deliver, link_command, link_lbmr
 from umcore.dro.queue import SQN_MASK
 from umcore.engine import Engine
-from umcore.wire import lbmr
+from umcore.wire import lbmc, lbmr
 
 __all__ = ["PeerPortal", "check_peers"]
 
@@ -74,6 +79,8 @@ class PeerHost(Protocol):
     def now(self) -> float: ...
     def kick(self) -> None: ...
     def drain(self) -> None: ...
+    def receive_immediate(self, portal: str, message: lbmc.LBMCMessage, multicast: bool) -> None:
+        """A UIM/request/response (``multicast`` False) or MIM from the link of ``portal``."""
 
 
 def check_peers(config: DROConfig) -> None:
@@ -166,7 +173,9 @@ class PeerPortal:
         if frames:
             self._frames_in(frames)
         for ev in events:
-            if isinstance(ev, LinkUp):
+            if isinstance(ev, ImmediateReceived):
+                self.host.receive_immediate(self.name, ev.message, ev.multicast)
+            elif isinstance(ev, LinkUp):
                 self.links_up += 1
             elif isinstance(ev, LinkDown):
                 self.links_down += 1
@@ -218,6 +227,13 @@ class PeerPortal:
         sent = self.link.send_recovery(source, message, self.host.now())
         self.adapter.flush()
         return sent
+
+    def send_immediate(self, message: lbmc.LBMCMessage, *, multicast: bool) -> ImmediateSend:
+        """A UIM/request/response or a MIM the runtime's forwarders route out of this portal:
+        over the link (:meth:`PeerLink.send_immediate`); how it went, for their counters."""
+        result = self.link.send_immediate(message, self.host.now(), multicast=multicast)
+        self.adapter.flush()
+        return result
 
     def send_route_info(self, info: RouteInfo) -> None:
         self.link.send_route_info(info, self.host.now())

@@ -23,6 +23,13 @@ it, and the forwarder sends it on, hop by hop, from the source context of the eg
   (:data:`REQUEST_LIFETIME_S`, at most :data:`MAX_PENDING_REQUESTS`).  A response arriving there
   for that index gets the original index back and goes to the original address from the portal
   the request came in through; across two DROs each rewrites, so responses retrace the path.
+* **Peer links.**  When the route to D leaves by a peer portal (a link to another DRO), the
+  message crosses the link (:meth:`PeerLink.send_immediate <umcore.dro.peer.PeerLink.send_immediate>`,
+  with DESTINATION ``hops_taken`` + 1 and REQUEST rewritten as above, the address zero: the
+  responses come back over the link under our index) and the other DRO takes it as if it
+  had arrived at a portal of its own (:meth:`UimForwarder.receive_peer`): same egress rules,
+  same rewriting, its responses sent back over the link to us.  A message that came in over
+  a link never goes back over it.
 * **Refused.**  No route to D, a destination in the TRD the UIM came from, a source UIM for an
   OTID no portal knows, more than ``max-hop-count`` DROs crossed, a full connection queue: the
   message is dropped and counted (UM: "UIMs and responses can be dropped by an overloaded DRO;
@@ -33,8 +40,11 @@ Counters per portal (:class:`UimPortalStats`, :meth:`UimForwarder.stats`; the ``
 fields of ``DROMonMsg``'s endpoint portal statistics): at the portal a UIM, request or response
 arrived at, ``rcvd`` (and ``rcvd_no_stream``: without a STREAM header) and ``dropped_no_route``
 (no route to its domain, no pending request for a response, no way back); at the portal it
-leaves by, ``forwarded`` (routed there), ``sent`` (handed to the connection) and
-``dropped_error`` (the send failed).  Bytes are the message's application payload.
+leaves by, ``forwarded`` (routed there), ``sent`` (handed to the connection or the link) and
+``dropped_error`` (the send failed); over a peer link, ``dropped_not_operational`` (the link
+was down) and ``dropped_would_block`` (its ``max-queue`` was full) instead.  Bytes are the
+message's application payload.  A peer portal's counters are the ``unicast_*`` fields of its
+``DROMonMsg`` peer statistics.
 
 [inferred] DESTINATION handling beyond what seed 003 and the client contract say (the OTID header
 for source UIMs, the rewritten request index) is pyum's; no interoperability with Informatica's
@@ -47,9 +57,10 @@ import dataclasses
 import logging
 import struct
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
+from umcore.dro.peer import ImmediateSend
 from umcore.errors import UMError
 from umcore.features import immediate as im
 from umcore.wire import lbmc
@@ -58,7 +69,13 @@ if TYPE_CHECKING:
     from daemons.tnwgd.portal import EndpointPortal
     from umcore.dro import DroCore
 
-__all__ = ["MAX_PENDING_REQUESTS", "REQUEST_LIFETIME_S", "UimForwarder", "UimPortalStats"]
+__all__ = [
+    "MAX_PENDING_REQUESTS",
+    "REQUEST_LIFETIME_S",
+    "ImmediatePeer",
+    "UimForwarder",
+    "UimPortalStats",
+]
 
 log = logging.getLogger("tnwgd")
 
@@ -70,6 +87,20 @@ REQUEST_LIFETIME_S = 60.0
 # responses are counted as unknown): a flood of requests cannot grow the DRO without bound.
 MAX_PENDING_REQUESTS = 65536
 _U32 = struct.Struct("!I")
+# Where a request that left over a peer link names its responses: nowhere (the other DRO sends
+# them back over the link, under our request index).
+_NO_ADDRESS = ("0.0.0.0", 0)
+_UNICAST_KINDS = frozenset({im.KIND_UIM, im.KIND_REQUEST, im.KIND_RESPONSE})
+
+
+class ImmediatePeer(Protocol):
+    """What the forwarders need of a peer portal (:class:`daemons.tnwgd.peerportal.PeerPortal`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def up(self) -> bool: ...
+    def send_immediate(self, message: lbmc.LBMCMessage, *, multicast: bool) -> ImmediateSend: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -86,12 +117,16 @@ class UimPortalStats:
     __slots__ = (
         "bytes_dropped_error",
         "bytes_dropped_no_route",
+        "bytes_dropped_not_operational",
+        "bytes_dropped_would_block",
         "bytes_forwarded",
         "bytes_rcvd",
         "bytes_rcvd_no_stream",
         "bytes_sent",
         "dropped_error",
         "dropped_no_route",
+        "dropped_not_operational",
+        "dropped_would_block",
         "forwarded",
         "rcvd",
         "rcvd_no_stream",
@@ -105,6 +140,8 @@ class UimPortalStats:
         self.forwarded = self.bytes_forwarded = 0
         self.sent = self.bytes_sent = 0
         self.dropped_error = self.bytes_dropped_error = 0
+        self.dropped_not_operational = self.bytes_dropped_not_operational = 0  # peer link down
+        self.dropped_would_block = self.bytes_dropped_would_block = 0  # peer link full
 
 
 class UimForwarder:
@@ -113,11 +150,17 @@ class UimForwarder:
     ``not_for_dro``, ``unknown_response``, ``send_failed``, ``too_many_hops``."""
 
     def __init__(
-        self, core: DroCore, portals: dict[str, EndpointPortal], now: Callable[[], float]
+        self,
+        core: DroCore,
+        portals: dict[str, EndpointPortal],
+        now: Callable[[], float],
+        peers: Mapping[str, ImmediatePeer] | None = None,
     ) -> None:
+        """``portals``: the endpoint portals; ``peers``: the peer portals (links to DROs)."""
         self.core = core
         self.now = now
         self.portals = portals
+        self.peers: Mapping[str, ImmediatePeer] = peers if peers is not None else {}
         self._pending: OrderedDict[tuple[str, int], _Pending] = OrderedDict()
         self._next_qidx = 1
         self.forwarded = 0
@@ -127,7 +170,7 @@ class UimForwarder:
         self.unknown_response = 0
         self.send_failed = 0
         self.too_many_hops = 0
-        self._stats = {name: UimPortalStats() for name in portals}
+        self._stats = {name: UimPortalStats() for name in (*portals, *self.peers)}
 
     def stats(self, portal: str) -> UimPortalStats:
         """``portal``'s UIM counters (a fresh zero set for a portal that is not an endpoint)."""
@@ -148,6 +191,16 @@ class UimForwarder:
         portal.src.uim_interceptor = intercept
 
     # ------------------------------------------------------------------ input
+    def receive_peer(self, peer: str, msg: lbmc.LBMCMessage) -> None:
+        """A UIM, request or response the DRO at the other end of peer portal ``peer`` sent
+        over the link: forwarded as one arriving at a portal of ours.  Anything else (not an
+        immediate message a DRO forwards) is counted in ``not_for_dro``."""
+        kind = im.classify(msg)
+        if kind not in _UNICAST_KINDS:
+            self.not_for_dro += 1
+            return
+        self.receive(peer, msg, kind)
+
     def receive(self, ingress: str, msg: lbmc.LBMCMessage, kind: str) -> bool:
         """A UIM (``kind`` of :mod:`umcore.features.immediate`) at portal ``ingress``'s request
         port; True: taken (forwarded or dropped and counted)."""
@@ -190,19 +243,26 @@ class UimForwarder:
     # ------------------------------------------------------------------ routing
     def _egress(
         self, ingress: str, msg: lbmc.LBMCMessage, dest: lbmc.Destination
-    ) -> tuple[EndpointPortal, tuple[str, int]] | None:
+    ) -> tuple[str, tuple[str, int] | None] | None:
+        """The portal the message leaves by and the address it goes to there (None: over
+        that peer portal's link), or None: no route."""
         domain = dest.domain_id
         for p in self.portals.values():
             if p.domain_id == domain and p.up:
                 if p.name == ingress:
                     return None  # addressed to the TRD it came from: not ours to loop back
                 if dest.ipaddr:
-                    return p, (lbmc.ip4_to_str(dest.ipaddr), dest.port)
+                    return p.name, (lbmc.ip4_to_str(dest.ipaddr), dest.port)
                 otid = msg.find(lbmc.Otid)  # a UIM to a source (umcore.engine.dro 5)
                 addr = p.source_requests.get(bytes(otid.otid)) if otid is not None else None
-                return None if addr is None else (p, addr)
+                return None if addr is None else (p.name, addr)
         router = self.core.router
         toward = router.toward(domain)
+        peer = self.peers.get(toward) if toward is not None else None
+        if peer is not None:  # the route leaves by a link to another DRO
+            if toward == ingress or not peer.up:
+                return None  # never back over the link it came by
+            return peer.name, None
         if toward is not None:
             candidates = [self.portals[toward]] if toward in self.portals else []
         else:  # not in the route tree (yet: recalculation waits its back-off): any portal
@@ -213,24 +273,26 @@ class UimForwarder:
             nxt = router.next_hop(via.domain_id, domain)
             if nxt is not None:
                 ip, port = nxt
-                return via, (lbmc.ip4_to_str(ip), port)
+                return via.name, (lbmc.ip4_to_str(ip), port)
         return None
 
     def rewrite_request(
-        self, ingress: str, egress: EndpointPortal, req: lbmc.Request, now: float
+        self, ingress: str, egress: str, req: lbmc.Request, now: float
     ) -> lbmc.Request:
-        """Responses to this request (a UIM's or a MIM's, daemons.tnwgd.mim) come to
-        ``egress``'s request port, under an index of ours; they go back to the original
-        requester from ``ingress``."""
+        """Responses to this request (a UIM's or a MIM's, daemons.tnwgd.mim) come to portal
+        ``egress``'s request port (a peer portal: back over its link, the address zero),
+        under an index of ours; they go back to the original requester from ``ingress`` (a
+        peer portal: over its link, under the other DRO's index)."""
         self._expire(now)
         if len(self._pending) >= MAX_PENDING_REQUESTS:
             self._pending.popitem(last=False)
         qidx = self._next_qidx
         self._next_qidx = qidx % 0xFFFFFFFF + 1
-        self._pending[(egress.name, qidx)] = _Pending(
+        self._pending[(egress, qidx)] = _Pending(
             ingress, (lbmc.ip4_to_str(req.ipaddr), req.port), req.qidx, now + REQUEST_LIFETIME_S
         )
-        ip, port = egress.request_address()
+        ep = self.portals.get(egress)
+        ip, port = ep.request_address() if ep is not None else _NO_ADDRESS
         return dataclasses.replace(req, qidx=qidx, port=port, ipaddr=lbmc.ip4_from_str(ip))
 
     def _response(self, ingress: str, msg: lbmc.LBMCMessage, now: float) -> bool:
@@ -244,7 +306,8 @@ class UimForwarder:
             st.bytes_dropped_no_route += len(msg.payload)
             return True
         back = self.portals.get(entry.back)
-        if back is None or not back.up:
+        peer = self.peers.get(entry.back)
+        if (back is None or not back.up) and (peer is None or not peer.up):
             self.no_route += 1
             st.dropped_no_route += 1
             st.bytes_dropped_no_route += len(msg.payload)
@@ -255,7 +318,7 @@ class UimForwarder:
                 h = dataclasses.replace(h, data=_U32.pack(entry.qidx) + h.data[4:])
             headers.append(h)
         out = lbmc.LBMCMessage(msg.msg_type, msg.tidx, msg.sqn, headers, msg.payload)
-        if self._send(back, entry.address, out):
+        if self._send(entry.back, None if peer is not None else entry.address, out):
             self.responses_forwarded += 1
         return True
 
@@ -267,14 +330,35 @@ class UimForwarder:
                 return
             del pending[key]
 
-    def _send(self, portal: EndpointPortal, addr: tuple[str, int], msg: lbmc.LBMCMessage) -> bool:
-        st = self.stats(portal.name)
+    def _send(self, name: str, addr: tuple[str, int] | None, msg: lbmc.LBMCMessage) -> bool:
+        """``msg`` out of portal ``name``: to ``addr`` from its request port, or (``addr``
+        None) over the peer portal's link."""
+        st = self.stats(name)
         size = len(msg.payload)
         st.forwarded += 1
         st.bytes_forwarded += size
+        peer = self.peers.get(name)
+        if peer is not None:
+            result = peer.send_immediate(msg, multicast=False)
+            if result is ImmediateSend.SENT:
+                st.sent += 1
+                st.bytes_sent += size
+                return True
+            self.send_failed += 1
+            if result is ImmediateSend.NOT_OPERATIONAL:
+                st.dropped_not_operational += 1
+                st.bytes_dropped_not_operational += size
+            elif result is ImmediateSend.WOULD_BLOCK:
+                st.dropped_would_block += 1
+                st.bytes_dropped_would_block += size
+            else:
+                st.dropped_error += 1
+                st.bytes_dropped_error += size
+            return False
+        portal = self.portals[name]
         src = portal.src
         port = src.features.port if src is not None else None
-        if port is None:
+        if port is None or addr is None:
             self.send_failed += 1
             st.dropped_error += 1
             st.bytes_dropped_error += size

@@ -117,6 +117,17 @@ decodes it) and the choices below are ours:
   the message) with a DESTINATION header added: ``flags`` 1 towards the Store it names
   (``domain_id``, ``ipaddr``, ``port``; reply addresses in the message zeroed), ``flags`` 2 for a
   Store's answer going back (:mod:`umcore.dro.storepath`).
+* immediate messages (issues 19/20; UM documents that UIMs and MIMs cross DROs, not how a peer
+  link carries them): a UIM, request or response, or a MIM, routed over a link is a CONTROL
+  message with one DOMAIN header (``flags`` :data:`umcore.dro.peer.IMMEDIATE_UIM` 0x0001 or
+  :data:`~umcore.dro.peer.IMMEDIATE_MIM` 0x0002, ``domain`` 0) whose payload is the immediate
+  message itself, one LBMC data message: a UIM with its DESTINATION (``hops_taken`` already
+  counting the sending DRO) and a request's REQUEST naming the sending DRO's own request index
+  with address 0.0.0.0:0 (its responses come back over the link, to that index); a MIM with its
+  TOPICNAME and the DESTINATION mark of a forwarded MIM (origin domain, hops).  They travel on
+  the TCP link also when ``<udp>`` carries the data (the UDP stream has no room for them and
+  they are not ordered with the data anyway); unlike other control messages they are dropped,
+  not queued, when ``max-queue`` bytes already wait, as UM says an overloaded DRO may.
 
 The UDP data link (``<udp>``, :mod:`umcore.dro.peerudp`).  The notes (A3) give its shape -- TCP
 keeps the control traffic, the data goes "using the same reliable-unicast protocol as LBT-RU",

@@ -56,6 +56,12 @@ links do not keep each other's order, so a UDP frame of a source whose advertise
 not arrived yet waits for it (bounded by :data:`MAX_UDP_WAITING_BYTES`, the oldest dropped and
 counted in ``udp_frames_dropped_unadvertised``) instead of reaching the core as unknown.
 
+Immediate messages (issues 19/20): ``send_immediate`` carries a UIM, request or response, or a
+MIM, that the daemon's UIM/MIM forwarders route over this link (a CONTROL message on the TCP
+link, with or without ``<udp>``, the immediate message its payload); the other side's
+``take_events`` hands it out as :class:`ImmediateReceived`.  It is dropped (the caller counts
+it), never queued past ``max-queue`` and never costs the link.
+
 Proxy receivers need no message of their own on a peer link: interest records tell the other
 DRO what to receive, and its source advertisements and frames are the answer.
 """
@@ -88,6 +94,8 @@ __all__ = [
     "MAX_LINK_SOURCES",
     "ControlReceived",
     "DownCause",
+    "ImmediateReceived",
+    "ImmediateSend",
     "InterestReceived",
     "LinkDown",
     "LinkState",
@@ -119,6 +127,10 @@ MAX_FRAME_PAYLOAD = lbmc.MAX_LBMC_MESSAGE - 12
 UNBOUND = 0xFFFFFFFF
 # An OTID is 32 opaque bytes (the TIR's OTID option, LBMC's OTID header).
 OTID_SIZE = 32
+# DOMAIN header flags marking a control message whose payload is an immediate message the DRO
+# forwards over the link (daemons.tnwgd.uim / .mim) [inferred, umcore.dro.inferred]
+IMMEDIATE_UIM = 0x0001  # a UIM, a request or a response (routed by DESTINATION / request index)
+IMMEDIATE_MIM = 0x0002  # a multicast immediate message (routed by interest)
 
 _DATA_HDR = struct.Struct("!BBHII")  # ver/type 0 (data), next_hdr 0, msglen, tidx, sqn
 _pack_data = _DATA_HDR.pack
@@ -146,6 +158,15 @@ CAP3_PCRE = 0x80000000  # TNWG_CAPABILITIES capabilities3
 CAP3_REGEX = 0x40000000
 _VERSION_MASK = 0x7FFF  # TNWG_CAPABILITIES flags bits 0-14
 _U32 = 0xFFFFFFFF
+
+
+class ImmediateSend(Enum):
+    """How :meth:`PeerLink.send_immediate` went."""
+
+    SENT = "sent"
+    NOT_OPERATIONAL = "not_operational"  # the link is not UP
+    WOULD_BLOCK = "would_block"  # max-queue bytes already wait for the socket
+    TOO_LONG = "too_long"  # the message does not fit in one LBMC message with its wrapper
 
 
 class LinkState(Enum):
@@ -242,6 +263,15 @@ class RecoveryReceived(CoreEvent):
 
     source: SourceKey
     message: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ImmediateReceived(CoreEvent):
+    """An immediate message the other DRO forwards (:meth:`PeerLink.send_immediate`): a UIM,
+    request or response (``multicast`` False) or a MIM (True), one decoded LBMC message."""
+
+    multicast: bool
+    message: lbmc.LBMCMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -777,6 +807,35 @@ class PeerLink:
         self._control(data)
         return True
 
+    def send_immediate(
+        self, message: lbmc.LBMCMessage, now: float, *, multicast: bool = False
+    ) -> ImmediateSend:
+        """Forward an immediate message to the other DRO: a UIM, request or response
+        (``multicast`` False; its DESTINATION and REQUEST as the caller rewrote them) or a MIM
+        (True).  It travels on the TCP link, with or without ``<udp>``, as a CONTROL message
+        with one DOMAIN header (flags :data:`IMMEDIATE_UIM` / :data:`IMMEDIATE_MIM`, domain 0)
+        whose payload is ``message`` itself [inferred].  Unlike the other control messages it
+        may be dropped (UM: immediate messages may be dropped by an overloaded DRO): not UP,
+        ``max-queue`` bytes already waiting for the socket (the bound data has), or too long;
+        the caller counts."""
+        if self.state is not _UP:
+            return ImmediateSend.NOT_OPERATIONAL
+        try:
+            inner = lbmc.encode(message)
+            data = lbmc.encode(
+                lbmc.LBMCMessage(
+                    lbmc.MSG_CONTROL,
+                    headers=[lbmc.Domain(IMMEDIATE_MIM if multicast else IMMEDIATE_UIM, 0)],
+                    payload=inner,
+                )
+            )
+        except (LocalProtocolError, lbmc.LBMCError, ValueError, struct.error):
+            return ImmediateSend.TOO_LONG
+        if self._out_bytes + len(self._batch) >= self.max_queue:  # as ``writable`` says
+            return ImmediateSend.WOULD_BLOCK
+        self._control(data)
+        return ImmediateSend.SENT if self.up else ImmediateSend.NOT_OPERATIONAL
+
     def send_route_info(self, info: RouteInfo, now: float) -> bool:
         """The DroCore's route information for this portal (``take_route_info``)."""
         headers: list[lbmc.Header] = [
@@ -897,6 +956,9 @@ class PeerLink:
         if isinstance(first, lbmc.RouteInfo):
             self._route_info(msg, first)
             return
+        if isinstance(first, lbmc.Domain) and first.flags in (IMMEDIATE_UIM, IMMEDIATE_MIM):
+            self._immediate(msg, first.flags == IMMEDIATE_MIM)
+            return
         otid = msg.find(lbmc.Otid)
         topic = msg.find(lbmc.TopicName)
         if topic is not None and otid is not None:
@@ -967,6 +1029,16 @@ class PeerLink:
                 )
                 return
         self.stats.cntl_msgs_unhandled += 1
+
+    def _immediate(self, msg: lbmc.LBMCMessage, multicast: bool) -> None:
+        """An immediate message from the other DRO (send_immediate); one that is not exactly one
+        LBMC message is counted (``cntl_msgs_unhandled``) and skipped: the link stays."""
+        try:
+            inner = lbmc.decode(msg.payload)
+        except lbmc.LBMCError:
+            self.stats.cntl_msgs_unhandled += 1
+            return
+        self._events.append(ImmediateReceived(multicast, inner))
 
     def _hello(self, msg: lbmc.LBMCMessage, caps: lbmc.TnwgCapabilities) -> None:
         version = caps.flags & _VERSION_MASK

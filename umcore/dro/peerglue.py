@@ -28,6 +28,10 @@ core's recovery forwarder offers it) tells the other DRO to forward requests for
 link; a received ``RecoveryReceived`` goes to ``core.recovery.receive_peer_message`` (what that
 forwarder sends over this link, ``take_peer_sends``, goes out with ``link.send_recovery``).
 
+Immediate messages (UIMs, MIMs) are not the core's: what the daemon's forwarders route over
+the link goes out with ``link.send_immediate``, and :func:`deliver` leaves the
+``ImmediateReceived`` events it returns to them (``daemons.tnwgd.peerportal``).
+
 Link -> core: :func:`deliver` (events and frames).  A ``LinkUp`` is
 ``receive_portal_up(peer_node_id=...)``, a ``LinkDown`` is ``receive_portal_down``; route
 information, interest and sources go to the matching ``receive_*``; frames to
