@@ -67,6 +67,8 @@ class Net:
         self.unblocked = 0
         self.pregs = [0] * n
         self.payloads: dict[int, bytes] = {}
+        self.lji_reqs: list[tuple[int, int]] = []  # (Store, request index) to answer
+        self.lj_rxreqs: list[tuple[int, compose.RetransmissionRequest]] = []
         for i in range(n):
             inst = instance(tmp / f"s{i}", [topic_config(pattern, **topic_opts)])
             core = StoreCore(inst, store_index=i, address=store_addr(i), now=T0, seed=21 + i)
@@ -120,9 +122,21 @@ class Net:
                 for comp in rig.take(SRC_ADDR):
                     progressed = True
                     if isinstance(comp, lbmc.LBMCMessage) and comp.find(lbmc.LjiReq):
-                        continue  # the Store asks where the stream starts: late join's, not ours
+                        if i not in self.down:  # the engine's late-join service answers
+                            self.lji_reqs.append((i, comp.find(lbmc.LjiReq).request_idx))
+                        continue
+                    if isinstance(comp, compose.RetransmissionRequest):
+                        # a Store repairing from the source: late join's requests, not ours
+                        # (left unanswered: a deaf Store stays deaf)
+                        self.lj_rxreqs.append((i, comp))
+                        continue
                     if i not in self.down:
                         assert src.receive_control(comp, rig.core.address[0], self.now), comp
+            if self.lji_reqs and src.next_sqn is not None:
+                progressed = True
+                for i, qidx in self.lji_reqs:
+                    self.lj_info(i, qidx)
+                self.lji_reqs.clear()
             for dest, data in src.take_sends():
                 progressed = True
                 i = self.rig_at(dest)
@@ -142,6 +156,16 @@ class Net:
             if not progressed:
                 return
         raise AssertionError("did not settle")
+
+    def lj_info(self, i: int, qidx: int) -> None:
+        """What the source's late-join service answers a Store's LJI_REQ (once the source knows
+        where its stream starts): it retains every message sent so far (low..high;
+        ``low = high + 1`` when nothing was sent)."""
+        nxt = self._sqn if hasattr(self, "_sqn") else self.s.next_sqn
+        assert nxt is not None
+        low = min(self.payloads, default=nxt)
+        hdr = lbmc.UmeLjInfo(0, low, (nxt - 1) & M, qidx)
+        self.rigs[i].control(lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[hdr])), SRC_IP)
 
     def send(self, count: int = 1, nbytes: int = 10, frags: int = 1) -> list[int]:
         """``count`` sends of ``frags`` fragments each, from next_sqn on; returns the sqns."""
