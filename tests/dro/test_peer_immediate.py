@@ -333,7 +333,6 @@ def test_mim_follows_interest_across_the_link() -> None:
     assert (pa.forwarded, pa.sent, pa.req_sent, pa.bytes_sent) == (2, 2, 1, 3)
     assert ca.mim_stats("E").topic.dropped_no_interest == 1
     # what crossed: the topic, the origin and hop mark, the request rewritten to a's index
-    sent: list[lbmc.LBMCMessage] = []
     d.mim["a"].receive("E", mim(b"m2", "t.m", request=6), d.net.now)
     links = d.net.links
     pump(links["a"], links["b"], d.net.now)
@@ -349,3 +348,31 @@ def test_mim_follows_interest_across_the_link() -> None:
     back.receive_peer("P", mim(b"x", None))  # topicless from the link: only into TRD2
     assert cb.mim_stats("P").topicless.forwarded == 0
     assert cb.mim_stats("E").topicless.forwarded == 1
+
+
+def test_a_uim_to_a_source_crosses_to_its_origin() -> None:
+    """``SOURCE:`` + a proxy source's string in TRD2: DESTINATION names domain 1 and no address,
+    OTID the origin; DRO a delivers to the request port the origin's TIR named."""
+    d = Dros()
+    origin = bytes(range(32))
+    d.ends["a"].source_requests[origin] = ("10.1.1.7", 14391)
+    dest = lbmc.Destination(domain_id=1, orig_domain_id=2)
+    msg = lbmc.LBMCMessage(
+        lbmc.MSG_DATA, 0, 0, [lbmc.Stream(0, 1, 0, bytes(8)), dest, lbmc.Otid(0, origin)], b"to src"
+    )
+    assert d.uim["b"].receive("E", msg, im.KIND_UIM)
+    d.carry()
+    [(addr, got)] = d.ends["a"].port.sent
+    assert addr == ("10.1.1.7", 14391) and got.payload == b"to src"
+    assert got.find(lbmc.Otid) == lbmc.Otid(0, origin)
+    assert (d.uim["b"].stats("P").sent, d.uim["a"].stats("P").rcvd) == (1, 1)
+
+
+def test_a_topicless_mim_reaches_the_trd_beyond_the_link() -> None:
+    d = Dros()
+    d.mim["a"].receive("E", mim(b"all", None), d.net.now)
+    d.carry()
+    ca, cb = d.net.cores["a"], d.net.cores["b"]
+    assert (ca.mim_stats("P").topicless.forwarded, ca.mim_stats("P").topicless.sent) == (1, 1)
+    assert cb.mim_stats("P").topicless.rcvd == 1
+    assert cb.mim_stats("E").topicless.forwarded == 1  # into TRD2 (no socket here: an error)
