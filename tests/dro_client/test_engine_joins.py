@@ -47,3 +47,24 @@ async def test_the_controller_a_join_gets(
         ctx.session_ended(js)
     finally:
         await ctx.close()
+
+
+@pytest.mark.parametrize(("entries", "want"), [(None, 200_000), ("5000", 5000), ("0", 0)])
+async def test_the_hold_bound_is_the_context_order_map_bound(
+    entries: str | None, want: int
+) -> None:
+    """The controller holds at most ``delivery_control_maximum_total_map_entries`` (context;
+    UM's bound on each delivery controller's order map, default 200000, 0 = unbounded)."""
+    attrs = {"request_tcp_bind_request_port": "0"}
+    if entries is not None:
+        attrs["delivery_control_maximum_total_map_entries"] = entries
+    ctx = await Context.create(attrs)
+    try:
+        info = SourceInfo("T", 1, TCP, proxy=True)
+        opts = {"transport_tcp_dro_loss_recovery_timeout": "500"}
+        js = ctx.open_join(info, Options("receiver", opts, "T"))
+        dc = js.new_dc(1, "T", _noop, _noop, 1024)
+        assert isinstance(dc, DroLossController) and dc.max_held == want
+        ctx.session_ended(js)
+    finally:
+        await ctx.close()

@@ -685,7 +685,8 @@ class Engine:
             )  # fmt: skip
             timeout = options.seconds(name) if name is not None else 0.0
             if timeout > 0:
-                js.dc_factory = dro.loss_dc_factory(self.loop, timeout, lambda: js.closed)
+                limit = int(self.options.get("delivery_control_maximum_total_map_entries"))
+                js.dc_factory = dro.loss_dc_factory(self.loop, timeout, lambda: js.closed, limit)
         if js.kind in shm.JOIN_KINDS:
             if not shm.prepare_join(self, js, info, options):
                 js.closed = True  # another host's LBT-IPC/SMX: nothing to join (seed 6.4.2)

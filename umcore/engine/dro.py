@@ -90,7 +90,7 @@ from typing import Any
 
 from umcore.aio.timer import CoreTimer
 from umcore.errors import UMError
-from umcore.features.droloss import DroLossController
+from umcore.features.droloss import MAX_HELD, DroLossController
 from umcore.resolver.dro import DomainTable, is_proxy_source
 from umcore.wire import lbmc, lbmr_options
 
@@ -186,11 +186,16 @@ def uim_source(msg: lbmc.LBMCMessage, peer_ip: str) -> str:
 
 
 def loss_dc_factory(
-    loop: asyncio.AbstractEventLoop, timeout: float, ended: Callable[[], bool]
+    loop: asyncio.AbstractEventLoop,
+    timeout: float,
+    ended: Callable[[], bool],
+    max_held: int = MAX_HELD,
 ) -> LossFactory:
     """A joined session's delivery-controller factory for a DRO proxy source: every topic index
-    gets a :class:`DroLossController` waiting ``timeout`` seconds, driven by its own timer;
-    once ``ended()`` (the session is over) a due timer delivers nothing more."""
+    gets a :class:`DroLossController` waiting ``timeout`` seconds, driven by its own timer,
+    holding at most ``max_held`` messages (the context's
+    ``delivery_control_maximum_total_map_entries``, 0 = no count bound); once ``ended()`` (the
+    session is over) a due timer delivers nothing more."""
 
     def make(
         tidx: int,
@@ -216,6 +221,7 @@ def loss_dc_factory(
             clock=loop.time,
             max_burst_loss=max_burst_loss,
             on_deadline=lambda: timer.arm(dc.deadline),
+            max_held=max_held,
         )
         return dc
 

@@ -22,6 +22,19 @@ is held the controller clears ``started``, which sends every message of its topi
 :meth:`on_data` / :meth:`on_fragment` (the receiver session's in-sequence fast paths test it),
 so nothing can overtake the held messages.
 
+How much it holds follows ``delivery_control_maximum_total_map_entries`` (context, default
+200000, 0 = unbounded), UM's bound on each delivery controller's order map, which is what this
+hold-back buffer is: when more than that many messages are held the oldest gap is given up at
+once (UM: "unrecoverable loss is signaled for the oldest gaps and older data is delivered").
+:data:`MAX_HELD_BYTES` bounds the bytes whatever the option says.
+
+Cost: the recovery that fills a gap usually arrives as a run (a repaired datagram of a few
+hundred messages), while thousands wait behind it.  Every message of that run is in order and
+each one re-checks the deadline, so the earliest arrival among the held messages comes from a
+queue in arrival order (stale heads skipped, amortised O(1)) and the lowest held sequence number
+from a heap (O(log n)), never from a scan of everything held: a scan per message made recovery
+quadratic (16,384 held x a 300-message run per repaired datagram) and starved the process.
+
 Time: the receive path has no ``now`` (the TCP session feeds the controller from a read), so the
 controller reads an injected ``clock`` when a gap opens; its owner calls :meth:`handle_timer`
 at :attr:`deadline` and is told through ``on_deadline`` whenever that changes.  No clock is
@@ -30,19 +43,26 @@ read anywhere else; tests pass a fake one.
 
 from __future__ import annotations
 
+import heapq
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from umcore.transport.delivery import DEFAULT_MAX_MAP_ENTRIES
 from umcore.transport.tcp import DeliveryController
 
 __all__ = ["MAX_HELD", "MAX_HELD_BYTES", "DroLossController"]
 
-# Messages held per topic source while a gap is open.  The DRO's own duplicate window is 16384
-# sequence numbers by default (<sqn-window size>, notes A9): data reordered further than that
-# cannot come through a DRO anyway.  Beyond it the oldest gap is given up at once.
-MAX_HELD = 16384
-# ... and bytes held (the payloads are copies): a bound on memory whatever the message size.
+# Messages held per topic source while a gap is open, by default: UM's default for
+# delivery_control_maximum_total_map_entries (the engine passes the configured value; module
+# docstring).  Beyond it the oldest gap is given up at once.
+MAX_HELD = DEFAULT_MAX_MAP_ENTRIES
+# ... and bytes held (the payloads are copies): a bound on memory whatever the message size and
+# whatever the option says (0 = unbounded there).
 MAX_HELD_BYTES = 64 * 1024 * 1024
+# Stale entries (already delivered) the arrival queue and the sqn heap may carry beyond twice
+# the held count before they are rebuilt from what is held: bounds their memory, amortised O(1).
+_SLACK = 1024
 _MASK = 0xFFFFFFFF
 _HALF = 0x80000000
 _DATA = 0
@@ -53,11 +73,15 @@ class DroLossController(DeliveryController):
     """A TCP delivery controller that waits ``timeout`` seconds for gaps (module docstring)."""
 
     __slots__ = (
+        "_anchor",
+        "_arrivals",
+        "_lowest",
         "began",
         "clock",
         "deadline",
         "held",
         "held_bytes",
+        "max_held",
         "on_deadline",
         "recovered",
         "timeout",
@@ -75,9 +99,12 @@ class DroLossController(DeliveryController):
         clock: Callable[[], float],
         max_burst_loss: int = 1024,
         on_deadline: Callable[[], object] | None = None,
+        max_held: int = MAX_HELD,
     ) -> None:
         super().__init__(tidx, topic, deliver, loss, max_burst_loss=max_burst_loss)
         self.timeout = timeout
+        #: delivery_control_maximum_total_map_entries: most messages held (0 = no count bound).
+        self.max_held = max_held
         self.clock = clock
         #: Told whenever :attr:`deadline` changes (the owner re-arms its timer).
         self.on_deadline = on_deadline
@@ -92,6 +119,13 @@ class DroLossController(DeliveryController):
         self.began = False
         #: Messages that arrived out of order and were delivered in order after all.
         self.recovered = 0
+        #: (arrival time, sqn) in arrival order; entries no longer held are skipped lazily.
+        self._arrivals: deque[tuple[float, int]] = deque()
+        #: heap of (sqn - _anchor) mod 2**32 of held sqns (stale ones skipped lazily): the lowest
+        #: held sqn.  _anchor is the expected sqn when holding began: every held sqn is ahead of
+        #: it and of every later expected one, so the order of the keys is the sqns' order.
+        self._lowest: list[int] = []
+        self._anchor = 0
 
     # -------------------------------------------------------------- input
     def on_data(self, sqn: int, payload: bytes | memoryview) -> None:
@@ -141,15 +175,24 @@ class DroLossController(DeliveryController):
     def _hold(
         self, sqn: int, kind: int, payload: bytes | memoryview, frag: tuple[int, int, int]
     ) -> None:
-        if sqn in self.held:
+        held = self.held
+        if sqn in held:
             return  # a duplicate of one held
+        if not held:
+            self._arrivals.clear()
+            self._lowest.clear()
+            self._anchor = self.expected
         data = bytes(payload)
-        self.held[sqn] = (self.clock(), kind, data, frag, self.headers)
+        now = self.clock()
+        held[sqn] = (now, kind, data, frag, self.headers)
         self.held_bytes += len(data)
+        self._arrivals.append((now, sqn))
+        heapq.heappush(self._lowest, (sqn - self._anchor) & _MASK)
         self.started = False  # every message now goes through _input (module docstring)
         if self.deadline is None:
-            self._set_deadline(self.clock() + self.timeout)
-        while self.held and (len(self.held) > MAX_HELD or self.held_bytes > MAX_HELD_BYTES):
+            self._set_deadline(now + self.timeout)
+        limit = self.max_held
+        while held and ((limit and len(held) > limit) or self.held_bytes > MAX_HELD_BYTES):
             self._give_up()
 
     # -------------------------------------------------------------- in order again
@@ -173,10 +216,19 @@ class DroLossController(DeliveryController):
         self._settle()
 
     def _settle(self) -> None:
-        if self.held:
+        held = self.held
+        if held:
             self.started = False
-            first = min(t for t, *_ in self.held.values())
-            self._set_deadline(first + self.timeout)
+            arrivals = self._arrivals
+            while True:  # the earliest arrival still held (module docstring: cost)
+                t, sqn = arrivals[0]
+                entry = held.get(sqn)
+                if entry is not None and entry[0] == t:
+                    break
+                arrivals.popleft()
+            if len(arrivals) > 2 * len(held) + _SLACK:
+                self._arrivals = deque((e[0], q) for q, e in held.items())  # arrival order
+            self._set_deadline(t + self.timeout)
             return
         self.started = True
         if self.tsni_target is not None:
@@ -189,7 +241,17 @@ class DroLossController(DeliveryController):
     def _give_up(self) -> None:
         """Give up the open gap: the lowest held message goes to the base controller, which
         reports what is missing before it as lost; then what follows it in order."""
-        lowest = min(self.held, key=lambda s: (s - self.expected) & _MASK)
+        held = self.held
+        heap = self._lowest
+        anchor = self._anchor
+        while True:
+            lowest = (heap[0] + anchor) & _MASK
+            if lowest in held:
+                break
+            heapq.heappop(heap)  # delivered meanwhile
+        if len(heap) > 2 * len(held) + _SLACK:
+            self._lowest = heap = [(q - anchor) & _MASK for q in held]
+            heapq.heapify(heap)
         self._replay(lowest)
         held = self.held
         while held and self.expected in held:

@@ -951,6 +951,12 @@ class TcpReceiverSession:
         if dc is None:
             self._stats.messages_no_topic += k
             return k
+        if not dc.started and dc._delivered:
+            # Started once, not now: a DC that routes every message through on_data (DRO
+            # reliable loss while it holds messages back, umcore.features.droloss): the whole
+            # run one by one.  Not -1: each next message would scan the rest of the read again
+            # (quadratic per read).  A DC that never delivered takes its first message alone.
+            return -k
         if not (dc.started and dc.expected == sqn and dc._frag_buf is None):
             return -1  # the DC has a gap or a reassembly to handle first
         records = run_records(buf, pos, msglen, k, sqn)
