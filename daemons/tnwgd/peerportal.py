@@ -56,7 +56,6 @@ from umcore.dro import (
 from umcore.dro.inferred import RouteInfo
 from umcore.dro.peer import ImmediateReceived, ImmediateSend, LinkDown, LinkUp, PeerLink
 from umcore.dro.peerglue import deliver, link_command, link_lbmr
-from umcore.dro.queue import SQN_MASK
 from umcore.engine import Engine
 from umcore.wire import lbmc, lbmr
 
@@ -244,7 +243,7 @@ class PeerPortal:
         while it is writable; True if frames are left only because the share ran out."""
         queue = self.core.queue(self.name)
         link = self.link
-        send = link.send_data
+        send_run = link.send_run
         now = self.host.now()
         limit = max_frames if max_frames > 0 else len(queue)
         moved = 0
@@ -257,18 +256,11 @@ class PeerPortal:
             otid, topic = run.otid, run.topic
             if key is None or key.otid != otid or key.topic != topic:
                 key = SourceKey(otid, topic)
-            count, size, sqn = run.count, run.size, run.sqn
-            want = min(count, limit - moved)
-            sent = 0
-            if count == 1:
-                send(key, sqn, run.data, now)
-                sent = 1
-            else:
-                view = memoryview(run.data)
-                while sent < want and link.writable:
-                    at = sent * size
-                    send(key, (sqn + sent) & SQN_MASK, view[at : at + size], now)
-                    sent += 1
+            size = run.size
+            # the run's frames at once, as many as the link takes (one batch append per run)
+            sent = send_run(key, run.sqn, run.data, size, min(run.count, limit - moved), now)
+            if not sent:
+                break
             queue.consume(sent)
             moved += sent
             nbytes += sent * size
