@@ -62,6 +62,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from umcore.errors import LocalProtocolError, RemoteProtocolError
@@ -385,6 +386,8 @@ class SRSClient:
         self._name_infos: dict[str, bytes] = {}  # own context names: name -> CNIR
         self._name_queries: dict[str, bytes] = {}  # names looked for: name -> CNQR
         self._dro_records: dict[bytes, bytes] = {}  # a DRO endpoint's DIR / RTIRs (raw -> raw)
+        # a DRO endpoint's remote interest: (symbol, is pattern) -> (domain id, RIR / WIR)
+        self._remote: dict[tuple[str, bool], tuple[int, bytes]] = {}
         # what the SRSes told us
         self._known: dict[SourceKey, _Known] = {}
         self._writes: dict[int, list[bytes]] = {}
@@ -450,6 +453,48 @@ class SRSClient:
             for slot in self.slots:
                 if slot.state is SlotState.STREAMING:
                     self._send(slot.index, _frames(fresh))
+
+    def send_remote_interest(self, entries: Iterable[tuple[str, bool, int]]) -> None:
+        """A DRO endpoint's remote interest, the set it holds now: (topic or PCRE pattern, is
+        pattern, domain id of the receivers behind it) -> RIR / WIR whose ``domain_id`` is that
+        remote domain (not this context's), RDR / WDR for entries no longer held; all sent
+        again on every (re)connect.  How interest crosses a transit TRD resolved by the SRS,
+        where the TNWG interest records have no datagram path [inferred: UM documents the
+        records' domain id field, not what a DRO puts there].  The SRS keeps one record per
+        topic (pattern) and context: one domain per entry, and the context must not also
+        hold a receiver of that topic (a DRO's source context holds none)."""
+        new: dict[tuple[str, bool], tuple[int, bytes]] = {}
+        for symbol, is_pattern, domain in entries:
+            cls = WildcardReceiverInfo if is_pattern else ReceiverInfo
+            new[(symbol, is_pattern)] = (domain, self._remote_record(cls, symbol, domain))
+        out: list[bytes] = []
+        for key, (domain, _raw) in self._remote.items():
+            held = new.get(key)
+            if held is None or held[0] != domain:  # gone, or now another domain's: end it
+                cls_d = WildcardReceiverDelete if key[1] else ReceiverDelete
+                out.append(self._remote_record(cls_d, key[0], domain))
+        for key, (domain, raw) in new.items():
+            old = self._remote.get(key)
+            if old is None or old[0] != domain:
+                out.append(raw)
+        self._remote = new
+        if out:
+            for slot in self.slots:
+                if slot.state is SlotState.STREAMING:
+                    self._send(slot.index, _frames(out))
+
+    def _remote_record(
+        self,
+        cls: type[ReceiverInfo | ReceiverDelete | WildcardReceiverInfo | WildcardReceiverDelete],
+        symbol: str,
+        domain: int,
+    ) -> bytes:
+        return cls(
+            symbol,
+            domain_id=domain,
+            context_instance=self.context_instance,
+            context_type=self.app_type,
+        ).encode()
 
     def send_wildcard(self, pattern: str) -> None:
         """Register a wildcard receiver's pattern (WIR)."""
@@ -674,6 +719,7 @@ class SRSClient:
             *self._name_infos.values(),
             *self._name_queries.values(),
             *self._dro_records.values(),
+            *(raw for _d, raw in self._remote.values()),
         ]
         if state:
             out.append(_frames(state))

@@ -73,6 +73,7 @@ class Client:
         "host_id",
         "inactive_since",
         "interest",
+        "interest_ids",
         "interest_mode",
         "key",
         "lost_at",
@@ -108,6 +109,9 @@ class Client:
         # topic/pattern -> active flag
         self.interest: dict[str, bool] = {}
         self.patterns: dict[str, bool] = {}
+        # (topic or pattern, is pattern) -> the domain id and context instance of its last RIR
+        # / WIR: what the SRS forwards again (a DRO's remote interest names another domain)
+        self.interest_ids: dict[tuple[str, bool], tuple[int, bytes]] = {}
         self.routes: dict[bytes, tuple[RouteInfo, bool]] = {}  # raw RTIR -> (record, active)
         self.dr_records: dict[int, tuple[DomainInfo, bool]] = {}  # domain id -> (DIR, active)
         self.names: dict[str, tuple[ContextNameInfo, bool]] = {}  # name -> (CNIR, active)

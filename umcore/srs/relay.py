@@ -163,21 +163,30 @@ class Relay:
                 if src.owner is not client:
                     self._queue_sir(client, src)
         if client.forward_interest:
-            # a DRO endpoint connecting after the receivers: their interest so far (the
-            # records' context instance is not kept; the topic, domain and type are)
+            # a DRO endpoint connecting after the receivers: their interest so far, each
+            # record with its own domain id and context instance (a DRO's remote interest
+            # names the domain behind it, not the TRD's)
             for other in self.registry.clients.values():
                 if other is client:
                     continue
                 kind = other.app_type
                 for topic, active in other.interest.items():
                     if active:
-                        rir = ReceiverInfo(topic, domain_id=other.domain_id, context_type=kind)
+                        dom, inst = other.interest_ids.get(
+                            (topic, False), (other.domain_id, bytes(8))
+                        )
+                        rir = ReceiverInfo(
+                            topic, domain_id=dom, context_instance=inst, context_type=kind
+                        )
                         self._queue(client, rir.encode())
                         client.stats.client_rir_sent_count += 1
                 for pattern, active in other.patterns.items():
                     if active:
+                        dom, inst = other.interest_ids.get(
+                            (pattern, True), (other.domain_id, bytes(8))
+                        )
                         wir = WildcardReceiverInfo(
-                            pattern, domain_id=other.domain_id, context_type=kind
+                            pattern, domain_id=dom, context_instance=inst, context_type=kind
                         )
                         self._queue(client, wir.encode())
                         client.stats.client_wir_sent_count += 1
@@ -388,6 +397,7 @@ class Relay:
                 return
             client.stats.client_rir_received_count += 1
             self.registry.add_interest(client, topic)
+            client.interest_ids[(topic, False)] = (rec.domain_id, bytes(rec.context_instance))
             if self.events.keep:
                 self.events.add("RIR", client, now, rec)
             self._forward_interest(client, rec, "rir")
@@ -401,6 +411,7 @@ class Relay:
         client.stats.client_rdr_received_count += 1
         if client.interest.pop(rec.topic, None) is None:
             return
+        client.interest_ids.pop((rec.topic, False), None)
         self.registry.drop_interest(client, rec.topic)
         if self.events.keep:
             self.events.add("RDR", client, now, rec)
@@ -433,6 +444,7 @@ class Relay:
                 client.err.client_invalid_srs_message_received_count += 1
                 return
             client.stats.client_wir_received_count += 1
+            client.interest_ids[(pattern, True)] = (rec.domain_id, bytes(rec.context_instance))
             if self.events.keep:
                 self.events.add("WIR", client, now, rec)
             self._forward_interest(client, rec, "wir")
@@ -448,6 +460,7 @@ class Relay:
         client.stats.client_wdr_received_count += 1
         if client.patterns.pop(rec.pattern, None) is None:
             return
+        client.interest_ids.pop((rec.pattern, True), None)
         self.registry.drop_pattern(client, rec.pattern)
         if self.events.keep:
             self.events.add("WDR", client, now, rec)
@@ -576,14 +589,18 @@ class Relay:
                 del client.interest[topic]
                 self.registry.drop_interest(client, topic)
                 s.clients_expired_rir_count += 1
-                end_r = ReceiverEnd(topic, domain_id=client.domain_id, context_type=client.app_type)
+                dom, inst = client.interest_ids.pop((topic, False), (client.domain_id, bytes(8)))
+                end_r = ReceiverEnd(
+                    topic, domain_id=dom, context_instance=inst, context_type=client.app_type
+                )
                 self._forward_interest(client, end_r, "rer")
             for pattern in [p for p, a in client.patterns.items() if not a]:
                 del client.patterns[pattern]
                 self.registry.drop_pattern(client, pattern)
                 s.clients_expired_wir_count += 1
+                dom, inst = client.interest_ids.pop((pattern, True), (client.domain_id, bytes(8)))
                 end_w = WildcardReceiverEnd(
-                    pattern, domain_id=client.domain_id, context_type=client.app_type
+                    pattern, domain_id=dom, context_instance=inst, context_type=client.app_type
                 )
                 self._forward_interest(client, end_w, "wer")
         elif kind == "routes":
