@@ -26,11 +26,17 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
 * **The SRS** (``resolver_service``).  Both contexts register as this DRO's (app type TNWGD,
   the portal's domain id; :class:`~umcore.engine.srsresolve.DroRole`), the receiver context in
   interest mode filter + forward-interest: the SRS reports the other contexts' RIR / WIR / RER
-  / WER, which feed ``core.receive_srs_interest`` (counted per context instance).  Records of
-  another DRO's contexts (its proxy receivers) count as interest too [inferred]: on UDP the
-  core ignores a proxy receiver's TQRs because the TNWG interest records carry that interest,
-  but those records have no SRS form, so in a transit TRD resolved by the SRS the proxy
-  receivers' RIRs are how one DRO learns the other's interest.  A source the SRS
+  / WER, which feed ``core.receive_srs_interest`` (counted per context instance).  Interest
+  crossing a transit TRD resolved by the SRS [inferred]: the TNWG interest records have no
+  datagram path there, so the core's interest records for this portal become **remote-interest
+  records** the source context holds at the SRS (:meth:`SRSClient.send_remote_interest
+  <umcore.srs.client.SRSClient.send_remote_interest>`): an RIR / WIR per topic / PCRE pattern
+  whose ``domain_id`` is the domain of the receivers behind it (RDR / WDR when withdrawn).  The
+  other DROs there (forward-interest mode) get them and hold that interest *for that domain*
+  (held remote interest), as a TNWG interest record would have told them on UDP.  A DRO
+  context's record naming this TRD's domain is a proxy receiver's RIR: ignored (on UDP the core
+  ignores a proxy receiver's TQRs for the same reason), and so are this portal's own records.
+  A source the SRS
   reports (SIR) for a proxy receiver's topic, or matching one of its patterns, is resolved as
   its TIR would be, before any data; its SER is the source gone.
 * **Proxy receivers.**  :class:`~umcore.dro.CreateProxyReceiver` for a topic opens a raw receiver
@@ -126,8 +132,10 @@ from umcore.wire.lbmr_options import (
 
 __all__ = ["EndpointPortal", "PortalHost", "derive_otid", "source_transport"]
 
-# An SRS's WIR names a PCRE pattern (the wildcard receivers' default pattern type).
+# An SRS's WIR names a PCRE pattern (the wildcard receivers' default pattern type); an RIR a
+# topic (InterestKey pattern type 0).
 PCRE = 1
+TOPIC = 0
 # Sources whose request port a portal remembers for UIMs to sources: one per source its proxy
 # receivers resolved; beyond this the oldest is forgotten (a UIM to it is then unroutable).
 MAX_SOURCE_REQUESTS = 65536
@@ -305,8 +313,10 @@ class EndpointPortal:
         self._worker: asyncio.Task[None] | None = None
         self._echoes = _OwnEchoes()
         self._session_keys: dict[RawSession, SourceKey] = {}
-        #: interest the SRS reported: key -> context instances holding it
-        self._srs_interest: dict[InterestKey, set[bytes]] = {}
+        #: interest the SRS reported: (key, domain or None for this TRD) -> context instances
+        self._srs_interest: dict[tuple[InterestKey, int | None], set[bytes]] = {}
+        #: the remote interest this portal holds at the SRS: (symbol, is pattern, domain)
+        self._srs_remote: tuple[tuple[str, bool, int], ...] = ()
         self._srs_routes: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
         # counters (cumulative)
         self.tr_received = 0
@@ -325,7 +335,10 @@ class EndpointPortal:
         #: times the runtime restarted this portal after a failure (DroRuntime)
         self.restarts = 0
         self.srs_interest_records = 0
+        #: records of another DRO's remote interest (their domain kept: held remote interest)
         self.srs_dro_interest = 0
+        #: other DROs' proxy receivers' records (this TRD's domain): not interest of this TRD
+        self.srs_proxy_interest_ignored = 0
         self.srs_sources = 0
         #: OTID -> the request port a source's TIR named (EXFUNC): UIMs to sources
         self.source_requests: dict[bytes, tuple[str, int]] = {}
@@ -425,6 +438,7 @@ class EndpointPortal:
         self._session_keys.clear()
         self._srs_interest.clear()
         self._srs_routes = ()
+        self._srs_remote = ()
 
     def failure(self) -> str | None:
         """Why this running portal no longer works (None: it does, or it is not running): a
@@ -531,6 +545,8 @@ class EndpointPortal:
         if rcv is None or rcv.endpoint is None:
             if rcv is not None and rcv.srs is not None and self._srs_route(packet, rcv):
                 return
+            if rcv is not None and rcv.srs is not None and self._srs_remote_interest(packet):
+                return
             self.tr_unsent += 1  # SRS-only TRD (or not started): no datagram path
             return
         opts = (*packet.options, *self.packet_options)
@@ -560,6 +576,31 @@ class EndpointPortal:
             self._srs_routes = routes
             assert rcv.srs is not None
             rcv.srs.send_dro_records(routes)
+        self.tr_sent += 1
+        return True
+
+    def _srs_remote_interest(self, packet: lbmr.LBMRPacket) -> bool:
+        """In an SRS-resolved TRD the core's interest records become the remote-interest
+        records the source context holds at the SRS (module docstring): the set advertised into
+        this portal now, one domain per topic / pattern (the SRS keeps one record per topic and
+        context; with several domains behind this DRO, the lowest id).  REGEX patterns have
+        no WIR form and are left out."""
+        if not isinstance(packet.body, lbmr.TNWGInterest):
+            return False
+        src = self.src
+        if src is None or src.srs is None:
+            return False
+        chosen: dict[tuple[str, bool], int] = {}
+        for key, dom in self.core.advertised_interest(self.name):
+            if key.pattern_type not in (TOPIC, PCRE):
+                continue
+            k = (key.symbol, key.is_pattern)
+            if k not in chosen or dom < chosen[k]:
+                chosen[k] = dom
+        entries = tuple(sorted((sym, pat, dom) for (sym, pat), dom in chosen.items()))
+        if entries != self._srs_remote:
+            self._srs_remote = entries
+            src.srs.send_remote_interest(entries)
         self.tr_sent += 1
         return True
 
@@ -604,14 +645,22 @@ class EndpointPortal:
         else:
             return
         self.srs_interest_records += 1
-        if rec.context_type == srsm.APP_TYPE_TNWGD:
-            self.srs_dro_interest += 1  # another DRO's proxy receiver (module docstring)
-        holders = self._srs_interest.get(key)
         inst = bytes(rec.context_instance)
+        domain: int | None = None
+        if rec.context_type == srsm.APP_TYPE_TNWGD:
+            if self.src is not None and inst == bytes(self.src.features.ctxinst):
+                return  # this portal's own remote interest, back through forward-interest
+            if rec.domain_id == self.domain_id:
+                self.srs_proxy_interest_ignored += 1  # a proxy receiver (module docstring)
+                return
+            self.srs_dro_interest += 1
+            domain = rec.domain_id  # another DRO's remote interest: the domain behind it
+        hk = (key, domain)
+        holders = self._srs_interest.get(hk)
         if isinstance(rec, (srsm.ReceiverInfo, srsm.WildcardReceiverInfo)):
             if holders is None:
-                holders = self._srs_interest[key] = set()
-                self.core.receive_srs_interest(self.name, key, now, present=True)
+                holders = self._srs_interest[hk] = set()
+                self.core.receive_srs_interest(self.name, key, now, present=True, domain=domain)
             holders.add(inst)
             return
         if holders is None:
@@ -621,8 +670,8 @@ class EndpointPortal:
         elif holders:  # an end the SRS sent without the context instance (expiry): one holder
             holders.pop()
         if not holders:
-            del self._srs_interest[key]
-            self.core.receive_srs_interest(self.name, key, now, present=False)
+            del self._srs_interest[hk]
+            self.core.receive_srs_interest(self.name, key, now, present=False, domain=domain)
 
     # ------------------------------------------------------------------ commands
     def apply(self, commands: list[PortalCommand]) -> None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from tests.dro.kit import config
 from umcore.config.dro import RemotePattern, RemoteTopic, UseQuery
-from umcore.dro import DroCore, InterestKey, LocalState
+from umcore.dro import (
+    CreateProxySource,
+    DroCore,
+    InterestKey,
+    LocalState,
+    SourceAdvert,
+    SourceKey,
+)
 from umcore.dro.interest import MAX_PENDING_QUERIES, PortalInterest
 from umcore.dro.ratelimit import TrafficLimiter
 from umcore.wire import lbmr
@@ -167,3 +174,63 @@ def test_srs_reported_interest_holds_until_withdrawn() -> None:
     assert core.proxy_receivers() == set()
     core.receive_srs_interest("E2", key, now, present=False)  # a stray delete: nothing
     assert core.proxy_receivers() == set()
+
+
+def test_srs_relayed_remote_interest_keeps_its_domain() -> None:
+    """Issue 19: DRO1 (E1 in TRD1, E2 in a transit TRD2 resolved by the SRS).  DRO2's
+    remote-interest record relayed by the SRS names domain 3 (receivers in TRD3): DRO1 keeps it
+    as interest of domain 3 -- not of TRD2 -- advertises it into TRD1 as domain 3, does not age
+    it, and drops it when the SRS ends it."""
+    core = DroCore(config([("E1", 1, 1), ("E2", 2, 1)]), 1)
+    core.receive_portal_up("E1", 0.0, address=("10.0.0.1", 1))
+    core.receive_portal_up("E2", 0.0, address=("10.0.0.2", 1))
+    key = InterestKey("AAA")
+    core.receive_srs_interest("E2", key, 0.0, domain=3)
+    assert core.interest("E2") == {(key, 3)}
+    assert core.advertised_interest("E1") == [(key, 3)]
+    assert core.proxy_receivers() == {("E1", key)}
+    # a TNWG interest record of the same pair (UDP as well) refreshes, then ages: still held
+    core.receive_interest("E2", key, 3, 0.0)
+    now = 0.0
+    while (nxt := core.next_timer()) is not None and nxt < 1000.0:
+        now = max(now, nxt)
+        core.handle_timer(now)
+    assert core.interest("E2") == {(key, 3)}
+    core.receive_interest("E2", key, 3, now, cancel=True)  # the UDP entry's cancel: still held
+    assert core.interest("E2") == {(key, 3)}
+    # the record naming TRD2's own domain is a receiver of TRD2 (held local interest)
+    core.receive_srs_interest("E2", key, now, domain=2)
+    assert core.interest("E2") == {(key, 3), (key, 2)}
+    core.receive_srs_interest("E2", key, now, present=False, domain=2)
+    core.receive_srs_interest("E2", key, now, present=False, domain=3)
+    assert core.interest("E2") == set()
+    assert core.proxy_receivers() == set()
+    assert core.advertised_interest("E1") == []
+    core.receive_srs_interest("E2", key, now, present=False, domain=3)  # stray end: nothing
+    assert core.interest("E2") == set()
+
+
+def test_srs_relayed_remote_interest_domain_decides_the_forwarding() -> None:
+    """Why the domain matters (issue 19): a ring TRD1 - G1 - TRD2 (SRS) - G2 - TRD3 - G3 -
+    TRD1.  G1's TRD2 side holds G2's remote interest for TRD3's receivers; a source of TRD3
+    reaches G1 through TRD1 (G3's proxy, origin domain 3).  G1 must not send it back into TRD2
+    toward TRD3 -- it would, were the interest taken for TRD2's own -- but does for a
+    receiver in TRD2, and does for a source of TRD1."""
+    core = DroCore(config([("E1", 1, 1), ("E2", 2, 1)]), 1)
+    core.receive_portal_up("E1", 0.0, address=("10.0.0.1", 1))
+    core.receive_portal_up("E2", 0.0, address=("10.0.0.2", 1))
+    key = InterestKey("AAA")
+    core.receive_srs_interest("E2", key, 0.0, domain=3)
+    assert core.proxy_receivers() == {("E1", key)}
+    from_trd3 = SourceKey(b"\x03" * 32, "AAA")
+    core.receive_source("E1", SourceAdvert(from_trd3, cost=1, hop_count=1, origin_domain=3), 0.0)
+    assert ("E2", from_trd3) not in core.proxy_sources()  # back toward its own domain: no
+    from_trd1 = SourceKey(b"\x01" * 32, "AAA")
+    core.receive_source("E1", SourceAdvert(from_trd1), 0.0)
+    assert ("E2", from_trd1) in core.proxy_sources()
+    core.take_commands()
+    # a receiver of TRD2 itself (its RIR names TRD2's domain) does want TRD3's source
+    core.receive_srs_interest("E2", key, 0.0, domain=2)
+    assert ("E2", from_trd3) in core.proxy_sources()
+    made = [c for c in core.take_commands() if isinstance(c, CreateProxySource)]
+    assert [(c.source, c.origin_domain) for c in made] == [(from_trd3, 3)]

@@ -40,6 +40,7 @@ from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.test_srs import srs_xml
 from umcore.api import Context, Message
+from umcore.dro import InterestKey
 
 TOPIC = "dro.transit.data"
 PATTERN = r"^dro\.transit\."
@@ -186,8 +187,9 @@ async def test_uim_and_request_response_across_two_dros(tmp_path: Path) -> None:
 
 async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
     """TRD1 -- DRO1 -- TRD2 (SRS) -- DRO2 -- TRD3: interest crosses a transit TRD resolved by
-    the SRS, where no TNWG interest record can travel: DRO1 learns it from DRO2's proxy
-    receiver's RIR (the SRS forwards it to DROs), and the source's SIR there is DRO1's proxy."""
+    the SRS, where no TNWG interest record can travel: DRO1 learns it from DRO2's
+    remote-interest RIR (domain 3, the SRS forwards it to DROs) and keeps its domain, and the
+    source's SIR there is DRO1's proxy."""
     srs = await DaemonProcess.start("srs", str(srs_xml(tmp_path)))
     rec = Recorder()
     try:
@@ -201,6 +203,18 @@ async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
             await c.create_receiver(TOPIC, rec, attributes=t3.receiver())
             src = await a.create_source(TOPIC, attributes=t1.source("tcp"))
             await until(lambda: proxy_ready(d2, "TRD3", TOPIC), "the path through TRD2")
+            # the interest crossing TRD2 keeps TRD3's domain id at DRO1 (not TRD2's: DRO2's
+            # proxy receiver there is no receiver of TRD2), and DRO1 passes it on as domain 3
+            key = InterestKey(TOPIC)
+            assert d2.core.interest("TRD3") == {(key, 3)}
+            assert d2.core.advertised_interest("TRD2") == [(key, 3)]
+            assert d1.core.interest("TRD2") == {(key, 3)}
+            assert d1.core.advertised_interest("TRD1") == [(key, 3)]
+            assert d1.portals["TRD2"].srs_dro_interest >= 1
+            # DRO2's proxy receiver's own RIR (domain 2) reached DRO1 too, and was not interest
+            p12 = d1.portals["TRD2"]
+            await until(lambda: p12.srs_proxy_interest_ignored >= 1, "the proxy receiver's RIR")
+            assert d1.core.interest("TRD2") == {(key, 3)}
             for i in range(200):
                 await src.send(_SEQ.pack(i), flush=i % 50 == 49)
             src.flush()
@@ -208,7 +222,6 @@ async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
             assert rec.sqns == list(range(rec.sqns[0], rec.sqns[0] + 200))
             assert rec.losses == 0
             assert a.joined == {} and src.receivers == 1
-            assert d1.portals["TRD2"].srs_interest_records >= 1
             dro2_in = d2.portals["TRD2"].rcv
             assert dro2_in is not None
             assert _sessions(dro2_in) == proxy_source_strings(d1, "TRD2", TOPIC)

@@ -651,13 +651,26 @@ class DroCore:
         self._apply(self._portal(portal).interest.refresh_local(key, now), now)
 
     def receive_srs_interest(
-        self, portal: str, key: InterestKey, now: float, *, present: bool = True
+        self,
+        portal: str,
+        key: InterestKey,
+        now: float,
+        *,
+        present: bool = True,
+        domain: int | None = None,
     ) -> None:
         """The portal's SRS reports a receiver (``present``) or its deletion for ``key``:
-        interest that holds until withdrawn, without ageing or use queries."""
+        interest that holds until withdrawn, without ageing or use queries.  ``domain``: the
+        record is another DRO's remote interest on behalf of the receivers in that domain
+        (held remote interest, keeping its domain); None or the portal's own domain: a
+        receiver in the portal's TRD."""
         if key.is_pattern and key not in self._patterns and not self._compile(key):
             return
-        self._apply(self._portal(portal).interest.hold(key, present), now)
+        p = self._portal(portal)
+        if domain is not None and domain != p.domain_id:
+            self._apply(p.interest.hold_remote(key, domain, present), now)
+            return
+        self._apply(p.interest.hold(key, present), now)
 
     def receive_interest(
         self, portal: str, key: InterestKey, domain: int, now: float, *, cancel: bool = False

@@ -23,6 +23,10 @@ Routing through a DRO is interest based (notes A4).  Each portal keeps two kinds
   patterns its receivers want (receiver info / receiver delete records), so such interest is
   present until the SRS withdraws it and neither ages nor needs use queries
   (:meth:`PortalInterest.hold`).  A key is wanted locally while it is local or held.
+  Another DRO's interest crossing such a TRD is **held remote** interest
+  (:meth:`PortalInterest.hold_remote`): the SRS relays that DRO's remote-interest records with
+  the domain id of the receivers behind it, and the entry keeps that domain (not the TRD's) and
+  lives until the SRS ends it.  A pair is wanted while it is remote or held remote.
 
 The table reports what changed as :class:`InterestChange` values (key, origin domain, added or
 removed): the core only needs the set of (key, domain) pairs per portal, not why each is there.
@@ -156,6 +160,7 @@ class PortalInterest:
         self.local: dict[InterestKey, _Local] = {}
         self.held: dict[InterestKey, int] = {}  # SRS-reported receivers per key
         self.remote: dict[tuple[InterestKey, int], float] = {}  # -> last refresh
+        self.held_remote: dict[tuple[InterestKey, int], int] = {}  # SRS-relayed, per holder
         self._heap: list[tuple[float, int, InterestKey]] = []
         self._seq = 0
         self.next_check = {
@@ -221,7 +226,7 @@ class PortalInterest:
         receivers in ``domain``; ``cancel`` withdraws it."""
         rk = (key, domain)
         if cancel:
-            if self.remote.pop(rk, None) is None:
+            if self.remote.pop(rk, None) is None or rk in self.held_remote:
                 return []
             return [InterestChange(self.portal, key, domain, False)]
         if rk in self.remote:
@@ -231,7 +236,32 @@ class PortalInterest:
             self.entries_refused += 1
             return []
         self.remote[rk] = now
+        if rk in self.held_remote:
+            return []
         return [InterestChange(self.portal, key, domain, True)]
+
+    def hold_remote(self, key: InterestKey, domain: int, present: bool) -> list[InterestChange]:
+        """The SRS relays another DRO's remote-interest record for ``key`` on behalf of the
+        receivers in ``domain`` (``present``), or its end: held until ended, no ageing."""
+        rk = (key, domain)
+        count = self.held_remote.get(rk, 0)
+        if present:
+            if count == 0 and len(self.held_remote) >= MAX_INTEREST_ENTRIES:
+                self.entries_refused += 1
+                return []
+            self.held_remote[rk] = count + 1
+            if count or rk in self.remote:
+                return []
+            return [InterestChange(self.portal, key, domain, True)]
+        if count == 0:
+            return []
+        if count > 1:
+            self.held_remote[rk] = count - 1
+            return []
+        del self.held_remote[rk]
+        if rk in self.remote:
+            return []
+        return [InterestChange(self.portal, key, domain, False)]
 
     def query_sent(self, key: InterestKey, now: float) -> None:
         """The core sent the use query for ``key``: its timeout starts now."""
@@ -245,10 +275,12 @@ class PortalInterest:
         """The portal went down: every entry is gone."""
         mine = set(self.local) | set(self.held)
         out = [InterestChange(self.portal, k, self.domain_id or 0, False) for k in sorted(mine)]
-        out += [InterestChange(self.portal, k, d, False) for (k, d) in self.remote]
+        theirs = set(self.remote) | set(self.held_remote)
+        out += [InterestChange(self.portal, k, d, False) for (k, d) in sorted(theirs)]
         self.local.clear()
         self.held.clear()
         self.remote.clear()
+        self.held_remote.clear()
         self._heap.clear()
         for q in self.pending.values():
             q.clear()
@@ -258,7 +290,7 @@ class PortalInterest:
 
     def pairs(self) -> set[tuple[InterestKey, int]]:
         """Every (key, domain) wanted behind this portal."""
-        out = set(self.remote)
+        out = set(self.remote) | set(self.held_remote)
         if self.domain_id is not None:
             out.update((k, self.domain_id) for k in self.local)
             out.update((k, self.domain_id) for k in self.held)
@@ -337,5 +369,6 @@ class PortalInterest:
                 break
             if rk[0].is_pattern == is_pattern and refreshed < stale_before:
                 del self.remote[rk]
-                out.append(InterestChange(self.portal, rk[0], rk[1], False))
+                if rk not in self.held_remote:
+                    out.append(InterestChange(self.portal, rk[0], rk[1], False))
                 removed += 1

@@ -588,6 +588,15 @@ class SRSResolution:
         self.core.send_dro_records(recs)
         self._flush()
 
+    def send_remote_interest(self, entries: Iterable[tuple[str, bool, int]]) -> None:
+        """A DRO portal's remote interest (topic or PCRE pattern, is pattern, the domain of the
+        receivers behind it): the set held now, as RIR / WIR naming that domain
+        (:meth:`SRSClient.send_remote_interest <umcore.srs.client.SRSClient.send_remote_interest>`)."""
+        if self.core is None or self.ctx.srs_dro is None:
+            return
+        self.core.send_remote_interest(entries)
+        self._flush()
+
     def name_advertised(self, entry: ContextName) -> None:
         self._own_names[entry.name] = entry
         if self.core is not None:
