@@ -167,10 +167,10 @@ class PeerPortal:
         # frames first taken here so that deliver() hands over only the events; each run of one
         # source's frames (views of the link's immutable read buffer: the originating source's
         # LBMC frames, header and sequence number unchanged) goes to the core in one call
-        frames = self.link.take_frames()
+        runs = self.link.take_frame_runs()
         events = deliver(self.core, self.link, now)
-        if frames:
-            self._frames_in(frames)
+        if runs:
+            self._frames_in(runs)
         for ev in events:
             if isinstance(ev, ImmediateReceived):
                 self.host.receive_immediate(self.name, ev.message, ev.multicast)
@@ -181,21 +181,14 @@ class PeerPortal:
         self.host.drain()
         self.host.kick()
 
-    def _frames_in(self, frames: list[tuple[SourceKey, int, memoryview]]) -> None:
+    def _frames_in(self, runs: list[tuple[SourceKey, list[memoryview]]]) -> None:
         receive_frames = self.core.receive_frames
         portal = self.name
-        n = len(frames)
-        i = 0
-        while i < n:
-            source = frames[i][0]
-            j = i + 1
-            while j < n and frames[j][0] is source:
-                j += 1
-            run = [f[2] for f in frames[i:j]]
+        unpack = _FRAME_HEADER.unpack_from
+        for source, run in runs:
             first = run[0]
             if len(first) >= _FRAME_HEADER.size:
-                receive_frames(portal, source, _FRAME_HEADER.unpack_from(first)[3], run)
-            i = j
+                receive_frames(portal, source, unpack(first)[3], run)
 
     # ------------------------------------------------------------------ core -> link
     def apply(self, commands: list[PortalCommand]) -> None:

@@ -5,10 +5,12 @@ wire, the same batches and counters, the same frames left over when ``max-queue`
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
 from tests.dro.test_peer import BATCH, S1, S2, connect, pair
+from umcore.dro import InterestKey, SourceKey
 from umcore.dro.peer import PeerLink
 from umcore.dro.queue import SQN_MASK
 
@@ -95,3 +97,49 @@ def test_send_run_stops_when_max_queue_fills_and_sends_nothing_when_down() -> No
     assert a.send_run(S1, n, data[n * 76 :], 76, 100 - n, 0.0) == 0
     a.receive_connection_lost(0.0)
     assert a.send_run(S1, 0, data, 76, 100, 0.0) == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_received_runs_are_the_frames_in_order_whatever_the_split(seed: int) -> None:
+    """receive_data finds runs of one source's messages by their headers; take_frame_runs and
+    take_frames hand out the same frames, in order, with the same counters, however the
+    bytes were cut and with control messages between the data."""
+    rng = random.Random(seed)
+    a, b = pair()
+    connect(a, b)
+    sent: list[tuple[SourceKey, int, bytes]] = []
+    sqn = {S1: 0, S2: SQN_MASK - 20}
+    for _ in range(30):
+        key = rng.choice([S1, S2])
+        size = rng.choice([20, 76, 76, 76])
+        count = rng.randint(1, 40)
+        data = bytes(rng.randrange(256) for _ in range(size * count))
+        assert a.send_run(key, sqn[key], data, size, count, 0.0) == count
+        sent += [
+            (key, (sqn[key] + i) & SQN_MASK, data[i * size : (i + 1) * size]) for i in range(count)
+        ]
+        sqn[key] = (sqn[key] + count) & SQN_MASK
+        if rng.random() < 0.3:
+            assert a.send_interest(InterestKey(f"T{len(sent)}"), 1, 0.0)  # control between
+    wire = b"".join(a.take_bytes())
+    got_runs: list[tuple[SourceKey, bytes]] = []
+    got_frames: list[tuple[SourceKey, int, bytes]] = []
+    for use_runs in (True, False):
+        c, d = pair()
+        connect(c, d)
+        # d must know the bindings: replay a's bytes (bindings are control messages in them)
+        pos = 0
+        while pos < len(wire):
+            cut = rng.randint(1, 3000)
+            d.receive_data(wire[pos : pos + cut], 0.0)
+            pos += cut
+            if use_runs:
+                for key, frames in d.take_frame_runs():
+                    assert frames and all(len(f) for f in frames)
+                    got_runs += [(key, bytes(f)) for f in frames]
+            else:
+                got_frames += [(k, s, bytes(f)) for k, s, f in d.take_frames()]
+        assert d.up and d.stats.data_msgs_rcvd == len(sent)
+        assert d.stats.data_msg_bytes_rcvd == sum(len(f) for _, _, f in sent)
+    assert got_frames == sent
+    assert got_runs == [(k, f) for k, _, f in sent]
