@@ -57,6 +57,10 @@ peer_node_id=None)``                                            what its domain-
 ``receive_tr_request`` / ``receive_domain_route``               ``receive_srs_interest``, which holds
                                                                 until withdrawn: no ageing, no
                                                                 use queries)
+``receive_srs_route(portal, ip, port, domains, now,              another DRO's RTIR (or its RTER:
+present=True)``                                                 ``present`` False) relayed by the
+                                                                portal's SRS: held as that DRO portal's
+                                                                domain route until ended [inferred]
 ``receive_route_info(portal, RouteInfo, now)``                  another DRO's route information [inferred]
 ``receive_source(portal, SourceAdvert, now)``                   a proxy receiver resolved a source:
                                                                 :func:`advert_from_tir` reads a TIR's

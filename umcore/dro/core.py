@@ -120,6 +120,7 @@ from umcore.wire.lbmr_options import SRC_TYPE_TNWGD
 __all__ = [
     "INITIAL_REQUEST_FLAGS",
     "MAX_SOURCES",
+    "MAX_SRS_ROUTES_PER_PORTAL",
     "TR_PAYLOAD_BUDGET",
     "DroCore",
     "PortalState",
@@ -141,6 +142,10 @@ MAX_SOURCES = 1_000_000
 # sends a few SRIs per registration change, so beyond this they are dropped and counted
 # (``controls_dropped``; the relay asks again).
 MAX_CONTROLS = 4096
+# Other DROs' route records (RTIR) one SRS-resolved portal holds: one per DRO portal in that
+# TRD (the SRS itself allows a client 256, umcore.srs.common.MAX_ROUTES_PER_CLIENT); a TRD with
+# more DRO portals than this is beyond any documented topology, so the rest are refused, counted.
+MAX_SRS_ROUTES_PER_PORTAL = 1024
 # What a DRO endpoint's start-up requests ask (notes A4 "initial request"): receivers and
 # wildcard receivers to query again (and so answer use queries), other DROs to re-send interest.
 INITIAL_REQUEST_FLAGS = TRREQ_QUERY | TRREQ_WILDCARD_QUERY | TRREQ_GW_REMOTE_INTEREST
@@ -290,6 +295,7 @@ class PortalStats:
         "hop_limit_dropped",
         "own_sources_ignored",
         "sources_refused",
+        "srs_routes_refused",
         "tqrs_from_dros_ignored",
         "unknown_source",
     )
@@ -304,6 +310,7 @@ class PortalStats:
         self.hop_limit_dropped = 0  # sources that crossed max-hop-count DROs already
         self.own_sources_ignored = 0  # our own proxy sources seen by our proxy receiver
         self.sources_refused = 0  # MAX_SOURCES reached
+        self.srs_routes_refused = 0  # other DROs' RTIRs past MAX_SRS_ROUTES_PER_PORTAL
         self.tqrs_from_dros_ignored = 0  # TQRs of other DROs' proxy receivers
 
 
@@ -366,6 +373,7 @@ class _Portal:
         "queue",
         "sqn_increment",
         "sqn_size",
+        "srs_routes",
         "state",
         "stats",
         "unsent",
@@ -424,6 +432,9 @@ class _Portal:
             now,
         )
         self.domain_routes: tuple[int, ...] = ()
+        # other DROs' routes the portal's SRS relayed (RTIR): (ip, port) -> domains, held
+        # until their RTER and fed to the router again on every timer (it ages domain routes)
+        self.srs_routes: dict[tuple[str, int], tuple[int, ...]] = {}
         ir = tr.initial_request
         self.initial_interval = ir.periodic_interval / 1000
         self.initial_left = 0
@@ -568,6 +579,7 @@ class DroCore:
         for sk_key in [k for k in self._sources if k[0] == portal]:
             self._sources.pop(sk_key).portal_down()
         p.queue.clear()
+        p.srs_routes.clear()  # the SRS relays them again when the portal's contexts return
         p.advertised.clear()
         p.advertised_doms.clear()
         p.unsent.clear()
@@ -701,6 +713,37 @@ class DroCore:
         self.router.receive_domain_route(
             p.domain_id, int(ipaddress.IPv4Address(ip)), port, tuple(domains), now
         )
+
+    def receive_srs_route(
+        self,
+        portal: str,
+        ip: str,
+        port: int,
+        domains: Iterable[int],
+        now: float,
+        *,
+        present: bool = True,
+    ) -> None:
+        """Another DRO's route record relayed by the portal's SRS [inferred]: an RTIR
+        (``present``: the domains reachable through that DRO's portal at ``ip``:``port``, as its
+        remote domain route record would say on UDP) or its RTER.  The SRS relays an RTIR once,
+        where UDP repeats the record: the core holds the latest one per address until its RTER
+        (an RTER naming other domains ends an older record: ignored) and refreshes it in the
+        router on every timer, so it does not age out while held; an ended one ages out."""
+        p = self._portal(portal)
+        if p.domain_id is None or (ip, port) == p.address:
+            return
+        doms = tuple(domains)
+        addr = (ip, port)
+        if not present:
+            if p.srs_routes.get(addr) == doms:
+                del p.srs_routes[addr]
+            return
+        if addr not in p.srs_routes and len(p.srs_routes) >= MAX_SRS_ROUTES_PER_PORTAL:
+            p.stats.srs_routes_refused += 1
+            return
+        p.srs_routes[addr] = doms
+        self.receive_domain_route(portal, ip, port, doms, now)
 
     def receive_route_info(self, portal: str, info: RouteInfo, now: float) -> None:
         """Another DRO's route information (how it travels: :mod:`umcore.dro.inferred`)."""
@@ -1265,6 +1308,9 @@ class DroCore:
         return min(times) if times else None
 
     def handle_timer(self, now: float) -> None:
+        for p in self.portals.values():
+            for (ip, port), doms in p.srs_routes.items():  # held: never aged (receive_srs_route)
+                self.receive_domain_route(p.name, ip, port, doms, now)
         if self.router.handle_timer(now):
             self._refresh_all(now)
         while self._source_heap and self._source_heap[0][0] <= now:

@@ -46,6 +46,18 @@ Listed (the constants live where they are used, each marked [inferred]):
 * domains learned only from remote domain route records count
   :data:`umcore.dro.routing.DOMAIN_ROUTE_HOP_COST` per hop (the record carries no cost);
 * our own links coming up are routed at once; every other change waits the backoff.
+* a transit TRD resolved by the SRS (issue 19; UM documents the SRS's DRO records -- DIR, RTIR,
+  RTER -- but not how a DRO uses them): no LBMR record travels there, so a DRO portal's remote
+  domain route record becomes one RTIR it holds at the SRS (``route_index`` 0, its domains and
+  its source context's request port, next to its DIR), and its TNWG interest records become
+  RIR / WIR whose ``domain_id`` names the domain of the receivers behind it (RDR / WDR when
+  withdrawn; :meth:`umcore.srs.client.SRSClient.send_remote_interest`).  The other DROs there
+  take each relayed RTIR as that portal's remote domain route record, the latest one per
+  address, and hold it until its RTER (an RTER naming other domains ends an older record of
+  that address: ignored), feeding it to the router again on every timer, since the SRS relays a
+  record once where UDP repeats it (:meth:`umcore.dro.core.DroCore.receive_srs_route`); DIRs
+  are not routes; RIR / WIR of a DRO naming another domain are held remote interest of that
+  domain, those naming the TRD's own domain are proxy receivers' (not interest).
 * a MIM forwarded into a TRD carries a DESTINATION header (domain id 0, ``orig_domain_id``,
   ``hops_taken``) naming where it came from, so no DRO takes it back towards its origin or
   round a loop; a MIM with a topic follows receiver interest as a source's data would, a
