@@ -22,7 +22,11 @@ The routing core (:class:`umcore.dro.DroCore`) decides; the portal does what it 
 * **Topic resolution out.**  ``core.take_lbmr()`` packets for this portal get the same option and
   leave through the receiver context's resolver (its multicast group or lbmrd).  A TRD resolved by
   the SRS only has no datagram path: the domain route becomes the RTIR the portal holds at the
-  SRS (next to its DIR, the TRD's domain id); the rest are counted in ``tr_unsent``.
+  SRS (next to its DIR, the TRD's domain id); the rest are counted in ``tr_unsent``.  The
+  other DROs' RTIRs (and RTERs) the SRS relays feed ``core.receive_srs_route``, which holds
+  them as their remote domain route records [inferred]: this is how a DRO learns the domains
+  reachable through a transit TRD resolved by the SRS, routes interest, data and UIMs there
+  and advertises those domains into its other TRDs.
 * **The SRS** (``resolver_service``).  Both contexts register as this DRO's (app type TNWGD,
   the portal's domain id; :class:`~umcore.engine.srsresolve.DroRole`), the receiver context in
   interest mode filter + forward-interest: the SRS reports the other contexts' RIR / WIR / RER
@@ -108,6 +112,7 @@ from umcore.dro import (
     UpdateProxySource,
     advert_from_tir,
 )
+from umcore.dro.core import MAX_SRS_ROUTES_PER_PORTAL
 from umcore.dro.recovery import Origin
 from umcore.engine import Engine, RawReceiver, RawSession, RawSource
 from umcore.engine.message import SRC_EVENT_WAKEUP
@@ -115,7 +120,7 @@ from umcore.engine.srsresolve import DroRole, info_from_sir, parse_source_string
 from umcore.errors import UMError, WouldBlock
 from umcore.resolver.core import SourceInfo
 from umcore.resolver.dro import FINAL_COST, is_final_advertisement
-from umcore.srs.client import InterestReported, SourceResolved, SourceWithdrawn
+from umcore.srs.client import DroRecord, InterestReported, SourceResolved, SourceWithdrawn
 from umcore.wire import lbmr
 from umcore.wire import srs_messages as srsm
 from umcore.wire.lbmr_options import (
@@ -139,6 +144,10 @@ TOPIC = 0
 # Sources whose request port a portal remembers for UIMs to sources: one per source its proxy
 # receivers resolved; beyond this the oldest is forgotten (a UIM to it is then unroutable).
 MAX_SOURCE_REQUESTS = 65536
+# Other DROs' route records (RTIR) a portal tracks with the SRSes that relayed them: the core
+# holds one per DRO portal of the TRD (MAX_SRS_ROUTES_PER_PORTAL); an SRS keeps older records of
+# a portal until they expire, so a few times that; beyond it a new record is refused, counted.
+MAX_SRS_ROUTE_RECORDS = 4 * MAX_SRS_ROUTES_PER_PORTAL
 
 log = logging.getLogger("tnwgd")
 
@@ -318,6 +327,8 @@ class EndpointPortal:
         #: the remote interest this portal holds at the SRS: (symbol, is pattern, domain)
         self._srs_remote: tuple[tuple[str, bool, int], ...] = ()
         self._srs_routes: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
+        #: other DROs' route records the SRS relayed: (ip, port, domains) -> SRS slots
+        self._srs_route_slots: dict[tuple[str, int, tuple[int, ...]], set[int]] = {}
         # counters (cumulative)
         self.tr_received = 0
         self.tr_malformed = 0
@@ -340,6 +351,9 @@ class EndpointPortal:
         #: other DROs' proxy receivers' records (this TRD's domain): not interest of this TRD
         self.srs_proxy_interest_ignored = 0
         self.srs_sources = 0
+        #: other DROs' route records (RTIR / RTER) the SRS relayed: the core's domain routes
+        self.srs_route_records = 0
+        self.srs_route_records_refused = 0  # MAX_SRS_ROUTE_RECORDS
         #: OTID -> the request port a source's TIR named (EXFUNC): UIMs to sources
         self.source_requests: dict[bytes, tuple[str, int]] = {}
         #: persistence across the DRO: identities, SRIs (daemons.tnwgd.persist)
@@ -438,6 +452,7 @@ class EndpointPortal:
         self._session_keys.clear()
         self._srs_interest.clear()
         self._srs_routes = ()
+        self._srs_route_slots.clear()  # the core forgot them too (portal down)
         self._srs_remote = ()
 
     def failure(self) -> str | None:
@@ -611,6 +626,9 @@ class EndpointPortal:
         now = self.host.now()
         if isinstance(ev, InterestReported):
             self._srs_interest_record(ev.record, now)
+        elif isinstance(ev, DroRecord):
+            if not self.receive_srs_route_record(ev, now):
+                return
         elif isinstance(ev, SourceResolved):
             info = info_from_sir(ev.record)
             if info is None:
@@ -636,6 +654,35 @@ class EndpointPortal:
         else:
             return
         self.host.kick()
+
+    def receive_srs_route_record(self, ev: DroRecord, now: float) -> bool:
+        """Another DRO's RTIR / RTER: the core's held domain route (module docstring).  With
+        several SRSes (hot/hot) each relays the record: it ends when every SRS that relayed
+        it has ended it (one SRS's RTER may only mean the DRO lost that SRS).  False: nothing
+        for the core."""
+        rec = ev.record
+        if isinstance(rec, srsm.DomainInfo):
+            return False  # a DRO of this TRD names its domain: ours (the context's table has it)
+        self.srs_route_records += 1
+        key = (rec.ip, rec.port, tuple(rec.domains))
+        held = self._srs_route_slots.get(key)
+        if isinstance(rec, srsm.RouteInfo):
+            if held is None:
+                if len(self._srs_route_slots) >= MAX_SRS_ROUTE_RECORDS:
+                    self.srs_route_records_refused += 1
+                    return False
+                held = self._srs_route_slots[key] = set()
+            held.add(ev.slot)
+            self.core.receive_srs_route(self.name, rec.ip, rec.port, key[2], now)
+            return True
+        if held is None:
+            return False  # an end of a record not held
+        held.discard(ev.slot)
+        if held:
+            return False  # another SRS still relays it
+        del self._srs_route_slots[key]
+        self.core.receive_srs_route(self.name, rec.ip, rec.port, key[2], now, present=False)
+        return True
 
     def _srs_interest_record(self, rec: object, now: float) -> None:
         if isinstance(rec, (srsm.ReceiverInfo, srsm.ReceiverEnd)):

@@ -16,12 +16,13 @@ receiver in TRD2, all in this process with both DROs; the lbmrd and the SRS are 
 
 Also: a UIM ``TCP:3:ip:port`` and a request/response across both DROs (the REQUEST header
 rewritten hop by hop), a UIM through one DRO, and the transit through a TRD resolved by the SRS
-(TRD1 -- DRO1 -- TRD2 (SRS) -- DRO2 -- TRD3).
+(TRD1 -- DRO1 -- TRD2 (SRS) -- DRO2 -- TRD3): interest, data, routes and a UIM across it.
 """
 
 from __future__ import annotations
 
 import gc
+import ipaddress
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -185,18 +186,28 @@ async def test_uim_and_request_response_across_two_dros(tmp_path: Path) -> None:
         gc.collect()
 
 
+# A short route recalculation backoff (UM's default is 5 s) for the routes a test waits for.
+_QUICK_RECALC = '<route-recalculation backoff-interval="300" warning-interval="2000"/></daemon>'
+
+
 async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
     """TRD1 -- DRO1 -- TRD2 (SRS) -- DRO2 -- TRD3: interest crosses a transit TRD resolved by
     the SRS, where no TNWG interest record can travel: DRO1 learns it from DRO2's
     remote-interest RIR (domain 3, the SRS forwards it to DROs) and keeps its domain, and the
-    source's SIR there is DRO1's proxy."""
+    source's SIR there is DRO1's proxy.  Routes cross it as the DROs' RTIRs (no remote domain
+    route record travels there either): DRO1 reaches domain 3 through DRO2's portal, and a UIM
+    ``TCP:3:ip:port`` from TRD1 reaches TRD3 (and its answer comes back)."""
     srs = await DaemonProcess.start("srs", str(srs_xml(tmp_path)))
     rec = Recorder()
+    got_a: list[Message] = []
+    got_c: list[Message] = []
     try:
         t1, t2, t3 = Trd(), Trd(srs=srs.address), Trd()
+        x1 = dro_xml([("TRD1", 1, t1), ("TRD2", 2, t2)], name="dro1")
+        x2 = dro_xml([("TRD2", 2, t2), ("TRD3", 3, t3)], name="dro2")
         async with (
-            running_dro(dro_xml([("TRD1", 1, t1), ("TRD2", 2, t2)], name="dro1")) as d1,
-            running_dro(dro_xml([("TRD2", 2, t2), ("TRD3", 3, t3)], name="dro2")) as d2,
+            running_dro(x1.replace("</daemon>", _QUICK_RECALC)) as d1,
+            running_dro(x2.replace("</daemon>", _QUICK_RECALC)) as d2,
             await Context.create(t1.context()) as a,
             await Context.create(t3.context()) as c,
         ):
@@ -227,6 +238,31 @@ async def test_transit_through_an_srs_trd(tmp_path: Path) -> None:
             assert _sessions(dro2_in) == proxy_source_strings(d1, "TRD2", TOPIC)
             await src.close()
             await until(lambda: rec.eos == 1, "EOS through the SRS TRD")
+            # routes: DRO2's RTIR in TRD2 names domain 3 at its portal's request port; DRO1
+            # holds it as that portal's domain route (a UDP record would give the same)
+            r1 = d1.core.router
+            await until(lambda: r1.cost_to(3) is not None, "DRO1's route to domain 3")
+            assert r1.cost_to(3) == (3, 2)  # TRD2 portal 1 + DRO2 1 + TRD3 1; DRO1, DRO2
+            assert r1.toward(3) == "TRD2"
+            ip2, port2 = d2.portals["TRD2"].request_address()
+            assert r1.next_hop(2, 3) == (int(ipaddress.IPv4Address(ip2)), port2)
+            assert d1.portals["TRD2"].srs_route_records >= 1
+            # ... and advertises it into TRD1 (DRO2 likewise domain 1 into TRD3): a UIM crosses
+            a.immediate_message_callback = got_a.append
+            c.immediate_message_callback = got_c.append
+            await until(lambda: 3 in a.domain_routes, "TRD1 learns domain 3")
+            await until(lambda: 1 in c.domain_routes, "TRD3 learns domain 1")
+            cip, cport = _addr(c)
+            aip, aport = _addr(a)
+            a.send_uim(f"TCP:3:{cip}:{cport}", b"through the SRS TRD")
+            await until(lambda: len(got_c) == 1, "the UIM in TRD3")
+            assert bytes(got_c[0].data) == b"through the SRS TRD"
+            assert got_c[0].source == f"TCP:1:{aip}:{aport}"
+            c.send_uim(got_c[0].source, b"and back")
+            await until(lambda: len(got_a) == 1, "the answer in TRD1")
+            assert bytes(got_a[0].data) == b"and back"
+            assert (d1.uim.forwarded, d2.uim.forwarded) == (2, 2)
+            assert d1.uim.no_route == d2.uim.no_route == 0
     finally:
         await srs.stop()
 
