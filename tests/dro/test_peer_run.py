@@ -23,7 +23,13 @@ CONFIGS = {
     "max-queue-batching": "<max-queue>1000</max-queue><max-datagram>500</max-datagram>" + BATCH,
 }
 # (source, first sqn, frame size, frames): runs as a DroCore queue hands them out
-RUNS = [(S1, 7, 76, 40), (S2, SQN_MASK - 2, 64, 9), (S1, 47, 76, 1), (S1, 48, 140, 300)]
+RUNS = [
+    (S1, 7, 76, 40),
+    (S2, SQN_MASK - 2, 64, 9),
+    (S2, SQN_MASK - 20, 64, 50),  # a batch built by one join, its sequence numbers wrapping
+    (S1, 47, 76, 1),
+    (S1, 48, 140, 300),
+]
 
 
 def per_frame(link: PeerLink, key: object, sqn: int, data: bytes, size: int, count: int) -> int:
