@@ -253,3 +253,29 @@ def test_without_a_bos_the_probe_goes_after_a_while(tmp_path: Path) -> None:
     assert asked(rig, src) == [3]
     rig.control(retrans(src, 3), src.reply_to[0])
     assert src.acked() == [2, 3]
+
+
+def test_a_slow_first_answer_repeated_is_not_taken_for_the_probes(tmp_path: Path) -> None:
+    """The first LJ_INFO was slow (a loaded source): the Store asked twice.  The first answer
+    sets the start, the join brings the probe, and the repeated request's answer (nothing sent
+    yet) arrives before the probe's: taken for the probe's, it would hide the burst the source
+    sent before the join.  Answers come in the order asked, so it is skipped."""
+    rig = make_rig(tmp_path, [topic_config("t", repository_type="memory")])
+    src = Source(rig, "t", late_join=True)
+    register_new(rig, src)
+    rig.advance(LJI_INTERVAL_S + 0.01)
+    assert len(ljis(rig, src)) == 1  # asked again
+    src.lj_info(0, -1)  # the first request's answer: nothing sent, next 0
+    joined(rig, src)
+    assert len(ljis(rig, src)) == 1  # the probe
+    late = rig.core.counters.lj_info_late
+    src.lj_info(0, -1)  # the repeated request's answer, from before the burst
+    assert rig.core.counters.lj_info_late == late + 1
+    rig.advance(0.0)
+    assert asked(rig, src) == []
+    src.lj_info(0, 9)  # the probe's: the source sent 0..9 before the join
+    rig.advance(0.0)
+    assert asked(rig, src) == list(range(10))
+    for sqn in range(10):
+        rig.control(retrans(src, sqn), src.reply_to[0])
+    assert expand(acks_in_order(src)) == list(range(10))

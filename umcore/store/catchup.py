@@ -122,12 +122,15 @@ TRANSITIONS: dict[tuple[Phase, Input], Phase] = {
 class CatchUp:
     """One source's catch-up (module docstring)."""
 
-    __slots__ = ("base", "due", "frames", "joined", "nbytes", "phase", "requests", "start")
+    __slots__ = (
+        "answers", "base", "due", "frames", "joined", "nbytes", "phase", "requests", "start",
+    )  # fmt: skip
 
     def __init__(self, start: Start, now: float) -> None:
         self.phase = Phase.ASKING
         self.start = start
         self.requests = 1  # the caller sends the first LJI_REQ
+        self.answers = 0  # LJ_INFOs taken for those requests (the probe's is not counted)
         self.due = now + LJI_INTERVAL_S
         self.base = 0
         self.frames: list[tuple[int, bytes]] = []
@@ -143,6 +146,16 @@ class CatchUp:
     @property
     def asking(self) -> bool:
         return self.phase is Phase.ASKING
+
+    def stale_answer(self) -> bool:
+        """An LJ_INFO while probing: True when it answers one of the requests sent while asking
+        (repeated because the answers were slow) rather than the probe -- answers come back in
+        the order asked, so the first ``requests - answers`` are stale.  Taking one of those for
+        the probe's would under-count what the source sent before the join."""
+        if self.answers >= self.requests:
+            return False
+        self.answers += 1
+        return True
 
     def first_of(self, low: int, high: int) -> int:
         """The repository's first sequence number from an LJ_INFO's ``low``/``high``."""

@@ -711,11 +711,17 @@ class StoreCore:
                 continue
             cu = src.catchup
             if cu is not None and cu.phase is Phase.PROBING:
-                self._probed(src, cu, h.low_seqnum, h.high_seqnum, now)
+                if cu.stale_answer():
+                    c.lj_info_late += 1  # a repeated first request's answer, not the probe's
+                else:
+                    self._probed(src, cu, h.low_seqnum, h.high_seqnum, now)
                 continue
             if cu is None or not cu.asking:
+                if cu is not None:
+                    cu.answers += 1  # a repeated first request's answer (start already set)
                 c.lj_info_late += 1  # an answer to a request already settled
                 continue
+            cu.answers += 1
             first = cu.first_of(h.low_seqnum, h.high_seqnum)
             cu.step(CatchUpInput.INFO, now)
             if src.repository.expect_first(first):
