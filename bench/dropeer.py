@@ -5,7 +5,9 @@ and an initiator, :class:`umcore.aio.dropeer.PeerPortalLink` over :class:`umcore
 the initiator sending :data:`N` forwarded frames of 64 bytes as fast as the link takes them
 (``send_data``, waiting while ``max-queue`` is full), the acceptor counting frames in order.  The
 link is measured plain, with LZ4, with TLS (TLS 1.2, UM's default DHE-RSA-AES256-GCM-SHA384, an
-RSA 2048 certificate made for the run) and with both.  The baseline is a raw asyncio TCP stream
+RSA 2048 certificate made for the run) and with both, a call per frame (``send_data``,
+``take_frames``), and plain as the daemon's peer portal drives it ("runs": ``send_run`` of a
+queue run of 256 frames, ``take_frame_runs``).  The baseline is a raw asyncio TCP stream
 carrying the same bytes the plain link carries (one 76-byte LBMC data message per frame, written
 in the same 256-message blocks), twice: "raw" writes bytes built beforehand and only counts them
 (the I/O ceiling), "framed" packs each message's header as it sends, slices each payload out as it
@@ -36,7 +38,9 @@ ROUNDS = 2
 BLOCK = 256  # messages per write of the raw baseline (the sender flushes the link as often)
 DISTINCT = 1024
 TIMEOUT_S = 60.0
-MODES = ("plain", "lz4", "tls", "lz4+tls")
+# "runs": the plain link as the daemon's peer portal drives it, a queue run of BLOCK frames per
+# ``send_run`` and the reader taking ``take_frame_runs`` (the other modes: a call per frame)
+MODES = ("plain", "runs", "lz4", "tls", "lz4+tls")
 
 SYMBOLS = [b"EUR/USD", b"USD/JPY", b"GBP/USD", b"IBM", b"MSFT", b"AAPL", b"ORCL", b"INTC"]
 
@@ -163,6 +167,7 @@ async def peer_link(mode: str, certs: tuple[str, str]) -> tuple[float, float]:
         assert isinstance(p, Peer)
         return p
 
+    runs = mode == "runs"
     received = 0
     disorder = 0
     done = asyncio.Event()
@@ -174,9 +179,15 @@ async def peer_link(mode: str, certs: tuple[str, str]) -> tuple[float, float]:
     def on_acc() -> None:
         nonlocal received, disorder
         acc.take_events()
-        for _k, sqn, _d in acc.take_frames():
-            disorder += sqn != received
-            received = sqn + 1
+        if runs:  # frames carry no number here: each checked against the payload expected
+            for _k, frames in acc.take_frame_runs():
+                for f in frames:
+                    disorder += f != PAYLOADS[received % DISTINCT]
+                    received += 1
+        else:
+            for _k, sqn, _d in acc.take_frames():
+                disorder += sqn != received
+                received = sqn + 1
         if received >= N:
             done.set()
 
@@ -198,9 +209,27 @@ async def peer_link(mode: str, certs: tuple[str, str]) -> tuple[float, float]:
         key = SourceKey(bytes(range(32)), "bench.topic")
         loop = asyncio.get_running_loop()
         send = ini.send_data
+        # a run's frames back to back in one buffer, as the core's queue holds them
+        blocks = [b"".join(PAYLOADS[b : b + BLOCK]) for b in range(0, DISTINCT, BLOCK)]
         start = time.perf_counter()
         now = loop.time()  # one clock reading per turn of the loop, as a runtime would
-        for i in range(N):
+        first = 0
+        while runs and first < N:
+            block = memoryview(blocks[first % DISTINCT // BLOCK])
+            want = min(BLOCK, N - first)
+            at = 0
+            while at < want:
+                if not ini.writable:
+                    b.flush()
+                    if not await b.wait_writable():
+                        raise AssertionError(f"{mode}: link went down")
+                    now = loop.time()
+                at += ini.send_run(key, first + at, block[at * SIZE :], SIZE, want - at, now)
+            first += want
+            b.flush()
+            await asyncio.sleep(0)  # a yield: let the loop write and read
+            now = loop.time()
+        for i in range(N if not runs else 0):
             if not ini.writable:
                 b.flush()
                 if not await b.wait_writable():
