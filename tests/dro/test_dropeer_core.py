@@ -37,13 +37,16 @@ WAIT = 20.0
 
 
 def dro_xml(name: str, domain: int, link: str) -> str:
+    # Short timers so a lost link is forgotten fast, yet not so short that a loaded machine's
+    # pause in the 10,000-frame burst (one loop for both DROs) passes for a dead peer: at 400 ms
+    # the keepalive timeout dropped the link mid-burst in a loaded run.
     return (
         f'<tnw-gateway version="1.0"><daemon><name>{name}</name>'
-        '<route-info propagation-interval="100" check-interval="50" timeout="400"/>'
+        '<route-info propagation-interval="100" check-interval="50" timeout="2000"/>'
         '<route-recalculation backoff-interval="100" warning-interval="2000"/></daemon><portals>'
         f"<endpoint><name>E</name><domain-id>{domain}</domain-id></endpoint>"
         f"<peer><name>P</name><cost>2</cost><single-tcp><interface>127.0.0.1</interface>{link}"
-        '</single-tcp><gateway-keepalive interval="100" timeout="400"/></peer>'
+        '</single-tcp><gateway-keepalive interval="200" timeout="3000"/></peer>'
         "</portals></tnw-gateway>"
     )
 
