@@ -220,6 +220,16 @@ async def _mirror() -> None:
 
 
 WEB_XML_LINE = '<log type="console"/>'
+REG_CHUNK = 100  # idle registrations written before waiting for their answers
+
+
+def _lj_info(reg_id: int) -> bytes:
+    """A source's late-join answer to the Store's LJI_REQ (its qidx is the RegID): nothing
+    sent yet, the next sequence number 0."""
+    from umcore.wire import lbmc
+
+    hdr = lbmc.UmeLjInfo(0, 0, 0xFFFFFFFF, reg_id)
+    return lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[hdr]))
 
 
 async def ack_latency() -> bool:
@@ -261,18 +271,30 @@ async def ack_latency() -> bool:
             feed = StoreFeed((m.group(1), int(m.group(2))), acks)
             await feed.start()
             assert feed.writer is not None
-            for i in range(SOURCES):  # idle registrations: the pages list them all
-                reg = compose.SourceRegistration(
-                    "bench.mem.idle", 100000 + i, i, ("127.0.0.1", acks.port),
-                    ctxinst=os.urandom(8),
-                )  # fmt: skip
-                feed.writer.write(reg.encode())
+            # Idle registrations (the pages list them all), REG_CHUNK at a time: each is
+            # answered on this one connection, with the Store's late-join information request
+            # before it, and a burst of all of them overflows the Store's bounded queue to it.
+            # Each gets the LJ_INFO a real source's late join would send (nothing sent yet),
+            # so the Store does not ask again while the rounds run.
+            answered: set[int] = set()
             async with asyncio.timeout(WAIT):
-                while (
-                    sum(isinstance(c, compose.RegistrationResponse) for c in acks.other) < SOURCES
-                ):
-                    acks.got_other.clear()
-                    await acks.got_other.wait()
+                for base in range(0, SOURCES, REG_CHUNK):
+                    for i in range(base, min(base + REG_CHUNK, SOURCES)):
+                        reg = compose.SourceRegistration(
+                            "bench.mem.idle", 100000 + i, i, ("127.0.0.1", acks.port),
+                            ctxinst=os.urandom(8),
+                        )  # fmt: skip
+                        feed.writer.write(reg.encode())
+                    while len(answered) < min(base + REG_CHUNK, SOURCES):
+                        acks.got_other.clear()
+                        for c in acks.other:
+                            if isinstance(c, compose.RegistrationResponse) and (
+                                c.reg_id not in answered
+                            ):
+                                answered.add(c.reg_id)
+                                feed.writer.write(_lj_info(c.reg_id))
+                        if len(answered) < min(base + REG_CHUNK, SOURCES):
+                            await acks.got_other.wait()
             refused = [c for c in acks.other
                        if isinstance(c, compose.RegistrationResponse) and c.error is not None]  # fmt: skip
             assert not refused, refused[0]
