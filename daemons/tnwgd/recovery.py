@@ -21,13 +21,12 @@ after its retransmit/OTR interval.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
-from umcore.errors import UMError
+from daemons.tnwgd.relaysend import write_relayed
 from umcore.features import immediate as im
 from umcore.wire import lbmc
 
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RecoveryAdapter"]
 
-log = logging.getLogger("tnwgd")
 
 _REQUESTS = frozenset({im.KIND_LJI_REQ, im.KIND_RXREQ})
 _REPLIES = frozenset({im.KIND_LJ_INFO, im.KIND_RETRANS})
@@ -84,20 +82,9 @@ class RecoveryAdapter:
 
     def flush(self) -> None:
         """Write what the core asked to send (to request ports, over peer links)."""
-        for peer_name, source, message in self.forwarder.take_peer_sends():
-            peer = self.portals.get(peer_name)
-            if not isinstance(peer, PeerPortal) or not peer.send_recovery(source, message):
-                self.send_failed += 1
-        for name, addr, data in self.forwarder.take_sends():
-            p = self.portals.get(name)
-            src = p.src if isinstance(p, EndpointPortal) else None
-            port = src.features.port if src is not None else None
-            if port is None:
-                self.send_failed += 1
-                continue
-            try:
-                port.send(addr, data)
-            except UMError as exc:  # WouldBlock (full connection queue) among them
-                self.send_failed += 1
-                log.debug("portal %s: late join/OTR message to %s:%d dropped: %s",
-                          name, *addr, exc)  # fmt: skip
+        self.send_failed += write_relayed(
+            self.portals,
+            self.forwarder.take_peer_sends(),
+            self.forwarder.take_sends(),
+            "late join/OTR message",
+        )

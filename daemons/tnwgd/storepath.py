@@ -19,20 +19,18 @@ keepalive and retransmission timers send again.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 
 from daemons.tnwgd.peerportal import PeerPortal
 from daemons.tnwgd.portal import EndpointPortal
+from daemons.tnwgd.relaysend import write_relayed
 from umcore.dro import DroCore, SourceKey
 from umcore.dro.storepath import StorePath
-from umcore.errors import UMError
 from umcore.features import immediate as im
 from umcore.wire import lbmc
 
 __all__ = ["StoreAdapter"]
 
-log = logging.getLogger("tnwgd")
 
 # request-port traffic that may be Store traffic: persistence control (KIND_OTHER), RXREQs to a
 # Store, RETRANS from one
@@ -87,19 +85,6 @@ class StoreAdapter:
 
     def flush(self) -> None:
         """Write what the path asked to send (to request ports, over peer links)."""
-        for peer_name, source, message in self.path.take_peer_sends():
-            peer = self.portals.get(peer_name)
-            if not isinstance(peer, PeerPortal) or not peer.send_recovery(source, message):
-                self.send_failed += 1
-        for name, addr, data in self.path.take_sends():
-            p = self.portals.get(name)
-            src = p.src if isinstance(p, EndpointPortal) else None
-            port = src.features.port if src is not None else None
-            if port is None:
-                self.send_failed += 1
-                continue
-            try:
-                port.send(addr, data)
-            except UMError as exc:  # WouldBlock (full connection queue) among them
-                self.send_failed += 1
-                log.debug("portal %s: Store message to %s:%d dropped: %s", name, *addr, exc)
+        self.send_failed += write_relayed(
+            self.portals, self.path.take_peer_sends(), self.path.take_sends(), "Store message"
+        )
