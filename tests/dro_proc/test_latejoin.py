@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 
 from daemons.tnwgd.app import metric_specs
 from daemons.tnwgd.portal import EndpointPortal
 from tests.dro_peer.kit import PeerSpec, free_tcp_port, peer_dro_xml
 from tests.dro_proc.kit import Trd, dro_xml, proxy_ready, proxy_source_strings, running_dro
 from tests.integration.helpers import until
-from umcore.api import Context, Message
+from umcore.api import Context, Message, Receiver, Source
 from umcore.api import message as m
 from umcore.dro import SourceKey
 
@@ -29,6 +30,41 @@ RETAIN = {"late_join": "1", "retransmit_retention_size_threshold": "50000000"}
 
 def _data(got: list[Message]) -> list[Message]:
     return [x for x in got if x.type == m.MSG_DATA]
+
+
+async def _late_join(
+    src: Source,
+    ctx: Context,
+    topic: str,
+    rattrs: dict[str, str],
+    joined: list[tuple[Callable[[], bool], str]],
+    early: int,
+    live: int,
+    before_join: Callable[[], bool] = lambda: True,
+) -> tuple[list[Message], Receiver]:
+    """Send ``early`` messages nobody across the DRO wants yet, create a receiver in ``ctx``,
+    wait for every ``joined`` condition (the proxies and the origin joined), send ``live``
+    more; return the data messages the receiver got (every one, in order, the early ones as
+    late-join retransmissions) and the receiver (for the caller to close).  ``before_join``
+    must hold once the early messages are out, before the receiver exists."""
+    for i in range(early):
+        await src.send(_SEQ.pack(i), flush=i % 50 == 49)
+    src.flush()
+    assert before_join()
+    got: list[Message] = []
+    rcv = await ctx.create_receiver(topic, got.append, attributes=rattrs)
+    for cond, what in joined:
+        await until(cond, what)
+    for i in range(early, early + live):
+        await src.send(_SEQ.pack(i), flush=True)
+    total = early + live
+    await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
+    data = _data(got)
+    assert [x.sequence_number for x in data] == list(range(total))
+    assert [_SEQ.unpack(x.data)[0] for x in data] == list(range(total))
+    rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
+    assert rx[:early] == list(range(early))  # every early message came by late join
+    return data, rcv
 
 
 async def test_late_join_through_the_dro_is_answered_by_the_origin() -> None:
@@ -42,25 +78,19 @@ async def test_late_join_through_the_dro_is_answered_by_the_origin() -> None:
         await Context.create(trd2.context()) as b,
     ):
         src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
-        for i in range(early):  # nobody in TRD2 wants the topic yet: the DRO forwards nothing
-            await src.send(_SEQ.pack(i), flush=i % 50 == 49)
-        src.flush()
         service = a.features.service
-        assert service is not None and service.stats.retransmissions == 0
-        got: list[Message] = []
-        rcv = await b.create_receiver(topic, got.append, attributes=trd2.receiver())
-        await until(lambda: proxy_ready(rt, "TRD2", topic), "the receiver joined the proxy")
-        await until(lambda: src.receivers >= 1, "the DRO's proxy receiver joined the origin")
-        for i in range(early, early + live):
-            await src.send(_SEQ.pack(i), flush=True)
-        total = early + live
-        await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
-        data = _data(got)
-        assert [x.sequence_number for x in data] == list(range(total))
-        assert [_SEQ.unpack(x.data)[0] for x in data] == list(range(total))
-        rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
-        assert rx[:early] == list(range(early))  # every early message came by late join
-        assert not any(x.flags for x in data[len(rx) :])
+        assert service is not None
+        joined = [
+            (lambda: proxy_ready(rt, "TRD2", topic), "the receiver joined the proxy"),
+            (lambda: src.receivers >= 1, "the DRO's proxy receiver joined the origin"),
+        ]
+        # nobody in TRD2 wants the topic before the receiver: the DRO forwards nothing
+        data, rcv = await _late_join(
+            src, b, topic, trd2.receiver(), joined, early, live,
+            before_join=lambda: service.stats.retransmissions == 0,
+        )  # fmt: skip
+        n_rx = sum(1 for x in data if x.flags & m.MSG_FLAG_RETRANSMIT)
+        assert not any(x.flags for x in data[n_rx:])
         # the DRO path: the receiver's source is the proxy source, not the origin
         assert {x.source for x in data} <= set(proxy_source_strings(rt, "TRD2", topic))
         # answered by the origin, relayed by the DRO (which has no retention buffer)
@@ -147,21 +177,11 @@ async def test_late_join_across_a_peer_link_is_answered_by_the_origin() -> None:
     ):
         await until(lambda: rt1.portals["PEER"].up and rt2.portals["PEER"].up, "link up")
         src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
-        for i in range(early):
-            await src.send(_SEQ.pack(i), flush=i % 50 == 49)
-        src.flush()
-        got: list[Message] = []
-        rcv = await b.create_receiver(topic, got.append, attributes=trd2.receiver())
-        await until(lambda: proxy_ready(rt2, "TRD2", topic), "the receiver joined DRO2's proxy")
-        await until(lambda: src.receivers >= 1, "DRO1's proxy receiver joined the origin")
-        for i in range(early, early + live):
-            await src.send(_SEQ.pack(i), flush=True)
-        total = early + live
-        await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
-        data = _data(got)
-        assert [x.sequence_number for x in data] == list(range(total))
-        rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
-        assert rx[:early] == list(range(early))
+        joined = [
+            (lambda: proxy_ready(rt2, "TRD2", topic), "the receiver joined DRO2's proxy"),
+            (lambda: src.receivers >= 1, "DRO1's proxy receiver joined the origin"),
+        ]
+        _, rcv = await _late_join(src, b, topic, trd2.receiver(), joined, early, live)
         service = a.features.service
         assert service is not None and service.stats.retransmissions >= early
         for rt in (rt1, rt2):  # each DRO relayed them: DRO1 over the link, DRO2 to the receiver
@@ -190,22 +210,12 @@ async def test_late_join_through_two_dros_in_a_row() -> None:
         await Context.create(trd3.context()) as c,
     ):
         src = await a.create_source(topic, attributes={**trd1.source(), **RETAIN})
-        for i in range(early):
-            await src.send(_SEQ.pack(i), flush=i % 50 == 49)
-        src.flush()
-        got: list[Message] = []
-        rcv = await c.create_receiver(topic, got.append, attributes=trd3.receiver())
-        await until(lambda: proxy_ready(rt2, "TRD3", topic), "the receiver joined DRO2's proxy")
-        await until(lambda: proxy_ready(rt1, "TRD2", topic), "DRO2 joined DRO1's proxy")
-        await until(lambda: src.receivers >= 1, "DRO1's proxy receiver joined the origin")
-        for i in range(early, early + live):
-            await src.send(_SEQ.pack(i), flush=True)
-        total = early + live
-        await until(lambda: len(_data(got)) >= total, f"{total} messages", timeout=20)
-        data = _data(got)
-        assert [x.sequence_number for x in data] == list(range(total))
-        rx = [x.sequence_number for x in data if x.flags & m.MSG_FLAG_RETRANSMIT]
-        assert rx[:early] == list(range(early))
+        joined = [
+            (lambda: proxy_ready(rt2, "TRD3", topic), "the receiver joined DRO2's proxy"),
+            (lambda: proxy_ready(rt1, "TRD2", topic), "DRO2 joined DRO1's proxy"),
+            (lambda: src.receivers >= 1, "DRO1's proxy receiver joined the origin"),
+        ]
+        _, rcv = await _late_join(src, c, topic, trd3.receiver(), joined, early, live)
         service = a.features.service
         assert service is not None and service.stats.retransmissions >= early
         for rt in (rt1, rt2):
