@@ -2541,6 +2541,53 @@ _TABLE: tuple[Option, ...] = (
         "0",
         "1 = create hot-failover receivers for matched topics.",
     ),
+    # Hot Failover across contexts (HFX, deprecated in UM; UM's Configuration Guide "Hot
+    # Failover Operation Options"; umcore.api.hfx): the HFX object's delivery controller
+    # over HF sequence numbers.
+    _O(
+        "hfx",
+        "delivery_control_loss_check_interval",
+        ULONG,
+        "0",
+        "HFX: interval of forced loss checks; 0 = check only when a message arrives.",
+        unit="milliseconds",
+    ),
+    _O(
+        "hfx",
+        "delivery_control_max_delay",
+        ULONG,
+        "10000",
+        "HFX: time a missing HF sequence number is waited for before it is declared lost.",
+        unit="milliseconds",
+    ),
+    _O(
+        "hfx",
+        "delivery_control_maximum_burst_loss",
+        Int(2, U32.high),
+        "512",
+        "HFX: HF sequence gap above which loss is declared burst loss at once (min 2).",
+    ),
+    _O(
+        "hfx",
+        "delivery_control_maximum_total_map_entries",
+        SIZE,
+        "200000",
+        "HFX: most messages its order map holds before the oldest gap is declared lost; 0 = unbounded.",
+    ),
+    _O(
+        "hfx",
+        "duplicate_delivery",
+        BOOL,
+        "0",
+        "HFX: 1 = deliver duplicates flagged HF_DUPLICATE (overrides hf_duplicate_delivery of its receivers).",
+    ),
+    _O(
+        "hfx",
+        "ordered_delivery",
+        IntChoice((1, -1)),
+        "1",
+        "HFX: 1 = deliver in HF sequence order; -1 = as they arrive (reassembled).",
+    ),
     # Smart Sources (seed 003 11.x; umcore.api.smartsource)
     _O(
         "source",
