@@ -1,12 +1,15 @@
-"""Fixtures of the integration tests: an lbmrd subprocess, the process configuration's reset."""
+"""Fixtures of the integration tests: an lbmrd subprocess, the process configuration's reset,
+the persistence topology (lbmrd plus Stores on demand)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.integration.daemon_proc import DaemonProcess
+from tests.integration.persistkit import Topology, topology
 from umcore.config.attributes import reset_global_configuration
 
 
@@ -25,3 +28,11 @@ def reset_configuration() -> Iterator[None]:
     """After the test, the process configuration is the default one again."""
     yield
     reset_global_configuration(None)
+
+
+@pytest.fixture
+async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
+    """The persistence tests' topology: ``lbmrd`` for resolution, Stores added by the test
+    (``await topo.add_store()``), every process stopped after it."""
+    async with topology(tmp_path, lbmrd) as t:
+        yield t

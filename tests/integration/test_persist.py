@@ -14,12 +14,10 @@ import os
 import shutil
 import signal
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import (
     TOPIC,
@@ -29,7 +27,6 @@ from tests.integration.persistkit import (
     Topology,
     send_all,
     source_attrs,
-    topology,
 )
 from tests.oracle import Tshark
 from umcore.api import Context
@@ -38,12 +35,6 @@ from umcore.errors import UMENoReg, WouldBlock
 from umcore.persist import events as ev
 
 pytestmark = pytest.mark.usefixtures("reset_configuration")
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 # --- checks 1, 6, 7: registration, stability, a late receiver recovering from the Store -------

@@ -26,13 +26,10 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import (
     TOPIC,
@@ -43,7 +40,6 @@ from tests.integration.persistkit import (
     control_request,
     send_all,
     source_attrs,
-    topology,
 )
 from tests.integration.test_umestored import scrape
 from umcore.api import Context
@@ -58,12 +54,6 @@ FAST_SOURCE = {
     "ume_store_check_interval": "250",
     "ume_registration_interval": "500",
 }
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 class AckBatches(SourceEvents):

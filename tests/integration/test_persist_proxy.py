@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import (
     MONITOR_TOPIC,
@@ -37,7 +35,6 @@ from tests.integration.persistkit import (
     Topology,
     send_all,
     source_attrs,
-    topology,
 )
 from umcore.api import Context
 from umcore.engine import message as m
@@ -63,12 +60,6 @@ NO_QUORUM = re.compile(r"proxy source for topic .* no quorum, no proxy")
 REELECT = re.compile(r"proxy source for topic .* silent for [\d.]+ s: electing again")
 QUORUM = {"allow-proxy-source": "1", "proxy-source-repo-quorum-required": "1"}
 _EV = ump_mon_pb2.UMPMonMsg.Events
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 class MonitorEvents:

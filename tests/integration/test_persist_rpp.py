@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
-from tests.integration.persistkit import WAIT, Received, SourceEvents, Store, Topology, topology
+from tests.integration.persistkit import WAIT, Received, SourceEvents, Store, Topology
 from umcore.api import Context
 from umcore.engine import message as m
 from umcore.errors import WouldBlock
@@ -52,12 +51,6 @@ async def rpp_store(topo: Topology, kind: str = "memory", **rpp_options: str) ->
     :data:`SPP_TOPIC` does not."""
     rpp = {"repository-allow-receiver-paced-persistence": "1", **FAST, **rpp_options}
     return await topo.add_store(kind, topics={RPP_TOPIC: rpp, SPP_TOPIC: dict(FAST)})
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 def rpp_source(st: Store, **extra: str) -> dict[str, str]:

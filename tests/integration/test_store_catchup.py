@@ -11,12 +11,9 @@ through an lbmrd that does not exist, and the source makes no proactive retransm
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import lbmrd_client_lines, until
 from tests.integration.persistkit import (
     TCP_LINES,
@@ -28,18 +25,11 @@ from tests.integration.persistkit import (
     free_port,
     send_all,
     source_attrs,
-    topology,
 )
 from umcore.api import Context
 from umcore.persist import events as ev
 
 pytestmark = pytest.mark.usefixtures("reset_configuration")
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 async def test_messages_sent_before_the_store_joined_are_all_stored(topo: Topology) -> None:

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import (
     TOPIC,
@@ -30,7 +27,6 @@ from tests.integration.persistkit import (
     SourceEvents,
     Topology,
     source_attrs,
-    topology,
 )
 from umcore.api import Context
 from umcore.errors import UMENoReg
@@ -46,12 +42,6 @@ FAST = {
     "ume_registration_interval": "200",
     "ume_message_stability_timeout": "1000",
 }
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 class Sender:

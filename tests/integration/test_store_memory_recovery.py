@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
 from tests.integration.persistkit import (
     TOPIC,
@@ -28,7 +25,6 @@ from tests.integration.persistkit import (
     Topology,
     send_all,
     source_attrs,
-    topology,
 )
 from tests.integration.test_persist_checks import lost
 from tests.integration.test_umestored import scrape
@@ -44,12 +40,6 @@ RCV_ATTRS = {
     # then unrecoverable loss (default 10 s: the test would take ~20 s)
     "retransmit_request_message_timeout": "500",
 }
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 def _payloads(first: int, last: int) -> list[bytes]:

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.integration.daemon_proc import DaemonProcess
 from tests.integration.helpers import until
-from tests.integration.persistkit import WAIT, WEB, SourceEvents, Topology, source_attrs, topology
+from tests.integration.persistkit import WAIT, WEB, SourceEvents, Topology, source_attrs
 from umcore.api import Context
 from umcore.daemon import webproc
 
@@ -22,12 +20,6 @@ pytestmark = [
     pytest.mark.usefixtures("reset_configuration"),
     pytest.mark.skipif(not webproc.supported(), reason="pages are served in-process here"),
 ]
-
-
-@pytest.fixture
-async def topo(tmp_path: Path, lbmrd: DaemonProcess) -> AsyncIterator[Topology]:
-    async with topology(tmp_path, lbmrd) as t:
-        yield t
 
 
 def alive(pid: int) -> bool:
