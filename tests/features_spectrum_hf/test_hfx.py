@@ -13,8 +13,8 @@ from tests.api.conftest import wait_for
 from umcore.api import Context, Message
 from umcore.api import message as m
 from umcore.api.hfx import Hfx
-from umcore.config.attributes import Configuration
-from umcore.errors import ConfigError
+from umcore.config.attributes import Configuration, ReceiverAttributes
+from umcore.errors import ConfigError, UMError
 from umcore.features.hfx import HfxCore, HfxLoss, HfxSettings
 
 # ------------------------------------------------------------------ the core (sans-IO)
@@ -98,6 +98,8 @@ async def test_two_networks_one_source_closed_mid_stream(
     ):
         hfx = await Hfx.create("hfx.two", [r1, r2], got.append)
         assert len(hfx.legs) == 2
+        # legs hand on late first copies; the HFX orders (umcore.api.hfx)
+        assert all(leg.receiver.ordered_delivery == -1 for leg in hfx.legs)
         s1 = await s1ctx.create_hf_source("hfx.two")
         s2 = await s2ctx.create_hf_source("hfx.two")
         await wait_for(lambda: s1.receivers == 1 and s2.receivers == 1)  # one leg each
@@ -208,6 +210,26 @@ async def test_async_iteration_and_duplicate_delivery(opts: None) -> None:
         await hfx.close()
         assert [x async for x in hfx if x.type == m.MSG_DATA] == []
         await src.close()
+
+        # legs whose receiver attributes refuse optional messages (a mapping, an attribute
+        # object): the optional number still counts in the HFX's order, nothing waits for it
+        no_opt = ReceiverAttributes.create()
+        no_opt.set("hf_optional_messages", "0")
+        got: list[Message] = []
+        hfx2 = Hfx("hfx.opt", got.append)
+        await hfx2.add_context(r1, attributes={"hf_optional_messages": "0"})
+        await hfx2.add_context(r2, attributes=no_opt)
+        with pytest.raises(UMError):
+            await hfx2.add_context(r2)  # one leg per context
+        src2 = await a.create_hf_source("hfx.opt")
+        await wait_for(lambda: src2.receivers == 2)
+        for i in (1, 2, 3):
+            await src2.send_hf(b"%d" % i, i, optional=i == 2, flush=True)
+        await wait_for(lambda: len(_data(got)) == 2)
+        assert [x.hf_sequence_number for x in _data(got)] == [1, 3]
+        assert hfx2.dropped_optional == 1 and hfx2.lost == 0
+        await hfx2.close()
+        await src2.close()
 
 
 # ------------------------------------------------------------------ options
