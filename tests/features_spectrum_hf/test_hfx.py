@@ -10,7 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.api.conftest import wait_for
-from umcore.api import Context, Message
+from umcore.api import Context, EventQueue, Message
+from umcore.api import eventqueue as eq
 from umcore.api import message as m
 from umcore.api.hfx import Hfx
 from umcore.config.attributes import Configuration, ReceiverAttributes
@@ -230,6 +231,26 @@ async def test_async_iteration_and_duplicate_delivery(opts: None) -> None:
         assert hfx2.dropped_optional == 1 and hfx2.lost == 0
         await hfx2.close()
         await src2.close()
+
+        # through an event queue: the callback runs at dispatch; the queue outlives the HFX
+        evq = EventQueue()
+        queued: list[Message] = []
+        with pytest.raises(UMError, match="callback"):
+            Hfx("hfx.evq", event_queue=evq)
+        hfx3 = await Hfx.create("hfx.evq", [r1, r2], queued.append, event_queue=evq)
+        src3 = await a.create_hf_source("hfx.evq")
+        await wait_for(lambda: src3.receivers == 2)
+        await src3.send_hf(b"q", 7, flush=True)
+        await wait_for(lambda: hfx3.delivered == 1 and hfx3.duplicates == 1)
+        assert not _data(queued)  # waits for dispatch
+        with pytest.raises(UMError):
+            evq.close()
+        while evq.size():  # BOS events, then the data message
+            await evq.dispatch(eq.POLL)
+        assert [x.hf_sequence_number for x in _data(queued)] == [7]
+        await hfx3.close()
+        await src3.close()
+        evq.close()
 
 
 # ------------------------------------------------------------------ options

@@ -20,7 +20,11 @@ context and drops the copies arriving over the other NICs.  The shape is UM's:
 
 Deliveries go to ``on_message`` or, without one, to a bounded queue read by ``async for msg in
 hfx`` / :meth:`Hfx.get` (at :data:`~umcore.engine.receive.MAX_RECEIVER_QUEUE` messages the
-legs' contexts stop reading the topic's sessions and go on at half, as receivers do).
+legs' contexts stop reading the topic's sessions and go on at half, as receivers do).  With
+``event_queue`` (UM's ``evq`` argument of ``lbm_hfx_create``) the filtering runs on the loop and
+``on_message`` from :meth:`~umcore.api.eventqueue.EventQueue.dispatch`, loss events included;
+the queue is bounded by its hard limit (as for wildcard receivers, the HFX does not pace it)
+and refuses to close while the HFX is open.
 
 **Filtering.**  Each leg is an HF receiver (:mod:`umcore.api.hfspectrum`): it drops the copies
 of its own context's sources and sets ``hf_sequence_number``, ``sequence_number`` (the HF
@@ -51,8 +55,7 @@ not delivered.
 ``lbm_hf_src_send_rcv_reset`` or HF wildcard receivers): a message with a 64-bit HF number is
 dropped and counted (:attr:`Hfx.refused_64bit`), so is an HF reset
 (:attr:`Hfx.refused_reset`); both are logged (first occurrences, then every power of two).  An
-HFX takes one topic name, never a pattern.  HFX with an event queue (UM's ``evq`` argument of
-``lbm_hfx_create``) is not offered.
+HFX takes one topic name, never a pattern.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from umcore.aio.timer import CoreTimer
+from umcore.api.eventqueue import EventQueue
 from umcore.config.attributes import Attributes, global_configuration
 from umcore.engine import message as m
 from umcore.engine.message import Message
@@ -119,7 +123,12 @@ class Hfx:
     """An HFX object (``lbm_hfx_t``); see the module docstring."""
 
     def __init__(
-        self, topic: str, on_message: OnMessage | None = None, *, attributes: Any = None
+        self,
+        topic: str,
+        on_message: OnMessage | None = None,
+        *,
+        attributes: Any = None,
+        event_queue: EventQueue | None = None,
     ) -> None:
         if not isinstance(topic, str) or not topic:
             raise ConfigError("an HFX needs a topic name", source="API", what=repr(topic))
@@ -129,6 +138,8 @@ class Hfx:
         self.settings = HfxSettings.from_options(self.options)
         self.core = HfxCore(self.settings, topic)
         self.on_message: OnMessage | None = on_message
+        #: Batched delivery is not offered (an event queue reads this).
+        self.on_messages: Callable[[list[Message]], object] | None = None
         self.closed = False
         self._legs: list[HfxReceiver] = []
         self._queue: deque[Message] = deque()
@@ -149,6 +160,8 @@ class Hfx:
         self.passed_through = 0
         self.callback_errors = 0
         self.queue_pauses = 0
+        if event_queue is not None:
+            event_queue.attach_receiver(self)  # UMError without a callback, or when closed
 
     @classmethod
     async def create(
@@ -159,10 +172,11 @@ class Hfx:
         *,
         attributes: Any = None,
         receiver_attributes: Any = None,
+        event_queue: EventQueue | None = None,
     ) -> Hfx:
         """``lbm_hfx_create`` and one ``lbm_hfx_rcv_create`` per context of ``contexts``
         (each leg with ``receiver_attributes``); on failure, what was made is closed."""
-        hfx = cls(topic, on_message, attributes=attributes)
+        hfx = cls(topic, on_message, attributes=attributes, event_queue=event_queue)
         try:
             for ctx in contexts:
                 await hfx.add_context(ctx, attributes=receiver_attributes)
