@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             log_setup=log_setup,
             metrics=args.metrics,
             web_reset_by_get=args.web_monitor_get_reset,
+            own_process=True,
         ),
         listen=(first.bind_ip, first.instance.port) if first else ("0.0.0.0", 0),
         logger=log,

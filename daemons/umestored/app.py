@@ -32,6 +32,7 @@ completions bring new jobs, bounded), then its request port, engine and writer c
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 import time
@@ -439,9 +440,12 @@ async def serve(
     metrics: tuple[str, int] | None = None,
     stopping: asyncio.Event | None = None,
     web_reset_by_get: bool = False,
+    own_process: bool = False,
 ) -> int:
     """Run every Store of ``prepared`` until SIGINT/SIGTERM (or ``stopping``); exit status.
-    ``web_reset_by_get``: the web monitor's rate reset also by GET (UM's link form)."""
+    ``web_reset_by_get``: the web monitor's rate reset also by GET (UM's link form).
+    ``own_process``: the daemon owns the interpreter (``python -m daemons.umestored``): what
+    start-up built is frozen out of the garbage collector's reach once the Stores are ready."""
     loop = asyncio.get_running_loop()
     signals: StopSignals | None = None
     if stopping is None:
@@ -525,6 +529,13 @@ async def serve(
         if daemon.pidfile:
             pid = PidFile(daemon.pidfile)
             pid.write()
+        if own_process:
+            # Start-up's objects (modules, configuration, restored repositories) live as long
+            # as the daemon: frozen, a full collection walks only what running created.  Not
+            # frozen, each one walked them all: a 65-95 ms stall of every Store (data, ACKs)
+            # measured with bench/persist at 50,000 msgs/s on a loaded 2-core machine.
+            gc.collect()
+            gc.freeze()
         for rt in runtimes:
             rt.log.info("Store %s ready to accept registrations", rt.name)
         await stopping.wait()
