@@ -65,11 +65,21 @@ def lbt_lines(transport: str, *, resolver_group: str, data_group: str) -> str:
         """
 
 
-async def until(pred: Callable[[], object], what: str = "", *, timeout: float = WAIT) -> None:
-    """Poll ``pred`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+async def until(
+    pred: Callable[[], object],
+    what: str = "",
+    *,
+    timeout: float = WAIT,
+    detail: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``pred`` until it is true; fail naming ``what`` after ``timeout`` seconds, with
+    ``detail()`` (the state worth seeing when it fails) in the message."""
     try:
         async with asyncio.timeout(timeout):
             while not pred():
                 await asyncio.sleep(0.01)  # polling a condition, bounded by the timeout
     except TimeoutError:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what or pred}") from None
+        more = f"\n{detail()}" if detail is not None else ""
+        raise AssertionError(
+            f"timed out after {timeout} s waiting for {what or pred}{more}"
+        ) from None
