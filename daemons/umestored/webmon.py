@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from umcore import __version__ as pyum_version
 from umcore.config.store import StoreInstance
 from umcore.daemon import webproc
-from umcore.daemon.web import Block, Heading, Html, Link, Para, Table, WebPages
+from umcore.daemon.web import Block, Heading, Html, Link, PageSteps, Para, Table, WebPages
 from umcore.errors import ConfigError
 
 if TYPE_CHECKING:  # umestored -v / -d import this module for parse_web_monitor only
@@ -71,6 +71,7 @@ __all__ = [
     "MAX_RECEIVERS_SHOWN",
     "MAX_SOURCES_SHOWN",
     "RESET_MESSAGE",
+    "SOURCES_PER_STEP",
     "MonitoredStore",
     "StoreWebMonitor",
     "child_pages",
@@ -83,6 +84,10 @@ __all__ = [
 MAX_SOURCES_SHOWN = 2000
 # Receivers listed on a source page.
 MAX_RECEIVERS_SHOWN = 1000
+# Sources a Store page's sample reads between two turns of the Store's loop: about a
+# millisecond of work on a loaded host, so that sampling a thousand sources never holds the
+# stability ACKs back for the whole page (the sample takes ten turns instead).
+SOURCES_PER_STEP = 100
 # What UM's page says after a rate reset (scrapers look for it).
 RESET_MESSAGE = "Rate Statistics have been reset"
 _M = 0xFFFFFFFF
@@ -160,9 +165,11 @@ class StoreWebMonitor:
         reset_by_get: bool = False,
         max_sources: int = MAX_SOURCES_SHOWN,
         max_receivers: int = MAX_RECEIVERS_SHOWN,
+        sources_per_step: int = SOURCES_PER_STEP,
         log: logging.Logger | None = None,
     ) -> None:
         self.max_sources = max_sources
+        self.sources_per_step = sources_per_step
         self.max_receivers = max_receivers
         self.stores = list(stores)
         self.monotonic = monotonic
@@ -285,7 +292,10 @@ class StoreWebMonitor:
         return [Html("<UL>\n"), *lines, Html("</UL>\n")]
 
     # ------------------------------------------------------------------ one Store
-    def store(self, params: dict[str, str]) -> dict[str, Any] | None:
+    def store(self, params: dict[str, str]) -> PageSteps:
+        """The Store page's data, in steps of ``sources_per_step`` sources (the runner
+        gives the Store's loop a turn between two); a source deregistered meanwhile is left
+        out."""
         found = self._store(params["store"])
         if found is None:
             return None
@@ -300,15 +310,21 @@ class StoreWebMonitor:
             "dropped": retx.dropped - rates.dropped,
         }
         topics: list[dict[str, Any]] = []
-        shown = 0
+        shown = step = 0
         for topic in sorted(reg.topics):
             if shown >= self.max_sources:
                 break
-            regs = sorted(reg.topics[topic])[: self.max_sources - shown]
-            shown += len(regs)
+            regs = sorted(reg.topics.get(topic, ()))[: self.max_sources - shown]
             entries = []
             for r in regs:
-                src = reg.sources[r]
+                step += 1
+                if step == self.sources_per_step:
+                    step = 0
+                    yield
+                src = reg.sources.get(r)
+                if src is None:  # deregistered while the page was being sampled
+                    continue
+                shown += 1
                 entries.append(
                     {
                         "reg_id": r,
@@ -320,7 +336,8 @@ class StoreWebMonitor:
                         "repository": src.repository.kind,
                     }
                 )
-            topics.append({"topic": topic, "sources": entries})
+            if topic in reg.topics:  # not deleted while the page was being sampled
+                topics.append({"topic": topic, "sources": entries})
         opts = ms.instance.options
         return {
             "store": n,
@@ -339,7 +356,7 @@ class StoreWebMonitor:
             "patterns": [t.pattern for t in ms.instance.topics],
             "topics": topics,
             "sources_total": len(reg.sources),
-            "more": len(reg.sources) - shown,
+            "more": max(0, len(reg.sources) - shown),
             "reset": {"href": f"/stores/{n}/reset-rate-stats", "get": self.reset_by_get},
         }
 

@@ -206,6 +206,29 @@ async def test_lists_are_capped_and_say_how_many_more(held: Held) -> None:
     assert "1 more receivers not shown" in mon.pages.html(f"/stores/0/{s1.reg_id}")
 
 
+def test_the_store_page_is_sampled_in_steps_leaving_out_a_source_gone_meanwhile(
+    held: Held,
+) -> None:
+    mon = monitor(held, Clock(), sources_per_step=1)
+    s1, s2, s3, s4 = held.sources
+    steps = mon.store({"store": "0"})
+    assert steps is not None
+    next(steps)  # a step taken; the Store runs on between steps and s3 (prices) goes
+    s3.deregister()
+    taken = 1
+    try:
+        while True:
+            next(steps)
+            taken += 1
+    except StopIteration as stop:
+        d = stop.value
+    listed = [s["reg_id"] for t in d["topics"] for s in t["sources"]]
+    assert taken == 3  # a step per source; its topic went with s3
+    assert [t["topic"] for t in d["topics"]] == sorted([NASTY, "orders"])
+    assert sorted(listed) == sorted(s.reg_id for s in (s1, s2, s4))
+    assert d["sources_total"] == 3 and d["more"] == 0
+
+
 def test_web_monitor_address_parsing() -> None:
     assert parse_web_monitor("*:12000") == ("0.0.0.0", 12000)
     assert parse_web_monitor("127.0.0.1:0") == ("127.0.0.1", 0)

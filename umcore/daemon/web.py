@@ -27,6 +27,16 @@ HTML and the JSON twin of a page share that sample.  Time comes from the ``monot
 the daemon passes (``loop.time`` in a daemon, a fake in tests).  A sample's HTML and JSON text
 are rendered once and kept with it, so a flood of requests costs a lookup and a write each.
 
+**Long samples in steps.**  A page whose data walks thousands of records (a Store page lists
+every source registration) may be registered with a ``data`` callable that returns a generator:
+it yields between chunks of its work and returns the data.  Served from a child process
+(:meth:`WebPages.answer_async`) or in this loop, the runner gives the loop back between two
+chunks, and encodes a large sample's JSON a slice at a time (:func:`json_steps`): the daemon's
+data path never waits for a whole page, only for one chunk (about :data:`JSON_STEP_WEIGHT`
+values).  Requests for a path whose sample is being taken wait for that one sample.  The
+synchronous accessors (:meth:`WebPages.sample`, :meth:`WebPages.answer`) run the steps back to
+back.
+
 **Routes.**  :meth:`WebPages.add_route` serves pages whose path has parameters
 (``/stores/{store}/{regid}``): their ``data`` takes the parameters and returns None for a page
 that does not exist (a 404).  Samples are kept per concrete path (at most
@@ -55,12 +65,13 @@ escaped.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 from umcore import __version__ as pyum_version
@@ -70,6 +81,7 @@ __all__ = [
     "CLIENT_ERROR_LOG_BURST",
     "CLIENT_ERROR_LOG_PERIOD",
     "JSON_PREFIX",
+    "JSON_STEP_WEIGHT",
     "MAX_SAMPLES",
     "MIN_SAMPLE_INTERVAL",
     "REQUEST_HEAD_TIMEOUT",
@@ -84,10 +96,14 @@ __all__ = [
     "RemoteFetch",
     "Table",
     "WebPages",
+    "finish_steps",
     "format_uptime",
     "json_path",
+    "json_steps",
+    "json_text_async",
     "normalize_path",
     "render_page",
+    "run_steps",
 ]
 
 # A page's data walks the daemon's tables (O(records)); no more than one sample per second per
@@ -100,7 +116,16 @@ JSON_PREFIX = "/json"
 # and if none is, all: memory stays bounded whatever paths a scraper asks for.
 MAX_SAMPLES = 4096
 
+# Values (list items and dict entries, nested ones too) a page's JSON is encoded in between
+# two yields to the loop (json_steps): about 30 Store page sources, a few hundred microseconds of
+# json.dumps -- short next to the stability-ACK latency the data path keeps, long enough that the
+# steps' own cost (a loop turn each) stays a few percent of the encoding.
+JSON_STEP_WEIGHT = 256
+
 PageData = dict[str, Any]
+# What a stepped page's data callable returns: a generator that yields (nothing) between chunks
+# of its work and returns the page's data (None: no such page).
+PageSteps = Generator[None, None, PageData | None]
 log = logging.getLogger("umcore.daemon.web")
 # How a page served from a child process gets its data: (method, path) -> the daemon's
 # WebPages.answer, across the pipe.
@@ -249,6 +274,122 @@ def json_path(path: str) -> str:
     return JSON_PREFIX + path.rstrip("/")
 
 
+def _weight(value: object, limit: int) -> int:
+    """The values in ``value`` (a scalar is 1, a list or dict its length plus its containers'
+    weights), counted only until they pass ``limit``: what one ``json.dumps`` of it costs,
+    found in O(limit)."""
+    if isinstance(value, dict):
+        children: Iterable[object] = value.values()
+    elif isinstance(value, list | tuple):
+        children = value
+    else:
+        return 1
+    weight = len(value)
+    if weight > limit:
+        return weight
+    for c in children:
+        if isinstance(c, dict | list | tuple):
+            weight += _weight(c, limit - weight)
+            if weight > limit:
+                break
+    return weight
+
+
+class _JsonSteps:
+    """The pieces of one :func:`json_steps` encoding and the weight since the last yield."""
+
+    __slots__ = ("budget", "out", "since")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.out: list[str] = []
+        self.since = 0
+
+    def done(self, weight: int) -> bool:
+        """Count ``weight`` encoded; True (and start again) when a yield is due."""
+        self.since += weight
+        if self.since < self.budget:
+            return False
+        self.since = 0
+        return True
+
+    def encode(self, value: object, weight: int) -> Iterator[None]:
+        if weight <= self.budget or not isinstance(value, dict | list | tuple):
+            self.out.append(json.dumps(value, default=str))
+            if self.done(weight):
+                yield
+            return
+        is_dict = isinstance(value, dict)
+        items: Iterable[Any] = value.items() if isinstance(value, dict) else value
+        self.out.append("{" if is_dict else "[")
+        group: list[Any] = []
+        group_weight = 0
+        first = True
+        for item in items:
+            child = item[1] if is_dict else item
+            w = _weight(child, self.budget)
+            if w > self.budget and isinstance(child, dict | list | tuple):
+                if group:
+                    first = self._flush(group, is_dict, first)
+                    group, group_weight = [], 0
+                if not first:
+                    self.out.append(", ")
+                first = False
+                if is_dict:  # the key as json.dumps writes it (a number as a string ...)
+                    self.out.append(json.dumps({item[0]: None})[1:-5])
+                yield from self.encode(child, w)
+                continue
+            group.append(item)
+            group_weight += w
+            if group_weight >= self.budget:
+                first = self._flush(group, is_dict, first)
+                group, group_weight = [], 0
+                if self.done(self.budget):
+                    yield
+        if group:
+            self._flush(group, is_dict, first)
+        self.out.append("}" if is_dict else "]")
+
+    def _flush(self, group: list[Any], is_dict: bool, first: bool) -> bool:
+        text = json.dumps(dict(group) if is_dict else group, default=str)[1:-1]
+        self.out.append(text if first else ", " + text)
+        return False
+
+
+def json_steps(value: object, *, budget: int = JSON_STEP_WEIGHT) -> Generator[None, None, str]:
+    """``json.dumps(value, default=str)``, the same text, encoded a slice at a time: a generator
+    that yields after about ``budget`` values and returns the text.  Lists and
+    dicts heavier than the budget are split into slices; the rest goes whole to ``json.dumps``."""
+    enc = _JsonSteps(budget)
+    yield from enc.encode(value, _weight(value, budget))
+    return "".join(enc.out)
+
+
+async def run_steps(steps: Generator[None, None, Any]) -> Any:
+    """Run a generator of steps to its return value, giving the loop a turn between steps."""
+    try:
+        while True:
+            next(steps)
+            await asyncio.sleep(0)
+    except StopIteration as stop:
+        return stop.value
+
+
+def finish_steps(steps: Generator[None, None, Any]) -> Any:
+    """Run a generator of steps to its return value at once."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def json_text_async(value: object) -> str:
+    """:func:`json_steps` run with the loop's turns between slices."""
+    text: str = await run_steps(json_steps(value))
+    return text
+
+
 def _cell(value: object) -> str:
     if value is None:
         return ""
@@ -362,7 +503,7 @@ class Page:
         self,
         path: str,
         title: str,
-        data: Callable[[PageParams], PageData | None],
+        data: Callable[[PageParams], PageData | PageSteps | None],
         render: Callable[[PageData], Iterable[Block]],
         refresh_s: int | None,
     ) -> None:
@@ -455,6 +596,8 @@ class WebPages:
         self._runner: Any = None
         # In a child process (serve_remote): the daemon answers for the data.
         self._remote: RemoteFetch | None = None
+        # Stepped samples being taken, by path: later requests for the path wait for that one.
+        self._taking: dict[str, asyncio.Future[_Sample]] = {}
 
     def _check_new(self, path: str) -> None:
         if not path.startswith("/"):
@@ -472,11 +615,12 @@ class WebPages:
         path: str,
         *,
         title: str,
-        data: Callable[[], PageData],
+        data: Callable[[], PageData | PageSteps],
         render: Callable[[PageData], Iterable[Block]],
         refresh_s: int | None = None,
     ) -> None:
-        """Serve ``render(data())`` at ``path`` and ``data()`` at :func:`json_path` ``(path)``.
+        """Serve ``render(data())`` at ``path`` and ``data()`` at :func:`json_path` ``(path)``
+        (``data`` may return a generator of steps: see "Long samples in steps" above).
 
         ValueError for a path not starting with ``/``, under ``/json``, or already registered.
         """
@@ -488,7 +632,7 @@ class WebPages:
         path: str,
         *,
         title: str,
-        data: Callable[[PageParams], PageData | None],
+        data: Callable[[PageParams], PageData | PageSteps | None],
         render: Callable[[PageData], Iterable[Block]],
         refresh_s: int | None = None,
     ) -> None:
@@ -546,11 +690,54 @@ class WebPages:
         now = self.monotonic()
         s = self._samples.get(path)
         if s is None or now - s.taken_at >= MIN_SAMPLE_INTERVAL:
-            s = _Sample(page.data(params), now, self.wall_clock())
-            if path not in self._samples and len(self._samples) >= MAX_SAMPLES:
-                self._evict(now)
-            self._samples[path] = s
-            self.samples += 1
+            data = page.data(params)
+            if isinstance(data, Generator):
+                data = finish_steps(data)
+            s = self._keep(path, data, now)
+        return page, params, s
+
+    def _keep(self, path: str, data: PageData | None, taken_at: float) -> _Sample:
+        s = _Sample(data, taken_at, self.wall_clock())
+        if path not in self._samples and len(self._samples) >= MAX_SAMPLES:
+            self._evict(self.monotonic())
+        self._samples[path] = s
+        self.samples += 1
+        return s
+
+    async def _page_sample_async(self, path: str) -> tuple[Page, PageParams, _Sample] | None:
+        """:meth:`_page_sample` with a stepped page's steps run between the loop's turns; a
+        request for a path whose sample is being taken waits for it."""
+        found = self.resolve(path)
+        if found is None:
+            return None
+        page, params = found
+        if not isinstance(page, Page):
+            return None
+        now = self.monotonic()
+        s = self._samples.get(path)
+        if s is not None and now - s.taken_at < MIN_SAMPLE_INTERVAL:
+            return page, params, s
+        taking = self._taking.get(path)
+        if taking is not None:
+            return page, params, await asyncio.shield(taking)
+        data = page.data(params)
+        if not isinstance(data, Generator):
+            return page, params, self._keep(path, data, now)
+        fut: asyncio.Future[_Sample] = asyncio.get_running_loop().create_future()
+        self._taking[path] = fut
+        try:
+            s = self._keep(path, await run_steps(data), now)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except Exception as exc:
+            fut.set_exception(exc)
+            fut.exception()  # the waiters (if any) get it; none: not logged as unretrieved
+            raise
+        else:
+            fut.set_result(s)
+        finally:
+            del self._taking[path]
         return page, params, s
 
     def _evict(self, now: float) -> None:
@@ -607,6 +794,18 @@ class WebPages:
             s.json = json.dumps(s.data, default=str)
         return s.json
 
+    async def _json_text_async(self, path: str) -> str:
+        """:meth:`json_text`, a large sample encoded a slice at a time between the loop's
+        turns (:func:`json_text_async`).  KeyError: no page."""
+        path = normalize_path(path)
+        found = self._page_sample(path)
+        if found is None or found[2].data is None:
+            raise KeyError(path)
+        s = found[2]
+        if s.json is None:
+            s.json = await json_text_async(s.data)
+        return s.json
+
     def not_found_html(self, path: str) -> str:
         return render_page(
             "Not found",
@@ -649,27 +848,45 @@ class WebPages:
         try:
             found = self.resolve(path)
             if found is not None and isinstance(found[0], Action):
-                action, params = found[0], found[1]
-                if method != "POST" and not (action.allow_get and method == "GET"):
-                    self.refused += 1
-                    return {"status": 405}
-                result = action.run(params)
-                if result is None:
-                    self.not_found += 1
-                    return {"status": 404}
-                self.actions_run += 1
-                self.invalidate()
-                return {"status": 200, "data": result, "wall": self.wall_clock()}
-            sampled = self._page_sample(path)
-            if sampled is None or sampled[2].data is None:
-                self.not_found += 1
-                return {"status": 404}
-            self.requests += 1
-            return {"status": 200, "data": sampled[2].data, "wall": sampled[2].wall}
+                return self._answer_action(found[0], found[1], method)
+            return self._answer_sample(self._page_sample(path))
         except Exception:
-            self.errors += 1
-            self.log.exception("%s: the page %s failed", self.label, path)
-            return {"status": 500}
+            return self._answer_failed(path)
+
+    async def answer_async(self, method: str, path: str) -> dict[str, Any]:
+        """:meth:`answer`, with a stepped page's sample taken between the loop's turns."""
+        path = normalize_path(path)
+        try:
+            found = self.resolve(path)
+            if found is not None and isinstance(found[0], Action):
+                return self._answer_action(found[0], found[1], method)
+            return self._answer_sample(await self._page_sample_async(path))
+        except Exception:
+            return self._answer_failed(path)
+
+    def _answer_action(self, action: Action, params: PageParams, method: str) -> dict[str, Any]:
+        if method != "POST" and not (action.allow_get and method == "GET"):
+            self.refused += 1
+            return {"status": 405}
+        result = action.run(params)
+        if result is None:
+            self.not_found += 1
+            return {"status": 404}
+        self.actions_run += 1
+        self.invalidate()
+        return {"status": 200, "data": result, "wall": self.wall_clock()}
+
+    def _answer_sample(self, sampled: tuple[Page, PageParams, _Sample] | None) -> dict[str, Any]:
+        if sampled is None or sampled[2].data is None:
+            self.not_found += 1
+            return {"status": 404}
+        self.requests += 1
+        return {"status": 200, "data": sampled[2].data, "wall": sampled[2].wall}
+
+    def _answer_failed(self, path: str) -> dict[str, Any]:
+        self.errors += 1
+        self.log.exception("%s: the page %s failed", self.label, path)
+        return {"status": 500}
 
     def serve_remote(self, fetch: RemoteFetch, uptime_s: float) -> None:
         """Serve these pages with the data ``fetch(method, path)`` returns (the daemon's
@@ -716,8 +933,10 @@ class WebPages:
                 return _reply(web, 405, "Method not allowed", as_json, self, path)
             if self._remote is not None and found is not None:
                 await self._remote_sample(path)
+            elif found is not None:
+                await self._page_sample_async(path)
             if as_json:
-                text = self.json_text(path)
+                text = await self._json_text_async(path)
                 self.requests += 1
                 return web.Response(text=text, content_type="application/json")
             text = self.html(path)

@@ -19,8 +19,9 @@ stability ACKs behind it.  :class:`WebProcess` moves all of that into a child pr
   :data:`~umcore.daemon.web.MIN_SAMPLE_INTERVAL` it asks the daemon, one JSON line
   ``{"id", "method", "path"}``; the daemon answers one line from
   :meth:`WebPages.answer <umcore.daemon.web.WebPages.answer>` (the sample, taken at most once
-  per page per second there too; an action run).  The daemon's cost per page is a sample and a
-  ``json.dumps``; the HTTP is the child's;
+  per page per second there too; an action run).  The daemon's cost per page is a sample and its
+  JSON, both in slices with the loop's turns between them (a stepped page's chunks,
+  :func:`~umcore.daemon.web.json_steps`), one answer per turn; the HTTP is the child's;
 - requests for one path while its question is out share the answer; at most
   :data:`MAX_PENDING` questions are out at once (the rest wait in the child);
 - the child exits when its stdin closes (the daemon stopped or died: no orphan keeps the port);
@@ -44,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from umcore.daemon.lifecycle import new_event_loop
-from umcore.daemon.web import WebPages
+from umcore.daemon.web import WebPages, json_text_async
 
 __all__ = [
     "MAX_LINE",
@@ -192,14 +193,18 @@ class WebProcess:
             except (ValueError, KeyError, TypeError):
                 self.log.error("%s: the web process sent %r", self.pages.label, line[:80])
                 return
-            reply = self.pages.answer(method, str(path))
+            reply = await self.pages.answer_async(method, str(path))
             reply["id"] = qid
             self.answered += 1
+            text = await json_text_async(reply)
             try:
-                proc.stdin.write(json.dumps(reply, default=str).encode() + b"\n")
+                proc.stdin.write(text.encode() + b"\n")
                 await proc.stdin.drain()
             except (ConnectionError, BrokenPipeError):
                 return
+            # One answer per turn of the loop: questions already buffered would otherwise be
+            # answered back to back (readline returns them without giving the loop a turn).
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Stop the child (idempotent)."""
