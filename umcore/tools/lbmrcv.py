@@ -6,8 +6,12 @@ Creates a context and a receiver for the topic and counts what arrives through t
 callback (the fast path).  ``-r N`` exits after N data messages, ``-E`` when the sources it had
 are gone (EOS on every session that gave BOS), ``-V`` checks verifiable messages (see
 :mod:`umcore.tools.common`), ``-v`` prints every event (``-vv`` every message), ``-s`` prints
-statistics each second.  SIGINT/SIGTERM end it too.  The last line on stdout is the summary
-scripts read::
+statistics each second.  ``--hfx`` is UM's ``lbmhfxrcv``: an HFX object (:mod:`umcore.api.hfx`)
+with one context per ``-I`` interface (one context without ``-I``), each context's
+``resolver_multicast_interface`` and its receiver's TCP / LBT-RU interfaces set to it as
+``lbmhfxrcv`` does; lbmhfxrcv's ``-a`` and ``-d`` are ``hfx ordered_delivery -1`` and ``hfx
+duplicate_delivery 1`` in a ``-c`` file.  SIGINT/SIGTERM end it too.  The last line on stdout
+is the summary scripts read::
 
     lbmrcv: messages=N bytes=B unrecoverable=U bursts=K verify_errors=E bos=X eos=Y seconds=S rate=R
 """
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
+from typing import Any
 
 from umcore.tools.common import add_config_option, load_attributes, signal_event, tool_main, verify
 
@@ -78,6 +84,23 @@ def _parser(wildcard: bool = False) -> argparse.ArgumentParser:
         help="pyum's spelling of UM's lbmhfrcv: a Hot Failover receiver delivering each HF "
         "sequence number once (lbmwrcv: hf_receiver 1)",
     )
+    if not wildcard:
+        p.add_argument(
+            "--hfx",
+            dest="hfx",
+            action="store_true",
+            help="pyum's spelling of UM's lbmhfxrcv: Hot Failover across contexts, one context "
+            "per -I interface, each HF sequence number once (hfx options such as "
+            "ordered_delivery -1 or duplicate_delivery 1 from the -c files)",
+        )
+        p.add_argument(
+            "-I",
+            "--iface",
+            dest="ifaces",
+            action="append",
+            metavar="CIDR",
+            help="with --hfx: a context on this interface (repeatable, as lbmhfxrcv -I)",
+        )
     p.add_argument("topic", metavar="pattern" if wildcard else "topic")
     return p
 
@@ -165,6 +188,9 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
             )
             prev = n
 
+    if getattr(args, "hfx", False):
+        await _hfx(args, on_message, done, stats)
+        return _summary(c)
     async with await Context.create(ctx_attr) as ctx:
         if wildcard:
             wattr = {"hf_receiver": "1"} if args.hf else None
@@ -181,6 +207,33 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
         await done.wait()
         if stats_task is not None:
             stats_task.cancel()
+    return _summary(c)
+
+
+async def _hfx(args: argparse.Namespace, on_message: Any, done: asyncio.Event, stats: Any) -> None:
+    """``--hfx``: lbmhfxrcv's contexts (one per ``-I``) and HFX object."""
+    from umcore.api import Context
+    from umcore.api.hfx import Hfx
+
+    ifaces: list[str | None] = list(args.ifaces or [None])
+    async with contextlib.AsyncExitStack() as stack:
+        hfx = Hfx(args.topic, on_message)
+        for iface in ifaces:
+            cattr = None if iface is None else {"resolver_multicast_interface": iface}
+            ctx = await stack.enter_async_context(await Context.create(cattr))
+            rattr = None
+            if iface is not None:
+                rattr = {"transport_tcp_interface": iface, "transport_lbtru_interface": iface}
+            await hfx.add_context(ctx, attributes=rattr)
+        stack.push_async_callback(hfx.close)  # runs before the contexts close
+        print(f"lbmrcv: receiving topic {args.topic!r} (HFX, {len(ifaces)} contexts)", flush=True)
+        stats_task = asyncio.create_task(stats()) if args.stats else None
+        await done.wait()
+        if stats_task is not None:
+            stats_task.cancel()
+
+
+def _summary(c: _Counts) -> int:
     secs = (c.last - c.first) if c.first is not None else 0.0
     rate = c.messages / secs if secs > 0 else 0.0
     print(
@@ -193,7 +246,13 @@ async def _main(args: argparse.Namespace, wildcard: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None, *, wildcard: bool = False) -> int:
-    return tool_main("lbmrcv", _main(_parser(wildcard).parse_args(argv), wildcard))
+    parser = _parser(wildcard)
+    args = parser.parse_args(argv)
+    if getattr(args, "ifaces", None) and not args.hfx:
+        parser.error("-I/--iface makes one context per interface for --hfx only")
+    if getattr(args, "hfx", False) and (args.hf or args.channels):
+        parser.error("--hfx takes neither --hf (its receivers are HF ones) nor -N")
+    return tool_main("lbmrcv", _main(args, wildcard))
 
 
 if __name__ == "__main__":
