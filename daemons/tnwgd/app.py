@@ -432,6 +432,29 @@ def metric_specs(rt: DroRuntime) -> list[MetricSpec]:
             MetricSpec(f"pyum_tnwgd_recovery_{metric}", "counter",
                        f"late join / OTR through the DRO: {what}", _getter(fwd, metric))
         )  # fmt: skip
+    path = rt.stores.path.stats
+    for metric, what in (
+        (
+            "to_store",
+            "receiver messages (registrations, ACKs, keepalives, RXREQs) relayed to Stores",
+        ),
+        ("to_receiver", "Store answers, keepalives and retransmissions relayed to receivers"),
+        ("no_route", "messages for a Store or receiver with no route"),
+        ("unknown_answer", "Store answers nobody waited for"),
+        ("evicted", "remembered requests forgotten for the table bounds"),
+        ("sris_rewritten", "source registration information rewritten for the egress portal"),
+    ):
+        specs.append(
+            MetricSpec(f"pyum_tnwgd_storepath_{metric}", "counter",
+                       f"persistence through the DRO: {what}", _getter(path, metric))
+        )  # fmt: skip
+    for metric, obj, what in (
+        ("recovery_send_failed", rt.recovery, "late-join/OTR messages the DRO could not write"),
+        ("storepath_send_failed", rt.stores, "Store-path messages the DRO could not write"),
+    ):
+        specs.append(
+            MetricSpec(f"pyum_tnwgd_{metric}", "counter", what, _getter(obj, "send_failed"))
+        )
     return specs
 
 

@@ -21,6 +21,7 @@ from tests.dro_peer.kit import LINK_UP, PeerSpec, free_tcp_port, peer_dro_xml, s
 from tests.dro_proc.kit import Trd
 from tests.integration.helpers import until
 from tests.integration.persistkit import Received, SourceEvents, Topology, send_all
+from tests.integration.test_lbmrd import scrape
 from umcore.api import Context
 from umcore.engine import message as m
 from umcore.persist import events as ev
@@ -51,8 +52,8 @@ async def test_persistent_receiver_across_two_dros_recovers_exactly_once(tmp_pat
     store_cfg += "".join(f"source {k} {v}\n" for k, v in trd1.source("tcp").items())
     topo = Topology(tmp_path, store_cfg)
     dro1, dro2, store = await asyncio.gather(
-        start_dro(tmp_path, "dro1", xml1),
-        start_dro(tmp_path, "dro2", xml2),
+        start_dro(tmp_path, "dro1", xml1, metrics=True),
+        start_dro(tmp_path, "dro2", xml2, metrics=True),
         topo.add_store("disk", topics={TOPIC: {}}),
     )
     try:
@@ -119,7 +120,17 @@ async def test_persistent_receiver_across_two_dros_recovers_exactly_once(tmp_pat
                 assert not any(x.flags & m.MSG_FLAG_RETRANSMIT for x in got[30:])
                 await rcv.close()
             await src.close()
+        # the relaying shows in the DROs' Prometheus series (each DRO counts its own share)
+        figures = [scrape(dro1), scrape(dro2)]
+        for name in ("storepath_to_store", "storepath_to_receiver"):
+            assert sum(_series(f, name) for f in figures) > 0, name
+        assert sum(_series(f, "storepath_send_failed") for f in figures) == 0
     finally:
         await store.kill()
         await dro2.kill()
         await dro1.kill()
+
+
+def _series(figures: dict[str, float], name: str) -> float:
+    """``pyum_tnwgd_<name>`` (a counter: exported with ``_total``)."""
+    return figures[f"pyum_tnwgd_{name}_total"]

@@ -102,6 +102,9 @@ async def test_late_join_through_the_dro_is_answered_by_the_origin() -> None:
         assert fwd.unknown_proxy == 0 and fwd.no_route == 0
         figures = {spec.name: spec.getter() for spec in metric_specs(rt)}
         assert figures["pyum_tnwgd_recovery_retrans_relayed"] == fwd.retrans_relayed
+        assert figures["pyum_tnwgd_recovery_send_failed"] == rt.recovery.send_failed
+        # no Store here: the Store path's series exist, and say nothing was relayed
+        assert figures["pyum_tnwgd_storepath_to_store"] == 0 == rt.stores.path.stats.to_store
         await rcv.close()
         await src.close()
 
