@@ -277,7 +277,7 @@ def test_xml_hfxs_and_flat_file_options_reach_the_hfx(mcast_config: Configuratio
           <option name="ordered_delivery" default-value="-1"/>
           <option name="delivery_control_maximum_burst_loss" default-value="100"/>
           <option name="duplicate_delivery" default-value="1"/>
-        </options></topic></hfxs>
+        </options></topic><topic pattern="^hfx\\.no" rule="deny"/></hfxs>
         </application></applications></um-configuration>"""
     )
     s = Hfx("hfx.xml").settings
@@ -287,3 +287,5 @@ def test_xml_hfxs_and_flat_file_options_reach_the_hfx(mcast_config: Configuratio
     assert (other.ordered, other.max_burst_loss, other.max_delay) == (True, 512, 2.5)
     # the API's attributes are taken as they are (no XML over them)
     assert Hfx("hfx.xml", attributes={"ordered_delivery": "1"}).settings.ordered
+    with pytest.raises(ConfigError, match="denied"):
+        Hfx("hfx.not.this")  # <hfxs> rules apply as to sources and receivers
