@@ -382,3 +382,94 @@ def test_scan_gives_what_next_record_gives_across_pads() -> None:
     assert r.scan(5) == []
     with pytest.raises(UMError, match="receiver-paced"):
         RingReader(make(receiver_paced=False)).scan(1)
+
+
+def framed(i: int, n: int) -> bytes:
+    """A record payload that says its own length (u16) and index (u16): joined ones split."""
+    return n.to_bytes(2, "little") + (i & 0xFFFF).to_bytes(2, "little") + payload(i, n - 4)
+
+
+def split(data: bytes) -> list[bytes]:
+    out = []
+    while data:
+        n = int.from_bytes(data[:2], "little")
+        out.append(data[:n])
+        data = data[n:]
+    return out
+
+
+copy_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("w"), st.integers(4, MAX_RECORD)),
+        st.tuples(st.just("r"), st.integers(1, 2 * DATA)),
+    ),
+    max_size=200,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(copy_ops, st.booleans())
+def test_read_copy_whole_records_in_order(steps: list[tuple[str, int]], paced: bool) -> None:
+    """LBT-IPC's batch read (read_copy, ``max_bytes`` drawn): whole records joined in order,
+    at least one a call, else at most ``max_bytes``; source-paced: the newest survives and
+    anything missing was reported lost; receiver-paced: nothing lost."""
+    buf = make(receiver_paced=paced)
+    w = RingWriter(buf)
+    r = RingReader(buf)
+    r.attach(2, b"\0r", 0)
+    written: list[bytes] = []
+    got: list[bytes] = []
+    lost_total = 0
+
+    def read(max_bytes: int) -> bool:
+        nonlocal lost_total
+        before = r.pos
+        data, k, lost = r.read_copy(max_bytes)
+        if data is None:
+            lost_total += lost
+            return lost > 0
+        recs = split(data)
+        assert len(recs) == k >= 1
+        assert len(data) <= max_bytes or k == 1  # at least one record, else within the bound
+        assert r.pos > before
+        got.extend(recs)
+        r.publish()
+        return True
+
+    for i, (op, arg) in enumerate(steps):
+        if op == "w":
+            p = framed(i, arg)
+            if w.write(p):
+                written.append(p)
+            else:
+                assert paced
+        else:
+            read(arg)
+    while read(DATA):
+        pass
+    assert r.read_copy(DATA) == (None, 0, 0)
+    if paced:
+        assert got == written and lost_total == 0
+        return
+    it = iter(written)
+    assert all(any(g == x for x in it) for g in got)
+    if written:
+        assert got and got[-1] == written[-1]
+    if len(got) < len(written):
+        assert lost_total > 0
+    else:
+        assert got == written and lost_total == 0
+
+
+def test_read_copy_refuses_a_corrupt_record() -> None:
+    buf = make(receiver_paced=True)
+    w = RingWriter(buf)
+    r = RingReader(buf)
+    r.attach(2, b"\0r", 0)
+    assert w.write(framed(0, 40)) and w.write(framed(1, 40))
+    base = shmring.header_size_for(4)
+    buf[base + 48 + 4] ^= 0xFF  # the second record's stamp
+    data, k, lost = r.read_copy(DATA)  # the good record first
+    assert (split(data or b""), k, lost) == ([framed(0, 40)], 1, 0)
+    with pytest.raises(SegmentError, match="corrupt"):
+        r.read_copy(DATA)

@@ -47,7 +47,9 @@ committed at once.
 record's payload place (or that the reader was lapped: loss); the adapter reads or copies it,
 then :meth:`RingReader.still_valid` (source-paced: was it overwritten meanwhile?) and
 :meth:`RingReader.consume` (moves the reader's position, which a receiver-paced writer waits
-for).  *Signalling* (futex-style): a reader about to wait sets its slot's ``pending`` flag,
+for).  LBT-IPC's receivers read in batches (:meth:`RingReader.read_copy`): ``head`` loaded
+once, every committed record up to the lap's end copied and joined in one pass, the copy
+checked against ``tail`` once after it; LBT-SMX's hand out views (:meth:`RingReader.scan`).  *Signalling* (futex-style): a reader about to wait sets its slot's ``pending`` flag,
 then the header's ``sleeping`` flag (:meth:`RingReader.prepare_sleep`), and looks at ``head``
 once more: data committed meanwhile means it does not sleep.  A writer, after each commit, reads
 the one ``sleeping`` word (:meth:`RingWriter.take_wakeups`): 0, the common case while receivers
@@ -640,6 +642,69 @@ class RingReader(_Ring):
             out.append((base + off + RECORD_HEADER, n, pos + step))
             pos += step
         return out
+
+    def read_copy(self, max_bytes: int) -> tuple[bytes | None, int, int]:
+        """LBT-IPC's batch read: the payloads of the committed records from this reader's
+        position -- up to the lap's end and about ``max_bytes`` of ring (at least one record) --
+        copied and joined into one ``bytes``, ``head`` loaded once and the copy checked whole
+        against ``tail`` once after it (source-paced: see "Writing"), then consumed.  Returns
+        ``(data, records, lost)``: ``data`` None when nothing was committed (``lost`` > 0: this
+        reader was lapped and moved to the oldest valid record, those ring bytes counted).
+        SegmentError for a record that cannot be (and was not overwritten meanwhile)."""
+        buf, size, base, largest = self.buf, self.size, self.base, self.max_record
+        while True:
+            pos = self.pos
+            head = _unpack_u64(buf, _OFF_HEAD)[0]
+            if pos >= head:
+                return None, 0, 0
+            tail = _unpack_u64(buf, _OFF_TAIL)[0]
+            if pos < tail:
+                return None, 0, self._lapped(tail)[1]
+            lap_end = pos - pos % size + size
+            stop = head if head < lap_end else lap_end
+            limit = pos + max_bytes
+            parts: list[memoryview] = []
+            append = parts.append
+            p = pos
+            bad = False
+            # The record headers are read from the live segment: a record overwritten while
+            # read shows as a bad stamp or length, or as nothing wrong -- the tail check after
+            # the copy tells which (and throws the copy away either way).
+            while p < stop:
+                o = base + p - lap_end + size
+                n, stamp = _unpack_rec(buf, o)
+                if stamp != (p >> 3) & 0xFFFFFFFF:
+                    bad = True
+                    break
+                if n == PAD:
+                    if head < lap_end:
+                        bad = True  # a PAD is committed only with the record after it
+                        break
+                    p = lap_end
+                    break
+                step = RECORD_HEADER + ((n + 7) & ~7)
+                if n > largest or p + step > stop:
+                    bad = True
+                    break
+                if p + step > limit and parts:
+                    break
+                append(buf[o + RECORD_HEADER : o + RECORD_HEADER + n])
+                p += step
+            k = len(parts)
+            data = (bytes(parts[0]) if k == 1 else b"".join(parts)) if k else None
+            del parts[:]  # (the views into the segment go now, not with the frame)
+            if not self.paced:
+                tail = _unpack_u64(buf, _OFF_TAIL)[0]
+                if pos < tail:  # overwritten while copied: loss, whatever was read
+                    return None, 0, self._lapped(tail)[1]
+            if bad and not k:
+                raise SegmentError(f"ring record at {p} has a bad stamp or length: segment corrupt")
+            self.pos = self._next = p
+            if data is None:
+                continue  # a PAD only: the next lap
+            self.records_read += k
+            self.bytes_read += len(data)
+            return data, k, 0
 
     def consume_to(self, end: int, n: int) -> None:
         """Done with a record :meth:`scan` gave (``end`` its position after, ``n`` bytes)."""
