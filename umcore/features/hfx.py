@@ -140,18 +140,19 @@ class HfxCore:
         before = dc.duplicates
         self._cur = item
         self._cur_sqn = sqn
-        try:
-            dc.on_message(sqn, b"", None, now)
-        finally:
-            pending = self._cur
-            self._cur = None
-            self._cur_sqn = -1
-        held = self._held
+        # The controller raises only for fragments, which it is never given here.
+        dc.on_message(sqn, b"", None, now)
+        pending = self._cur
+        if pending is None:  # delivered at once (the usual case)
+            if dc.missing or self._next_check is not None:
+                self._arm(now)
+            return True
+        self._cur = None
         if dc.duplicates != before:
             self.duplicates += 1
             return False
-        if pending is not None:  # not delivered: waiting in the order map
-            held[sqn] = pending
+        held = self._held
+        held[sqn] = pending  # not delivered: waiting in the order map
         if len(held) != len(dc.order_map):  # a burst cleared the order map
             for s in [s for s in held if s not in dc.order_map]:
                 del held[s]
