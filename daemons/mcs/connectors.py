@@ -13,7 +13,8 @@ A connector takes batches of :class:`~umcore.monitor.collector.Record` on the wr
 - :class:`ParquetConnector` (pyum) -- the analytics format: files under
   ``DIR/kind=K/date=YYYY-MM-DD/`` (Hive partitioning, which Spark and pyarrow read as columns),
   each row the flat key columns, the message as a nested struct typed from the ``.proto``
-  descriptors, and the raw protobuf bytes.  A file is written as ``*.parquet.inprogress`` and
+  descriptors, and the raw protobuf bytes; a batch is built column by column
+  (:class:`~umcore.monitor.pbcolumns.Columns`: no dict per message).  A file is written as ``*.parquet.inprogress`` and
   renamed when closed -- after :data:`ROLL_ROWS` rows or :data:`ROLL_SECONDS`, and at stop -- so
   a reader never sees half a file.
 
@@ -25,6 +26,7 @@ batch that does not fit is counted as dropped.  A batch the connector fails to w
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import queue
 import sqlite3
@@ -35,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from umcore.errors import ConfigError
-from umcore.monitor.collector import KEY_COLUMNS, Record, arrow_type, message_row
+from umcore.monitor.collector import KEY_COLUMNS, Record, arrow_type
 from umcore.monitor.pb import dro_mon_pb2, srs_mon_pb2, ump_mon_pb2, ums_mon_pb2
+from umcore.monitor.pbcolumns import Columns
 
 __all__ = [
     "MAX_QUEUED_BATCHES",
@@ -71,7 +74,10 @@ ROLL_SECONDS = 60.0
 # Seconds SQLite waits for a lock another process holds (a report reading the database).
 SQLITE_BUSY_TIMEOUT = 10.0
 
-_CLASSES = {
+# A record's key columns, in KEY_COLUMNS order, read in one C call.
+_KEYS = operator.attrgetter(*KEY_COLUMNS)
+
+_CLASSES: dict[str, Any] = {
     "ums": ums_mon_pb2.UMSMonMsg,
     "ump": ump_mon_pb2.UMPMonMsg,
     "dro": dro_mon_pb2.DROMonMsg,
@@ -182,6 +188,7 @@ class ParquetConnector(Connector):
         if not self.dir.is_dir() or not os.access(self.dir, os.W_OK):
             raise ConfigError(f"{directory} is not a writable directory", source=source)
         self.schemas = {kind: self._schema(cls) for kind, cls in _CLASSES.items()}
+        self.columns = {kind: Columns(cls.DESCRIPTOR) for kind, cls in _CLASSES.items()}
         self.open: dict[tuple[str, str], _OpenFile] = {}
         self.seq = 0
         self.files_closed = 0
@@ -208,18 +215,23 @@ class ParquetConnector(Connector):
         for r in batch:
             groups.setdefault((r.kind, r.date), []).append(r)
         now = time.monotonic()
+        pa = self.pa
         for key, recs in groups.items():
             kind, _ = key
-            cols: dict[str, list[Any]] = {c: [] for c in KEY_COLUMNS}
-            cols["message"] = []
-            cols["raw"] = []
+            # column-wise: the key columns transposed in C, the messages through the kind's
+            # column builders (no dict per message)
+            keys: dict[str, Any] = dict(
+                zip(KEY_COLUMNS, zip(*map(_KEYS, recs), strict=True), strict=True)
+            )
+            keys["time"] = [int(t * 1000) for t in keys["time"]]
+            message = self.columns[kind]
             for r in recs:
-                for c, v in zip(KEY_COLUMNS, r.keys(), strict=True):
-                    cols[c].append(v)
-                cols["message"].append(message_row(r.message))
-                cols["raw"].append(r.raw)
-            cols["time"] = [int(t * 1000) for t in cols["time"]]
-            table = self.pa.Table.from_pydict(cols, schema=self.schemas[kind])
+                message.append(r.message)
+            schema = self.schemas[kind]
+            arrays = [pa.array(keys[c], schema.field(c).type) for c in KEY_COLUMNS]
+            arrays.append(message.build())
+            arrays.append(pa.array([r.raw for r in recs], pa.binary()))
+            table = pa.Table.from_arrays(arrays, schema=schema)
             f = self._file(key, now)
             f.writer.write_table(table)
             f.rows += len(recs)
