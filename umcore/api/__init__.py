@@ -13,6 +13,7 @@ what receivers are handed.
 
 from umcore.api.context import Context, Receiver, Source
 from umcore.api.eventqueue import EventQueue
+from umcore.api.hfx import Hfx
 from umcore.api.message import Message
 
-__all__ = ["Context", "EventQueue", "Message", "Receiver", "Source"]
+__all__ = ["Context", "EventQueue", "Hfx", "Message", "Receiver", "Source"]
