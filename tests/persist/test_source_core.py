@@ -754,3 +754,41 @@ def test_rpp_success_without_the_rpp_flag_is_a_registration_error(tmp_path: Path
     assert "RPP requested but not acknowledged" in events[0][1].text
     assert src.send_check() == EUMENOREG_TEXT
     assert src.stats()["registration_errors"] == 1
+
+
+def test_flight_accounting_of_one_fragment_and_fragmented_messages(tmp_path: Path) -> None:
+    """In-flight fragments and bytes return to 0 whichever way a message leaves flight (stable
+    then confirmed by 2 receivers; given up by the lifetime), for one-fragment messages and a
+    fragmented one; the whole-message stable event comes once per message, on its last
+    fragment."""
+    net = Net(tmp_path / "a")
+    src = net.start(
+        ume_retention_unique_confirmations="2",
+        ume_message_stability_notification="3",
+    )
+    one = net.send(2, nbytes=30)
+    frag = net.send(1, nbytes=90, frags=3)
+    assert src.in_flight == 5 and src.in_flight_bytes == 150  # stable, none confirmed yet
+    whole = [
+        e.sequence_number
+        for e in net.of(ev.SRC_EVENT_UME_MESSAGE_STABLE_EX)
+        if e.flags & ev.STABLE_FLAG_WHOLE_MESSAGE_STABLE
+    ]
+    assert whole == [one[0], one[1], frag[-1]]
+    for rcv in (77, 78):
+        for sqn in [*one, *frag]:
+            ack = compose.ConsumptionAck(XIDX, TIDX, rcv, sqn, 0)
+            assert src.receive_control(ack, "10.0.0.7", net.now)
+            net.pump()
+        assert src.in_flight == (5 if rcv == 77 else 0)
+    assert src.in_flight_bytes == 0 and net.released[-1] == frag[-1]
+
+    net = Net(tmp_path / "b")
+    src = net.start(ume_message_stability_lifetime="2000", ume_message_stability_timeout="0")
+    net.deaf.add(0)
+    sqns = [*net.send(1, nbytes=30), *net.send(1, nbytes=90, frags=3)]
+    assert src.in_flight == 4 and src.in_flight_bytes == 120
+    net.advance(2.5)  # never ACKed: given up, out of flight
+    gone = [e.sequence_number for e in net.of(ev.SRC_EVENT_UME_MESSAGE_NOT_STABLE)]
+    assert gone == sqns
+    assert src.in_flight == 0 and src.in_flight_bytes == 0 and net.released[-1] == sqns[-1]

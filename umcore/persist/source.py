@@ -196,12 +196,14 @@ _GONE = 1 << 26  # given up (lifetime, losses): never stable
 _CONF = 1 << 27  # unique confirmations met (set at once when none are required)
 _LEFT = 1 << 28  # left flight (stable or gone, and confirmed)
 _RETX = 1 << 29  # proactively retransmitted at least once
-# Message record, indices.  A one-fragment message's record is a tuple, replaced when a field
-# changes (:func:`_rec_set`): CPython stops tracking a tuple of untracked values (numbers, None,
-# a str) at the first collection it meets, so records never age into the collector's oldest
-# generation, whose full scans (40-80 ms on a loaded 2-core machine) were the longest stalls of
-# stability events (bench/persist at 50,000 msgs/s).  A fragmented message's record is one list
-# shared by its fragments (their counters are the message's).
+# Message record, indices.  A one-fragment message's record is a tuple: CPython stops tracking a
+# tuple of untracked values (numbers, None, a str) at the first collection it meets, so records
+# never age into the collector's oldest generation, whose full scans (70-250 ms on a loaded
+# 2-core machine) were the longest stalls of stability events (bench/persist at 50,000 msgs/s).
+# Its UNSTABLE/INFLIGHT/GONE fields are not kept: for one fragment the mask says them (_STABLE,
+# _LEFT, _GONE); only _R_DUE changes, by a new tuple (:func:`_rec_set`, the proactive
+# retransmission scan).  A fragmented message's record is one list shared by its fragments,
+# whose counters are the message's.
 _R_FIRST, _R_LAST, _R_BYTES, _R_CLIENTD, _R_SENT, _R_UNSTABLE, _R_INFLIGHT, _R_DUE, _R_GONE = range(
     9
 )
@@ -1260,20 +1262,21 @@ class PersistentSource:
             rec = recs[i]
             if becomes:
                 stable += 1
-                if type(rec) is tuple:  # one fragment: the message (_rec_set, inline)
-                    unstable = rec[_R_UNSTABLE] - 1
-                    inflight = rec[_R_INFLIGHT] - 1 if leaves else rec[_R_INFLIGHT]
-                    rec = recs[i] = (*rec[:_R_UNSTABLE], unstable, inflight, *rec[_R_DUE:])
+                if type(rec) is tuple:  # one fragment: the whole message (and not gone)
+                    if whole:
+                        self._whole_stable(rec)
+                    if leaves:
+                        left += 1
+                        left_bytes += rec[_R_BYTES]
                 else:
                     unstable = rec[_R_UNSTABLE] = rec[_R_UNSTABLE] - 1
+                    if whole and unstable == 0 and not rec[_R_GONE]:
+                        self._whole_stable(rec)
                     if leaves:
+                        left += 1
                         inflight = rec[_R_INFLIGHT] = rec[_R_INFLIGHT] - 1
-                if whole and unstable == 0 and not rec[_R_GONE]:
-                    self._whole_stable(rec)
-                if leaves:
-                    left += 1
-                    if inflight == 0:
-                        left_bytes += rec[_R_BYTES]
+                        if inflight == 0:
+                            left_bytes += rec[_R_BYTES]
             if per_store:
                 if len(events) < MAX_PENDING_EVENTS:
                     events.append(
@@ -1294,14 +1297,18 @@ class PersistentSource:
     def _became_stable(self, i: int, m: int) -> None:
         """Fragment at absolute index ``i`` (mask ``m``, STABLE just set) is stable."""
         self._counters["fragments_stable"] += 1
-        recs = self._recs
-        rec = _rec_set(recs, i, _R_UNSTABLE, recs[i][_R_UNSTABLE] - 1)
-        if rec[_R_UNSTABLE] == 0 and not rec[_R_GONE] and self.config.stability_notification & 2:
+        rec = self._recs[i]
+        if type(rec) is tuple:  # one fragment (module top): the message is stable
+            whole = True
+        else:
+            rec[_R_UNSTABLE] -= 1
+            whole = rec[_R_UNSTABLE] == 0 and not rec[_R_GONE]
+        if whole and self.config.stability_notification & 2:
             self._whole_stable(rec)
         if m & _CONF:
             self._leave(i)
 
-    def _whole_stable(self, rec: list[Any]) -> None:
+    def _whole_stable(self, rec: Any) -> None:
         """The message of ``rec`` is stable (its last fragment was): notification 2 and 3."""
         flags = STABLE_FLAG_INTRAGROUP | STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
         if self.config.stability_notification == 3:
@@ -1314,8 +1321,11 @@ class PersistentSource:
     def _leave(self, i: int) -> None:
         self._masks[i] |= _LEFT
         self.in_flight -= 1
-        recs = self._recs
-        rec = _rec_set(recs, i, _R_INFLIGHT, recs[i][_R_INFLIGHT] - 1)
+        rec = self._recs[i]
+        if type(rec) is tuple:  # one fragment (module top): the message left flight
+            self.in_flight_bytes -= rec[_R_BYTES]
+            return
+        rec[_R_INFLIGHT] -= 1
         if rec[_R_INFLIGHT] == 0:
             self.in_flight_bytes -= rec[_R_BYTES]
 
@@ -1348,9 +1358,10 @@ class PersistentSource:
         masks = self._masks
         m = masks[i] | _GONE
         masks[i] = m
-        recs = self._recs
-        _rec_set(recs, i, _R_GONE, True)
-        rec = _rec_set(recs, i, _R_UNSTABLE, recs[i][_R_UNSTABLE] - 1)
+        rec = self._recs[i]
+        if type(rec) is not tuple:  # (a tuple's are its mask's: module top)
+            rec[_R_GONE] = True
+            rec[_R_UNSTABLE] -= 1
         self._counters["fragments_given_up"] += 1
         sqn = (self._base - self._head + i) & _M
         self._event(
