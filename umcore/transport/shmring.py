@@ -333,6 +333,8 @@ class RingWriter(_Ring):
         self._reserved = self._head
         #: Slots in use as last scanned, and the generation they were scanned at.
         self._slots: list[int] = []
+        #: Each of those slots' pending-flag offset and doorbell (fixed while it is attached).
+        self._bells: list[tuple[int, bytes]] = []
         self._gen = -1
         self.records_written = 0
         self.bytes_written = 0
@@ -346,6 +348,7 @@ class RingWriter(_Ring):
         if g != self._gen:
             self._gen = g
             self._slots = self.slots_in_use()
+            self._bells = [(self.slot_offset(i) + _S_PENDING, self.slot(i)[4]) for i in self._slots]
         return self._slots
 
     def receivers(self) -> list[int]:
@@ -513,13 +516,11 @@ class RingWriter(_Ring):
         """The doorbells of the receivers whose pending flag is set, the flags cleared."""
         buf = self.buf
         out: list[bytes] = []
-        for i in self._refresh_slots():
-            o = self.slot_offset(i)
-            if _unpack_u32(buf, o + _S_PENDING)[0]:
-                _pack_u32(buf, o + _S_PENDING, 0)
-                out.append(
-                    bytes(buf[o + _S_DOORBELL : o + _S_DOORBELL + DOORBELL_MAX]).rstrip(b"\0")
-                )
+        self._refresh_slots()
+        for o, bell in self._bells:
+            if _unpack_u32(buf, o)[0]:
+                _pack_u32(buf, o, 0)
+                out.append(bell)
         return out
 
     def set_waiting(self, on: bool) -> None:
