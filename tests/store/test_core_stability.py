@@ -291,3 +291,90 @@ def test_acks_cover_only_what_was_received_and_everything_contiguous(
         while contiguous in seen:
             contiguous += 1
         assert set(range(order[0], contiguous)) <= acked
+
+
+_READS = st.lists(
+    st.tuples(
+        st.integers(-3, 2),  # first sqn relative to the next expected
+        st.integers(1, 40),  # frames in the read
+        st.sampled_from(["", "longer", "other_tidx", "control", "bad_msglen", "prorx"]),
+        st.integers(0, 39),  # where the odd frame goes
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["memory", "disk"]), _READS)
+def test_a_read_taken_as_one_block_is_what_frames_one_by_one_give(
+    kind: str, reads: list[tuple[int, int, str, int]]
+) -> None:
+    """receive_frames' block path (a read of equal-sized, consecutive DATA frames checked and
+    appended at once) against the same frames fed a few at a time (below BLOCK_MIN: the
+    per-frame path): the same counters, the same sqns ACKed and NAKed, the same messages held.
+    Odd frames inside a read (another length, another topic index, a control frame, a bad
+    msglen, a PRORX) send the read down the per-frame path; they are counted alike."""
+    from umcore.store.core import BLOCK_MIN
+
+    control = lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[lbmc.Tsni(((0, 9),))]))
+    sides = []
+    for piece in (None, BLOCK_MIN - 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            rig = make_rig(
+                Path(tmp), [topic_config("t", repository_type=kind, repository_size_threshold=BIG)]
+            )
+            src = Source(rig, "t")
+            src.register()
+            src.lj_info(0, -1)  # (the source's start: nothing retained, next sqn 0)
+            nxt = 0
+            acked: list[int] = []
+            naked: list[tuple[int, int]] = []
+            for delta, count, odd, where in reads:
+                first = max(0, nxt + delta)
+                read = [src.frame(first + k, bytes(20)) for k in range(count)]
+                at = where % count
+                if odd == "longer":
+                    read[at] = src.frame(first + at, bytes(21))
+                elif odd == "other_tidx":
+                    read[at] = lbmc.encode_data(src.topic_idx + 1, first + at, bytes(20))
+                elif odd == "control":
+                    read.insert(at, control)
+                elif odd == "bad_msglen":
+                    read[at] = read[at][:3] + b"\x07" + read[at][4:]
+                elif odd == "prorx":
+                    read[at] = src.frame(first + at, bytes(20), msg_type=lbmc.MSG_PRORX)
+                step = piece or len(read)
+                for i in range(0, len(read), step):
+                    rig.core.receive_frames(src.session, read[i : i + step], rig.now)
+                    rig.pump()
+                for a in src.acks():
+                    if a.nak:
+                        naked.append((a.first, a.last))
+                    else:
+                        acked += range(a.first, a.last + 1)
+                nxt = max(nxt, first + count)
+            repo = rig.core.stats().repositories[0]
+            held = {q: src_repo_get(rig, src, q) for q in range(nxt + 1)}
+            counters = dict(rig.core.stats().counters)
+            del counters["acks_sent"]  # (one ranged ACK per read or per piece)
+            # (the write jobs' shape: one write per read or per piece, an index block each)
+            shape = {"writes", "writes_pending", "disk_bytes"}
+            rc = {k: v for k, v in repo.counters.items() if k not in shape}
+            sides.append((counters, sorted(acked), sorted(naked), rc, held))
+    block, single = sides
+    assert block[0] == single[0]  # the instance's counters
+    assert block[1] == single[1]  # every sqn ACKed (ranges differ: one per read or piece)
+    assert block[2] == single[2]
+    assert block[3] == single[3]  # the repository's counters
+    assert block[4] == single[4]  # the messages held
+
+
+def src_repo_get(rig: object, src: Source, sqn: int) -> object:
+    """Message ``sqn`` as the Store holds it (in memory for these repositories)."""
+    from umcore.store.core import StoreCore
+
+    core = rig.core  # type: ignore[attr-defined]
+    assert isinstance(core, StoreCore)
+    entry = core.registry.sources[src.reg_id]
+    return entry.repository.get(sqn)

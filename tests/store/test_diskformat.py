@@ -33,6 +33,24 @@ def test_record_round_trip(reg_id: int, sqn: int, frame: bytes, arrival: float) 
     assert rec[fmt.RECORD_HEADER_LEN :] == frame
 
 
+@given(u32, u32, st.integers(1, 300), st.binary(max_size=40), times, st.integers(1, 40))
+def test_record_run_is_the_records_one_at_a_time(
+    reg_id: int, first: int, size: int, seed: bytes, arrival: float, count: int
+) -> None:
+    """encode_record_run builds column by column what append_record and INDEX_ENTRY give one
+    frame at a time, byte for byte (sqns wrapping after 0xFFFFFFFF included)."""
+    frames = [(seed + bytes([k & 0xFF]) * size)[:size] for k in range(count)]
+    records, entries = fmt.encode_record_run(reg_id, first, frames, arrival)
+    want, want_entries = bytearray(), bytearray()
+    for k, f in enumerate(frames):
+        sqn = (first + k) & 0xFFFFFFFF
+        n = fmt.append_record(want, reg_id, sqn, f, arrival)
+        want_entries += fmt.INDEX_ENTRY.pack(sqn, n, arrival, reg_id, 0)
+    assert records == bytes(want)
+    assert entries == bytes(want_entries)
+    assert fmt.sqn_column(0xFFFFFFFF, 2) == bytes.fromhex("ffffffff00000000")
+
+
 @given(st.binary(min_size=1, max_size=100), st.integers(0, 200), st.integers(0, 255))
 def test_any_damage_to_a_record_is_detected(frame: bytes, pos: int, flip: int) -> None:
     rec = bytearray(fmt.encode_record(3, 9, frame, 1.5))

@@ -244,6 +244,25 @@ def test_disk_stable_only_after_write_completes() -> None:
     assert records_of(rig) == [0, 1]
 
 
+@pytest.mark.parametrize("kind", ["memory", "disk"])
+def test_append_block_takes_a_read_at_once(kind: str) -> None:
+    """A read of equal-sized frames goes in as one block (the Store's hot path): all taken by
+    one call, stable together after the one write, the same records as appends make."""
+    rig = Rig(kind=kind, size_threshold=10**9)
+    assert rig.append(0) is Append.STORED  # (a block continues a repository: not the first)
+    frames = [frame(q) for q in range(1, 301)]
+    assert rig.repo.append_block(1, frames, b"".join(frames), rig.now) == 300
+    jobs = rig.run()
+    assert rig.stable == [(0, 0), (1, 300)]
+    assert [rig.repo.get(q) for q in (1, 150, 300)] == [frame(1), frame(150), frame(300)]
+    if kind == "disk":
+        assert len(jobs) == 1 and records_of(rig) == list(range(301))
+    # not the next sqn, or frames of two lengths: nothing taken (append handles them)
+    assert rig.repo.append_block(302, [frame(302)], frame(302), rig.now) == 0
+    two = [frame(301), frame(302, 65)]
+    assert rig.repo.append_block(301, two, b"".join(two), rig.now) == 0
+
+
 def test_disk_writes_in_sequence_order_gap_holds_later() -> None:
     rig = Rig(kind="disk", size_threshold=10**9)
     rig.append(0)

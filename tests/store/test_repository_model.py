@@ -41,10 +41,16 @@ def frame(sqn: int) -> bytes:
     return lbmc.encode_data(1, sqn, bytes([sqn & 0xFF]) * (1 + sqn % 97))
 
 
+def fixed_frame(sqn: int) -> bytes:
+    """A frame of one length whatever the sqn (a source's read of equal-sized messages)."""
+    return lbmc.encode_data(1, sqn, bytes([sqn & 0xFF]) * 40)
+
+
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(-3, 3), st.integers(1, 20)),
         st.tuples(st.just("append_run"), st.integers(-3, 3), st.integers(1, 40)),
+        st.tuples(st.just("append_block"), st.integers(-3, 3), st.integers(1, 40)),
         st.tuples(st.just("run"), st.integers(0, 5)),
         st.tuples(st.just("fail"), st.booleans()),
         st.tuples(st.just("tick"), st.floats(0, 3)),
@@ -70,13 +76,21 @@ configs = st.builds(
 starts = st.sampled_from([0, 1000, 0xFFFFFFF0])
 
 
-def append_run(repo: Repository, first: int, frames: list[bytes], now: float) -> list[Append]:
-    """The Store core's way with one read's consecutive frames: Repository.append_run while it
+def append_run(
+    repo: Repository, first: int, frames: list[bytes], now: float, *, block: bool = False
+) -> list[Append]:
+    """The Store core's way with one read's consecutive frames: Repository.append_run (with
+    ``block``, frames of one length: Repository.append_block on their concatenation) while it
     takes them, Repository.append for the first it does not; each frame's outcome."""
     out: list[Append] = []
+    joined = memoryview(b"".join(frames))
+    size = len(frames[0]) if frames else 0
     while len(out) < len(frames):
         i = len(out)
-        k = repo.append_run((first + i) & 0xFFFFFFFF, frames[i:], now)
+        if block:
+            k = repo.append_block((first + i) & 0xFFFFFFFF, frames[i:], joined[i * size :], now)
+        else:
+            k = repo.append_run((first + i) & 0xFFFFFFFF, frames[i:], now)
         if k:
             out += [Append.STORED] * k
         else:
@@ -154,16 +168,19 @@ def test_random_operations_keep_the_repository_consistent(
                 if delta >= 0:
                     nxt = (sqn + 1) & 0xFFFFFFFF
                 delta = 0
-        elif kind == "append_run":  # one read's frames, as the Store core appends them
+        elif kind in ("append_run", "append_block"):  # one read's frames, as the core does
             delta, count = int(step[1]), int(step[2])  # type: ignore[call-overload]
             first = (nxt + delta) & 0xFFFFFFFF
             sqns = [(first + k) & 0xFFFFFFFF for k in range(count)]
-            for sqn, got in zip(
-                sqns, append_run(repo, first, [frame(q) for q in sqns], now), strict=True
+            block = kind == "append_block"
+            make = fixed_frame if block else frame  # (a block's frames are of one length)
+            frames = [make(q) for q in sqns]
+            for sqn, f, got in zip(
+                sqns, frames, append_run(repo, first, frames, now, block=block), strict=True
             ):
                 if got is Append.STORED:
-                    assert sqn not in appended or appended[sqn] == frame(sqn)
-                    appended[sqn] = frame(sqn)
+                    assert sqn not in appended or appended[sqn] == f
+                    appended[sqn] = f
             if delta >= 0:
                 nxt = (sqns[-1] + 1) & 0xFFFFFFFF
         elif kind == "run":
@@ -260,11 +277,12 @@ reads = st.lists(
 def test_append_run_stores_what_appends_store(
     config: RepositoryConfig, start: int, batches: list[tuple[int, int, int]], pump_every: int
 ) -> None:
-    """The same reads appended one message at a time and as runs: the same outcomes, the same
-    state, the same records on disk, byte for byte, and the same frames read back."""
+    """The same reads appended one message at a time, as runs and as blocks (each read's
+    frames are of one length): the same outcomes, the same state, the same records on disk,
+    byte for byte, and the same frames read back."""
     runs = next(_RUNS)
     sides = []
-    for mode in ("single", "run"):
+    for mode in ("single", "run", "block"):
         disk = FakeDisk()
         repo = make_repository(REG, config, f"/equiv-{runs}-{mode}", 0.0)
         outcomes: list[Append] = []
@@ -277,7 +295,7 @@ def test_append_run_stores_what_appends_store(
             if mode == "single":
                 outcomes += [repo.append(q, f, now) for q, f in zip(sqns, frames, strict=True)]
             else:
-                outcomes += append_run(repo, first, frames, now)
+                outcomes += append_run(repo, first, frames, now, block=mode == "block")
             nxt = (sqns[-1] + 1) & 0xFFFFFFFF
             now += 0.001
             if pump_every and b % pump_every == 0:
@@ -306,9 +324,10 @@ def test_append_run_stores_what_appends_store(
                 held[q] = got if isinstance(got, bytes) else None
                 q = (q + 1) & 0xFFFFFFFF
         sides.append((outcomes, stats, records, held, repo.stable_sqn))
-    single, run = sides
-    assert run[0] == single[0]  # each frame's outcome
-    assert run[1] == single[1]  # the repository's figures
-    assert run[2] == single[2]  # the records on disk
-    assert run[3] == single[3]  # what reads back
-    assert run[4] == single[4]  # the stable point
+    single = sides[0]
+    for run in sides[1:]:
+        assert run[0] == single[0]  # each frame's outcome
+        assert run[1] == single[1]  # the repository's figures
+        assert run[2] == single[2]  # the records on disk
+        assert run[3] == single[3]  # what reads back
+        assert run[4] == single[4]  # the stable point

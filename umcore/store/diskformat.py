@@ -31,9 +31,10 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
+from operator import itemgetter
 
 from umcore.errors import UMError
 
@@ -61,6 +62,7 @@ __all__ = [
     "encode_file_header",
     "encode_index_block",
     "encode_record",
+    "encode_record_run",
     "find_record",
     "index_name",
     "iter_repository",
@@ -68,6 +70,8 @@ __all__ = [
     "parse_segment_name",
     "scan_records",
     "segment_name",
+    "sqn_column",
+    "u32le_column",
 ]
 
 crc32 = zlib.crc32  # CRC-32 (IEEE, zlib's): in the standard library, a few GB/s
@@ -176,6 +180,74 @@ def append_record(
     out += crc32(head).to_bytes(4, "little")
     out += frame
     return RECORD_HEADER_LEN + len(frame)
+
+
+# A run's 36-byte record headers as one bytes object per header (encode_record_run's interleave),
+# and their first 32 bytes (what each header CRC covers).
+_HEAD36 = struct.Struct(f"{RECORD_HEADER_LEN}s")
+_HEAD32 = struct.Struct(f"{RECORD_HEADER_LEN - 4}s4x")
+_first = itemgetter(0)
+
+
+def u32le_column(values: Iterable[int]) -> bytes:
+    """``values`` as consecutive little-endian u32s (C loops: one ``array`` build)."""
+    col = array("I", values)
+    if _BIG:
+        col.byteswap()
+    return col.tobytes()
+
+
+def sqn_column(first: int, count: int) -> bytes:
+    """Sequence numbers ``first, first + 1, ...`` (``count`` of them, wrapping after
+    0xFFFFFFFF) as little-endian u32s."""
+    wrap = 0x1_0000_0000 - first
+    if count <= wrap:
+        return u32le_column(range(first, first + count))
+    return u32le_column(range(first, 0x1_0000_0000)) + u32le_column(range(count - wrap))
+
+
+def _set_column(buf: bytearray, offset: int, stride: int, col: bytes) -> None:
+    """Write the u32 column ``col`` (little-endian) into ``buf`` at ``offset`` of every
+    ``stride``-byte item: four strided byte copies."""
+    for j in range(4):
+        buf[offset + j :: stride] = col[j::4]
+
+
+def encode_record_run(
+    reg_id: int, first_sqn: int, frames: Sequence[bytes], arrival: float
+) -> tuple[bytes, bytes]:
+    """The records of ``frames`` -- all of one length, messages ``first_sqn``, ``first_sqn + 1``,
+    ... arrived at ``arrival``; ValueError if they are not -- and their index entries:
+    ``(records, entries)``, byte for byte
+    what :func:`append_record` and :data:`INDEX_ENTRY` give one frame at a time.
+
+    Built column by column instead of record by record (a Store's hot path: a read of a source's
+    transport is hundreds of frames): one header template repeated, the sequence numbers and
+    the CRCs written into their byte columns, the two CRC columns computed by ``map`` (C loops),
+    the headers and frames interleaved by one join."""
+    count = len(frames)
+    if not count:
+        return b"", b""
+    flen = len(frames[0])
+    if array("I", map(len, frames)) != array("I", (flen,)) * count:
+        raise ValueError("encode_record_run: frames of more than one length")
+    rlen = RECORD_HEADER_LEN + flen
+    sqns = sqn_column(first_sqn, count)
+    heads = (
+        bytearray(
+            _REC_HEAD.pack(REC_MAGIC, reg_id, 0, REC_PAYLOAD_CRC, 0, flen, arrival, 0) + bytes(4)
+        )
+        * count
+    )
+    _set_column(heads, 8, RECORD_HEADER_LEN, sqns)
+    _set_column(heads, 28, RECORD_HEADER_LEN, u32le_column(map(crc32, frames)))
+    hcrcs = u32le_column(map(crc32, map(_first, _HEAD32.iter_unpack(heads))))
+    _set_column(heads, 32, RECORD_HEADER_LEN, hcrcs)
+    heads_each = map(_first, _HEAD36.iter_unpack(heads))
+    records = b"".join(chain.from_iterable(zip(heads_each, frames, strict=True)))
+    entries = bytearray(INDEX_ENTRY.pack(0, rlen, arrival, reg_id, 0)) * count
+    _set_column(entries, 0, INDEX_ENTRY_LEN, sqns)
+    return records, bytes(entries)
 
 
 def encode_record(reg_id: int, sqn: int, frame: bytes, arrival: float, flags: int = 0) -> bytes:

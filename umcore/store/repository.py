@@ -887,6 +887,107 @@ class Repository:
             self._maybe_compact()
         return stored
 
+    def append_block(
+        self, sqn: int, frames: Sequence[bytes], block: bytes | memoryview, now: float
+    ) -> int:
+        """:meth:`append_run` of ``frames`` that are all of one length, ``block`` being their
+        concatenation: how many were stored (a prefix; the caller goes on as after
+        :meth:`append_run`).  The same state, records and index entries, byte for byte, built
+        without a Python step per message: the frames are copied into the arena as one slice,
+        the columns extended by whole arrays, the records encoded by
+        :func:`~umcore.store.diskformat.encode_record_run`."""
+        count = len(frames)
+        st = self._state
+        n = len(st)
+        if (
+            not count
+            or not self._fast
+            or ((sqn - self._base) & _M) != n
+            or self._contig != n - 1
+            or n - self._t + count >= MAX_MESSAGES
+        ):
+            return 0
+        flen = len(frames[0])
+        acct = flen + OVERHEAD
+        if (
+            flen > self._max_frame
+            or flen == 0
+            or len(block) != flen * count
+            or array("I", map(len, frames)) != array("I", (flen,)) * count
+        ):
+            return 0
+        disk = self._disk
+        seg = self._wseg
+        wbuf = self._wbuf
+        fill = self._cur_fill
+        # the limits every record uses up alike (memory; on disk also the open segment, the
+        # write buffer and the files' limit), and the arena chunk
+        k = min(count, (self._limit - self.mem_bytes) // acct, (CHUNK - fill) // flen)
+        if disk:
+            if (
+                n != self._wt
+                or self._shared is not None
+                or seg is None
+                or not (self._wcount or not wbuf)
+            ):
+                return 0
+            end = seg.end
+            k = min(
+                k,
+                (self._seg_cap - end) // acct,
+                (self._buffer_limit - len(wbuf)) // acct,
+                # (append_run's check, with the disk bytes growing by a record each: at most)
+                (self._disk_limit - _INDEX_COST - self.disk_bytes) // acct,
+            )
+        if k <= 0:
+            return 0
+        if k < count:
+            frames = frames[:k]
+        size = k * flen
+        no = self._cur_no
+        at = (no << CHUNK_BITS) | fill
+        self._cur[fill : fill + size] = block[:size]
+        self._moff.extend(array("Q", range(at, at + size, flen)))
+        self._flen.extend(array("I", (flen,)) * k)
+        self._time.extend(array("d", (now,)) * k)
+        st.extend(_MEM_BYTE * k)
+        self._live[no] += k
+        self._cur_fill = fill + size
+        self.stored += k
+        self.frames_held += k
+        self.mem_bytes += k * acct
+        self.bytes_held += k * acct
+        self._contig = n + k - 1
+        if not disk:
+            if self.mem_bytes > self._thr:  # once for the block, as append_run
+                self._shrink_memory(now)
+                self._maybe_compact()
+            return k
+        assert seg is not None
+        rlen = k * acct
+        if not self._wcount:
+            self._wstart = end
+        records, entries = fmt.encode_record_run(self.reg_id, sqn, frames, now + self._wall)
+        wbuf += records
+        self._ibuf += entries
+        self._doff.extend(array("I", range(end, end + rlen, acct)))
+        self._dseg.extend(array("I", (seg.segno,)) * k)
+        self._windex.extend(range(n, n + k))
+        seg.end = end + rlen
+        if seg.size < seg.end:
+            self.disk_bytes += seg.end - seg.size
+            seg.size = seg.end
+        if seg.first == NO_SQN:
+            seg.first = sqn
+        seg.last = (sqn + k - 1) & _M
+        seg.live += k
+        self._wcount += k
+        self._wlast = n + k - 1
+        self._wt = n + k
+        if len(self._writes) < MAX_WRITES_IN_FLIGHT:
+            self._cut_write()
+        return k
+
     def _append(self, sqn: int, frame: bytes, now: float) -> Append:
         if self._nocache:
             return self._append_nocache(sqn)
