@@ -8,7 +8,11 @@ What runs where (one 2-core machine, loopback only):
   keep every message of the run; multicast topic resolution on loopback).
 - **The feeding side** (this process, uvloop): a pyum engine with one
   :class:`~umcore.engine.raw.RawSource` per round on the TCP transport sending pre-encoded
-  LBMC DATA frames (64-byte payloads, 76-byte frames, sequence numbers 0, 1, ...), and the
+  LBMC DATA frames (64-byte payloads, 76-byte frames, sequence numbers 0, 1, ...) a chunk at a
+  time as one run (:meth:`~umcore.engine.raw.RawSource.send_run_nowait`: one join, the topic
+  index rewritten column by column, one write -- as the raw loop's feeder joins and writes
+  the same chunk; sending frame by frame cost this process more than the Store and made the
+  store rounds measure the feeder), and the
   persistent source's control side played with :mod:`umcore.store.compose`: a
   ``SourceRegistration`` per round to the Store's port, the answers (``RegistrationResponse``,
   ``StabilityAck``) arriving on this process's own LBT-TCP listener (:class:`AckServer`; each
@@ -18,10 +22,13 @@ What runs where (one 2-core machine, loopback only):
   un-ACKed.  Ranged ACKs count first..last.
 - **The baseline** (:func:`raw_loop`, a subprocess): a blocking loop that receives the same
   frames on a plain TCP socket, splits the stream into frames by their ``msglen``, appends
-  them (memory: each frame to a list; disk: ``os.write`` of each read's whole frames to a file)
-  and writes back one ACK per read (the number of messages received so far) over a second
-  socket, nothing else.  Fed the same way (same frames, same window, same chunks), in the same
-  run, rounds alternating their order.
+  each to a list (memory; disk too: the disk repository keeps a memory cache in front of its
+  files) and -- disk -- writes each read's frames as the Store's disk format has them (a
+  record per frame: header with the frame's sequence number, frame CRC, header CRC; an index
+  block per write) with the Store's default durability (no fsync), and writes back one ACK
+  per read (the number of messages received so far) over a second socket, nothing else: one
+  frame at a time, precompiled structs.  Fed the same way (same frames, same window, same
+  chunks), in the same run, rounds alternating their order.
 
 Figures:
 
@@ -69,6 +76,7 @@ import struct
 import sys
 import tempfile
 import time
+import zlib
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -109,6 +117,7 @@ MEM_LIMIT = 1 << 30  # repository-size-threshold / -limit: keep every message of
 
 _HEAD = struct.Struct("!BBHII")
 _U32 = struct.Struct("!I")
+_U32LE = struct.Struct("<I")
 _II = struct.Struct("!II")
 _Q = struct.Struct("!Q")
 _MODE = struct.Struct("!cxH")  # raw loop: mode (M/D), ACK port
@@ -204,10 +213,25 @@ class BenchFailure(AssertionError):
 
 
 def raw_loop(directory: str) -> None:
-    """The baseline: per connection, receive, split the stream into frames by their msglen,
-    append them (memory: each frame to a list; disk: os.write of the read's whole frames to a
-    file) and ACK each read with the number of messages received so far over a second
-    socket; nothing else."""
+    """The baseline: per connection, receive, split the stream into frames by their msglen and
+    append each to a list (the store keeps them in memory, a disk repository too, as its cache
+    in front of the files); disk: also write each read's frames to a segment file as the
+    Store's disk format has them (:mod:`umcore.store.diskformat`: a record per frame -- a
+    36-byte header with the sequence number from the frame's header, the frame's CRC and the
+    header's CRC -- and an index file of one block per write: its header with a CRC, an entry
+    per record), with the Store's default durability (the OS accepted the writes; no fsync);
+    ACK each read with the number of messages received so far over a second socket; nothing
+    else.  A plain loop, one frame at a time, with precompiled structs."""
+    from umcore.store import diskformat as fmt
+
+    rec_head = struct.Struct("<IIIHHIdI").pack  # fmt.RECORD_HEADER without its CRC
+    u32 = _U32LE.pack
+    entry = fmt.INDEX_ENTRY.pack
+    block_head = struct.Struct("<III").pack
+    sqn_of = _U32.unpack_from
+    crc32 = zlib.crc32
+    magic, flags, block_magic = fmt.REC_MAGIC, fmt.REC_PAYLOAD_CRC, fmt.BLOCK_MAGIC
+    reg_id, overhead, entry_len = 1, fmt.RECORD_HEADER_LEN, fmt.INDEX_ENTRY_LEN
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind(("127.0.0.1", 0))
     srv.listen(4)
@@ -225,7 +249,13 @@ def raw_loop(directory: str) -> None:
         ack.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         rounds += 1
         disk = mode == b"D"
-        fd = os.open(os.path.join(directory, f"raw-{rounds}"), os.O_WRONLY | os.O_CREAT, 0o600)
+        path = os.path.join(directory, f"raw-{rounds}")
+        fd = os.open(path + ".seg", os.O_WRONLY | os.O_CREAT, 0o600)
+        ifd = os.open(path + ".idx", os.O_WRONLY | os.O_CREAT, 0o600)
+        seg_off = fmt.FILE_HEADER_LEN  # the files open with their headers, as the Store's do
+        if disk:
+            os.write(fd, fmt.encode_file_header(fmt.SEG_MAGIC, 0, reg_id, 1, time.time()))
+            os.write(ifd, fmt.encode_file_header(fmt.IDX_MAGIC, 0, reg_id, 1, time.time()))
         kept: list[bytes] = []
         keep, write = kept.append, os.write
         recv, send, pack = conn.recv_into, ack.sendall, _Q.pack
@@ -234,19 +264,41 @@ def raw_loop(directory: str) -> None:
         while n := recv(buf):
             data = pending + view[:n] if pending else bytes(view[:n])
             pos, end = 0, len(data)
-            while end - pos >= 4:
-                size = data[pos + 2] << 8 | data[pos + 3]
-                if end - pos < size:
-                    break
-                if not disk:
-                    keep(data[pos : pos + size])
-                pos += size
-                count += 1
             if disk:
-                write(fd, data[:pos])
+                arrival = time.time()
+                records = bytearray()
+                index = bytearray()
+                while end - pos >= 4:
+                    size = data[pos + 2] << 8 | data[pos + 3]
+                    if end - pos < size:
+                        break
+                    frame = data[pos : pos + size]
+                    keep(frame)
+                    sqn = sqn_of(data, pos + 8)[0]
+                    rh = rec_head(magic, reg_id, sqn, flags, 0, size, arrival, crc32(frame))
+                    records += rh
+                    records += u32(crc32(rh))
+                    records += frame
+                    index += entry(sqn, size + overhead, arrival, reg_id, 0)
+                    pos += size
+                    count += 1
+                if records:
+                    bh = block_head(block_magic, len(index) // entry_len, seg_off)
+                    write(fd, records)
+                    write(ifd, bh + u32(crc32(index, crc32(bh))) + index)
+                    seg_off += len(records)
+            else:
+                while end - pos >= 4:
+                    size = data[pos + 2] << 8 | data[pos + 3]
+                    if end - pos < size:
+                        break
+                    keep(data[pos : pos + size])
+                    pos += size
+                    count += 1
             pending = data[pos:]
             send(pack(count))
         os.close(fd)
+        os.close(ifd)
         kept.clear()
         ack.close()
         conn.close()
@@ -628,17 +680,22 @@ class StoreTarget(Target):
         self.what = what
 
     async def send(self, frames: list[bytes], i: int, j: int) -> None:
+        """Frames i..j-1 as one run (:meth:`RawSource.send_run_nowait`: the topic index
+        rewritten column by column, one write), as the raw loop's feeder writes one join:
+        the feeding costs the same on both sides, so the figures compare the receivers."""
         from umcore.errors import WouldBlock
 
         raw = self.raw
-        send = raw.send_nowait
-        last = j - 1
-        for k in range(i, j):
-            try:
-                send(frames[k], k == last)
-            except WouldBlock:
+        data = memoryview(b"".join(frames[i:j]))
+        count, done = j - i, 0
+        while done < count:
+            with contextlib.suppress(WouldBlock):
+                done += raw.send_run_nowait(
+                    data[done * FRAME_LEN :], FRAME_LEN, count - done, flush=True
+                )
+            if done < count:
                 async with asyncio.timeout(WAIT):
-                    await raw.send(frames[k], k == last)
+                    await raw.source.wait_writable()
 
     def check(self, sent: int) -> None:
         super().check(sent)
