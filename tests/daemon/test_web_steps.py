@@ -8,13 +8,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections import OrderedDict
 from collections.abc import Generator
 from typing import Any
 
 import aiohttp
 import pytest
 
-from umcore.daemon.web import PageSteps, Para, WebPages, finish_steps, json_steps
+from umcore.daemon.web import (
+    PageSteps,
+    Para,
+    WebPages,
+    finish_steps,
+    json_steps,
+    json_text_if_small,
+)
 
 
 class Ticker:
@@ -169,6 +177,7 @@ VALUES: list[Any] = [
         "nested": [[[list(range(300))]]],
     },
     tuple(range(700)),
+    [OrderedDict((str(i), list(range(50))) for i in range(30)), list(range(400))],
 ]
 
 
@@ -194,3 +203,10 @@ def test_json_steps_slice_a_large_value_and_not_a_small_one() -> None:
     assert text == json.dumps(big) and 10 <= n <= 40  # 4,000 values: about 16 slices
     n, text = _count_steps(json_steps({"a": [1, 2, 3]}, budget=256))
     assert text == '{"a": [1, 2, 3]}' and n == 0
+
+
+def test_a_small_value_is_encoded_at_once_and_a_large_one_left_to_the_steps() -> None:
+    assert json_text_if_small({"status": 200, "data": {"a": [1, 2]}}) == (
+        '{"status": 200, "data": {"a": [1, 2]}}'
+    )
+    assert json_text_if_small({"data": [{"rows": list(range(300))}]}) is None

@@ -101,6 +101,7 @@ __all__ = [
     "json_path",
     "json_steps",
     "json_text_async",
+    "json_text_if_small",
     "normalize_path",
     "render_page",
     "run_steps",
@@ -278,17 +279,19 @@ def _weight(value: object, limit: int) -> int:
     """The values in ``value`` (a scalar is 1, a list or dict its length plus its containers'
     weights), counted only until they pass ``limit``: what one ``json.dumps`` of it costs,
     found in O(limit)."""
-    if isinstance(value, dict):
-        children: Iterable[object] = value.values()
-    elif isinstance(value, list | tuple):
-        children = value
+    kind = type(value)  # exact types: this runs for every answer, isinstance costs more
+    if kind is dict:
+        children: Iterable[object] = value.values()  # type: ignore[attr-defined]
+    elif kind is list or kind is tuple:
+        children = value  # type: ignore[assignment]
     else:
         return 1
-    weight = len(value)
+    weight = len(value)  # type: ignore[arg-type]
     if weight > limit:
         return weight
     for c in children:
-        if isinstance(c, dict | list | tuple):
+        kind = type(c)
+        if kind is dict or kind is list or kind is tuple:
             weight += _weight(c, limit - weight)
             if weight > limit:
                 break
@@ -384,9 +387,19 @@ def finish_steps(steps: Generator[None, None, Any]) -> Any:
         return stop.value
 
 
+def json_text_if_small(value: object) -> str | None:
+    """``json.dumps(value, default=str)`` when ``value`` weighs no more than one slice of
+    :func:`json_steps` (most pages: encoded at once, without the steps' overhead), else None."""
+    if _weight(value, JSON_STEP_WEIGHT) > JSON_STEP_WEIGHT:
+        return None
+    return json.dumps(value, default=str)
+
+
 async def json_text_async(value: object) -> str:
-    """:func:`json_steps` run with the loop's turns between slices."""
-    text: str = await run_steps(json_steps(value))
+    """:func:`json_steps` run with the loop's turns between slices (a small value at once)."""
+    text = json_text_if_small(value)
+    if text is None:
+        text = await run_steps(json_steps(value))
     return text
 
 

@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from umcore.daemon.lifecycle import new_event_loop
-from umcore.daemon.web import WebPages, json_text_async
+from umcore.daemon.web import WebPages, json_text_async, json_text_if_small
 
 __all__ = [
     "MAX_LINE",
@@ -196,7 +196,9 @@ class WebProcess:
             reply = await self.pages.answer_async(method, str(path))
             reply["id"] = qid
             self.answered += 1
-            text = await json_text_async(reply)
+            text = json_text_if_small(reply)
+            if text is None:
+                text = await json_text_async(reply)
             try:
                 proc.stdin.write(text.encode() + b"\n")
                 await proc.stdin.drain()
