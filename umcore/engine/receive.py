@@ -501,12 +501,14 @@ class Fanout:
                 r._messages += count
                 it = iter(records)
                 msg = self.spare
+                refs = getrefcount  # (locals: no global load per message)
+                spare_refs = SPARE_REFS
                 while True:
                     try:
                         for sqn, payload in it:
                             # Recycling: the last message again unless the application kept
                             # it; all five fields are stored anew.
-                            if getrefcount(msg) != SPARE_REFS:
+                            if refs(msg) != spare_refs:
                                 msg = self.spare = new()
                             msg.type = 0
                             msg.topic = topic

@@ -43,6 +43,9 @@ __all__ = ["EngineSource", "OnSourceEvent", "SourceHost", "SourceSession", "Writ
 log = logging.getLogger("umcore.engine")
 
 OnSourceEvent = Callable[[int, object], object]
+# ``send_nowait``'s default ``app_headers`` (the empty tuple, a singleton in CPython): any other
+# empty value takes the general path, which treats it alike.
+_NO_HEADERS: tuple[()] = ()
 
 
 class ExtendedSend(Protocol):
@@ -361,7 +364,13 @@ class EngineSource(TopicSender):
         source event follows when sending may go on.  With ``flush`` a plain message takes the
         core's single-message path (the latency case)."""
         writer = self.writer
-        if flush and self.plain and properties is None and not app_headers and not writer.paused:
+        if (
+            flush
+            and self.plain
+            and properties is None
+            and app_headers is _NO_HEADERS  # the default: identity, not a truth test (a C call)
+            and not writer.paused
+        ):
             core = self.core
             clock = self._time  # (a bound method held in an attribute: called from a local)
             out = core.send_one(self.tidx, data, clock())

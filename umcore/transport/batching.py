@@ -85,6 +85,8 @@ __all__ = [
 
 # LBMC data message header: ver/type, next header, msglen, tidx, sqn.
 _DATA_HEADER = 12
+# TopicSender.send's default ``app_headers`` (the empty tuple, a singleton in CPython).
+_NO_HEADERS: tuple[()] = ()
 # Room the source keeps for LBMC headers in every message before deciding to fragment; UM
 # reserves "the largest possible header" (seed 8.3) without publishing it.  12 bytes data
 # header + 16 bytes FRAG header + slack for options we may add later (topic name, properties).
@@ -786,7 +788,7 @@ class TopicSender:
     whose every message must be seen (late-join retention) or that closed.
     """
 
-    __slots__ = ("core", "done", "fast_rec", "push", "tidx")
+    __slots__ = ("core", "done", "fast_rec", "tidx")
 
     def __init__(self, core: BatchingSource, topic: str, now: float, done: object) -> None:
         self.core = core
@@ -794,8 +796,6 @@ class TopicSender:
         #: The core's record of this topic while the fast case may run, else a marker that is
         #: never the core's open run.
         self.fast_rec: object = core.topics[self.tidx]
-        #: The open run's ``append`` (the core never replaces that list), bound once.
-        self.push = core._run_pl.append
         self.done = done
 
     def send(
@@ -809,7 +809,7 @@ class TopicSender:
         (the API's send-ex options) always take :meth:`send_slow`."""
         core = self.core
         n = len(data)
-        size = core.batch_len + _DATA_HEADER + n
+        size = core.batch_len + 12 + n  # (12: _DATA_HEADER, a literal here: no global load)
         if (
             n == core._run_n
             and size < core.fast_limit
@@ -817,11 +817,14 @@ class TopicSender:
             and type(data) is bytes
             and not flush
             and properties is None
-            and not app_headers
+            # The default ``()`` (a singleton): an identity test, not a truth test (a C call
+            # per message); any other empty value takes send_slow, which treats it alike.
+            and app_headers is _NO_HEADERS
         ):
             core.batch_len = size
-            push = self.push  # a bound list.append held in an attribute: calling it as
-            push(data)  # self.push(...) would take CPython 3.11's generic LOAD_METHOD
+            # list.append called as a method: CPython 3.11 runs that inline
+            # (PRECALL_NO_KW_LIST_APPEND), a bound append held in a variable is a C call.
+            core._run_pl.append(data)
             return self.done
         return self.send_slow(data, flush, properties, app_headers)
 
@@ -857,14 +860,12 @@ class TopicSender:
                 core._run_time = now
                 core._batch_due = due
                 core.batch_len = size
-                push = self.push
-                push(data)
+                core._run_pl.append(data)
                 return None
         elif n == run_n:
             size = core.batch_len + _DATA_HEADER + n
             if core.batching_minimum_length <= size <= core.max_size:
-                push = self.push
-                push(data)
+                core._run_pl.append(data)
                 core.batch_len = size
                 return core.hand_on_run(now)
         return Step.UNHANDLED
