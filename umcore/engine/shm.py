@@ -327,6 +327,8 @@ class SmxBuffers:
         self.src = src
         self.core = cast(SmxSource, src.session.core)
         self.endpoint = cast(aio_shm.ShmSourceEndpoint, src.session.writer)
+        #: The segment's view (the endpoint's for its life; a closed source is refused first).
+        self._view = self.endpoint.view
         self._acquired = 0
         self._time = src.engine.loop.time
 
@@ -338,7 +340,8 @@ class SmxBuffers:
         if src.closed:
             src.check()
         core = self.core
-        core.check_length(n)
+        if n > core.max_message:
+            core.check_length(n)
         ep = self.endpoint
         if ep.paused:
             raise WouldBlock(f"LBT-SMX source {src.topic!r}: ring full")
@@ -350,11 +353,13 @@ class SmxBuffers:
         if off is None:
             ep.wait_for_room(LBMC_DATA_HEADER + n)
             raise WouldBlock(f"LBT-SMX source {src.topic!r}: ring full")
-        sqn = core.take_sequence_number(src.tidx, n, self._time())
-        view = ep.view
-        pack_data_header(view, off, n, src.tidx, sqn)
+        tidx = src.tidx
+        sqn = core.take_sequence_number(tidx, n, self._time())
+        view = self._view
+        pack_data_header(view, off, n, tidx, sqn)
         self._acquired += 1
-        return view[off + LBMC_DATA_HEADER : off + LBMC_DATA_HEADER + n]
+        off += LBMC_DATA_HEADER
+        return view[off : off + n]
 
     def complete(self) -> None:
         """Publish every acquired message."""

@@ -134,11 +134,13 @@ class SmxSource(IpcSource):
     def take_sequence_number(self, tidx: int, n: int, now: float) -> int:
         """The zero-copy send's sequence number for an ``n``-byte message of topic ``tidx``
         (counted as sent); nothing may be batched (every SMX send is flushed)."""
-        self.check_length(n)
+        if n > self.max_message:
+            self.check_length(n)
         t = self.topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
-        self.end_run()
+        if self._run is not None:
+            self.end_run()
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
