@@ -108,7 +108,6 @@ import heapq
 import logging
 import math
 import struct
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
@@ -1384,9 +1383,10 @@ class StoreCore:
         flen = len(frames[0])
         if flen < _DATA_HEADER or flen > 0xFFFF:
             return 0
-        if array("I", map(len, frames)) != array("I", (flen,)) * count:
-            return 0
         block = b"".join(frames)
+        # all of one length: none shorter, and together as long as count of them
+        if len(block) != flen * count or min(map(len, frames)) != flen:
+            return 0
         ver_type = block[0]
         if ver_type not in _STORED_TYPES or block[0::flen] != bytes((ver_type,)) * count:
             return 0

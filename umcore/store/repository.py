@@ -891,8 +891,9 @@ class Repository:
         self, sqn: int, frames: Sequence[bytes], block: bytes | memoryview, now: float
     ) -> int:
         """:meth:`append_run` of ``frames`` that are all of one length, ``block`` being their
-        concatenation: how many were stored (a prefix; the caller goes on as after
-        :meth:`append_run`).  The same state, records and index entries, byte for byte, built
+        concatenation (the caller checked both: :meth:`StoreCore._receive_block
+        <umcore.store.core.StoreCore._receive_block>`): how many were stored (a prefix; the
+        caller goes on as after :meth:`append_run`).  The same state, records and index entries, byte for byte, built
         without a Python step per message: the frames are copied into the arena as one slice,
         the columns extended by whole arrays, the records encoded by
         :func:`~umcore.store.diskformat.encode_record_run`."""
@@ -909,12 +910,7 @@ class Repository:
             return 0
         flen = len(frames[0])
         acct = flen + OVERHEAD
-        if (
-            flen > self._max_frame
-            or flen == 0
-            or len(block) != flen * count
-            or array("I", map(len, frames)) != array("I", (flen,)) * count
-        ):
+        if flen > self._max_frame or flen == 0 or len(block) != flen * count:
             return 0
         disk = self._disk
         seg = self._wseg
