@@ -34,6 +34,9 @@ __all__ = ["SENTINELS", "deltas", "interval_start", "long_form"]
 # UM's "no sample yet" values: ULONG_MAX where unsigned long is 64 bits, and 32 bits (Windows,
 # 32-bit builds) -- dro-monitoring-config.md B2 and B7.
 SENTINELS = (18446744073709551615, 4294967295)
+# deltas(): a sample's value minus 2^63 (the order-preserving map of an unsigned 64-bit value
+# onto a signed one) is held in a column of this name while the deltas are taken.
+_BIASED = "_value_biased"
 
 
 def long_form(
@@ -68,11 +71,18 @@ def deltas(samples: DataFrame, keys: Sequence[str], *, gauge: bool = False) -> D
     """``samples`` in :func:`long_form` with a ``delta`` column (null: a series' first sample or
     a restart); sentinels and missing values are dropped first (module docstring)."""
     v = F.col("value")
-    kept = samples.where(_sampled(v))
-    w = Window.partitionBy(*keys, "counter").orderBy("time", "value")
-    prev = F.lag(v).over(w)
-    delta = F.abs(v - prev) if gauge else F.when(v >= prev, v - prev)
-    return kept.withColumn("delta", delta.cast("long"))
+    # The samples are ordered and differenced as 64-bit signed integers, value - 2^63 (the same
+    # order and the same differences as the unsigned values), not as the decimal(20,0) an
+    # unsigned 64-bit counter is read as: sorting and subtracting decimals of that precision
+    # (Java BigDecimal) was most of a job's time.  A difference beyond a long fails the job as
+    # the decimal's cast to long did (Spark's ANSI mode, its default).
+    biased = (v - F.lit(Decimal(1 << 63)).cast(U64)).cast("long")
+    kept = samples.where(_sampled(v)).withColumn(_BIASED, biased)
+    b = F.col(_BIASED)
+    w = Window.partitionBy(*keys, "counter").orderBy("time", _BIASED)
+    prev = F.lag(b).over(w)
+    delta = F.abs(b - prev) if gauge else F.when(b >= prev, b - prev)
+    return kept.withColumn("delta", delta.cast("long")).drop(_BIASED)
 
 
 def interval_start(time: Column, seconds: int) -> Column:
