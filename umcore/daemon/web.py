@@ -275,18 +275,18 @@ def json_path(path: str) -> str:
     return JSON_PREFIX + path.rstrip("/")
 
 
-def _weight(value: object, limit: int) -> int:
+def _weight(value: Any, limit: int) -> int:
     """The values in ``value`` (a scalar is 1, a list or dict its length plus its containers'
     weights), counted only until they pass ``limit``: what one ``json.dumps`` of it costs,
     found in O(limit)."""
     kind = type(value)  # exact types: this runs for every answer, isinstance costs more
     if kind is dict:
-        children: Iterable[object] = value.values()  # type: ignore[attr-defined]
+        children: Iterable[object] = value.values()
     elif kind is list or kind is tuple:
-        children = value  # type: ignore[assignment]
+        children = value
     else:
         return 1
-    weight = len(value)  # type: ignore[arg-type]
+    weight: int = len(value)
     if weight > limit:
         return weight
     for c in children:
