@@ -601,6 +601,12 @@ class ShmReceiverConnection:
         self._scheduled = False
         if self.closed or self.paused:
             return
+        if self.busy_wait and not self.ring.has_data():
+            # Busy-wait's empty poll: one load of ``head`` (no read, no position published),
+            # so the next loop iteration polls again sooner.
+            self._scheduled = True
+            self.loop.call_soon(self._pump)
+            return
         try:
             got = self._read(READ_BUDGET)
         except (TransportError, SegmentError) as exc:
