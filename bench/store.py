@@ -40,7 +40,9 @@ Figures:
    throughput.  Targets: >= 150,000 msgs/s and >= 0.70 of the raw loop, for each repository.
    Correctness (fails the run): every message sent is ACKed, nothing beyond the last one is,
    no stability NAK.
-2. **Stability-ACK latency** at half the median measured store rate, per repository: sends paced
+2. **Stability-ACK latency** at half the target rate (75,000 msgs/s: the issue's "half that
+   rate" names the 150,000 target), or at half the median measured store rate when the Store
+   was slower than the target on this machine, per repository: sends paced
    in bursts at most 1 ms apart for :data:`LATENCY_SECONDS`; a message's latency is from the
    flush of its burst to the arrival of the ACK covering it (the first :data:`LATENCY_WARMUP`
    seconds not counted).  Goal: p99 <= 2 ms.  The raw loop is paced at the same rate for
@@ -1108,7 +1110,9 @@ async def _main() -> None:
                 f"rounds, {max(busy[r]):.0%} of the raw ones"
             )
         for kind in ("mem", "disk"):
-            half = statistics.median(rates[f"store-{kind}"]) / 2
+            median = statistics.median(rates[f"store-{kind}"])
+            half = min(TARGET_RATE, median) / 2
+            basis = "half the target rate" if median >= TARGET_RATE else "half the median rate"
             n = min(len(frames), int(half * LATENCY_SECONDS) + MAX_BURST)
             store_t = await feed.target(kind, n, timed=True)
             p50, p99, offered, count = await paced(store_t, frames, half, LATENCY_SECONDS)
@@ -1117,8 +1121,8 @@ async def _main() -> None:
             r50, r99, _, _ = await paced(raw_t, frames, half, LATENCY_SECONDS)
             label = "memory" if kind == "mem" else "disk  "
             print(
-                f"   stability-ACK latency, {label} repository at {offered:,.0f} msgs/s (half the "
-                f"median rate): p50 {p50:.3f} ms  p99 {p99:.3f} ms over {count:,} messages "
+                f"   stability-ACK latency, {label} repository at {offered:,.0f} msgs/s ({basis}"
+                f"): p50 {p50:.3f} ms  p99 {p99:.3f} ms over {count:,} messages "
                 f"({verdict(p99 <= GOAL_P99_MS)}: p99 <= {GOAL_P99_MS:g} ms); raw loop at the "
                 f"same rate: p50 {r50:.3f} ms  p99 {r99:.3f} ms"
             )
