@@ -139,8 +139,7 @@ class SmxSource(IpcSource):
         t = self.topics[tidx]
         if t is None:
             raise KeyError(f"topic index {tidx} is not a source on this session")
-        if self._run is not None:
-            self.end_run()
+        self.end_run()
         sqn = t.sqn
         t.sqn = (sqn + 1) & 0xFFFFFFFF
         t.last_data = now
