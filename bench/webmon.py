@@ -221,6 +221,8 @@ async def _mirror() -> None:
 
 WEB_XML_LINE = '<log type="console"/>'
 REG_CHUNK = 100  # idle registrations written before waiting for their answers
+# The idle registrations stay registered for the whole bench (ms; far beyond its run time).
+IDLE_TIMEOUT_XML = '<option type="store" name="source-activity-timeout" value="3600000"/>'
 
 
 def _lj_info(reg_id: int) -> bytes:
@@ -260,9 +262,15 @@ async def ack_latency() -> bool:
         tmp = Path(name)
         (tmp / "store.cfg").write_text(resolver)
         xml = store_dirs(tmp)
-        xml.write_text(xml.read_text().replace(
+        text = xml.read_text().replace(
             WEB_XML_LINE, WEB_XML_LINE + "\n    <web-monitor>127.0.0.1:0</web-monitor>"
-        ))  # fmt: skip
+        )
+        # The idle registrations send nothing after their LJ_INFO: at the default
+        # source-activity-timeout (30 s) the Store would delete all of them mid-run (a burst of
+        # deletions and log lines inside a scraper round, and pages listing 0 sources after it).
+        mem = '<option type="store" name="repository-type" value="memory"/>'
+        text = text.replace(mem, mem + IDLE_TIMEOUT_XML, 1)
+        xml.write_text(text)
         try:
             store = await Proc.start(sys.executable, "-m", "daemons.umestored", str(xml))
             _, m = await store.wait_line(r"listening on (\d+\.\d+\.\d+\.\d+):(\d+)")
