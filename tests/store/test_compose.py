@@ -257,3 +257,81 @@ def test_stability_ack_fast_encoding_equals_the_general_encoder(ack: compose.Sta
         headers.append(lbmc.UmeRangedAck(0, ack.first, ack.last))
     headers.append(lbmc.UmeStoreId(ack.store_index))
     assert ack.encode() == lbmc.encode(lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=headers))
+
+
+# ------------------------------------------------------------------------------------------------
+# parse_stability: the request port's fast path must read what the general decoder reads
+
+
+def general_fields(frame: bytes) -> tuple[int, int, int, int, int, bool] | None:
+    """What lbmc.decode + compose.decode make of ``frame`` as parse_stability's tuple; None when
+    it is no stability ACK or they refuse it."""
+    try:
+        comp = compose.decode(lbmc.decode(frame))
+    except lbmc.LBMCError:
+        return None
+    except StoreProtocolError:
+        return None
+    if not isinstance(comp, compose.StabilityAck):
+        return None
+    return (comp.transport_idx, comp.topic_idx, comp.first, comp.last, comp.store_index,
+            comp.nak)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(ack=STRATEGIES[compose.StabilityAck])
+def test_parse_stability_equals_the_general_decoder(ack: compose.StabilityAck) -> None:
+    frame = ack.encode()
+    fields = compose.parse_stability(frame)
+    assert fields is not None
+    assert fields == general_fields(frame)
+    assert fields == (ack.transport_idx, ack.topic_idx, ack.first, ack.last, ack.store_index,
+                      ack.nak)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(ack=STRATEGIES[compose.StabilityAck], data=st.data())
+def test_parse_stability_of_a_changed_byte_agrees_or_declines(
+    ack: compose.StabilityAck, data: st.DataObject
+) -> None:
+    """Any one byte changed: the fast path reads what the general decoder reads (flag bits,
+    the receiver RegID field, STOREID's ignore bit, indexes) or declines (None: the general
+    path decides, error included)."""
+    frame = bytearray(ack.encode())
+    pos = data.draw(st.integers(0, len(frame) - 1))
+    frame[pos] = data.draw(st.integers(0, 255))
+    fields = compose.parse_stability(bytes(frame))
+    if fields is not None:
+        assert fields == general_fields(bytes(frame))
+
+
+def test_parse_stability_declines_every_other_shape() -> None:
+    one = compose.StabilityAck(1, 2, 7, 7, store_index=3).encode()
+    ranged = compose.StabilityAck(1, 2, 7, 9, store_index=3).encode()
+    out_of_order = bytearray(ranged)
+    out_of_order[28:36] = (9).to_bytes(4, "big") + (7).to_bytes(4, "big")  # first 9, last 7
+    assert compose.parse_stability(bytes(out_of_order)) is None
+    with pytest.raises(StoreProtocolError, match="out of order"):
+        compose.decode(lbmc.decode(bytes(out_of_order)))
+    longer_header = lbmc.encode(
+        lbmc.LBMCMessage(lbmc.MSG_CONTROL, headers=[
+            lbmc.UmeAck(0, lbmc.ACK_TYPE_STABLE, 1, 2, 0, 7), lbmc.UmeStoreId(3),
+            lbmc.UmeAckId(0, 5),
+        ])
+    )  # fmt: skip
+    assert general_fields(longer_header) == (1, 2, 7, 7, 3, False)
+    assert compose.parse_stability(longer_header) is None  # the general path reads it
+    consumption = compose.ConsumptionAck(1, 2, 3, 4).encode()
+    assert compose.parse_stability(consumption) is None
+    assert compose.parse_stability(one[:-1]) is None and compose.parse_stability(b"") is None
+    assert compose.parse_stability(one + b"\0") is None
+    assert compose.parse_stability(ranged) == (1, 2, 7, 9, 3, False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_parse_stability_declines_every_other_composition(data: st.DataObject) -> None:
+    cls = data.draw(st.sampled_from(sorted(
+        (c for c in STRATEGIES if c is not compose.StabilityAck), key=lambda c: c.__name__
+    )))  # fmt: skip
+    assert compose.parse_stability(data.draw(STRATEGIES[cls]).encode()) is None

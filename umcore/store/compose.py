@@ -114,6 +114,7 @@ __all__ = [
     "StoreProtocolError",
     "decode",
     "encode_stability",
+    "parse_stability",
     "retransmission_prefix",
     "rxreq_messages",
     "splice_retransmission",
@@ -641,6 +642,50 @@ def encode_stability(
         )  # fmt: skip
     except struct.error as exc:
         raise LocalProtocolError(f"cannot encode a stability ACK: {exc}") from None
+
+
+# What parse_stability compares of each shape: every field but flags, indexes, sequence numbers
+# and the STOREID word (message type, header ids and lengths, ACK type), as encode_stability
+# writes them.
+_ACK1_SHAPE = (lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACK1.size, lbmc.UmeStoreId.ID, 20)
+_ACK1_TAIL = (lbmc.HDR_NONE, 4)
+_ACKR_SHAPE = (lbmc.MSG_CONTROL, lbmc.UmeAck.ID, _ACKR.size, lbmc.UmeRangedAck.ID, 20)
+_ACKR_TAIL = (lbmc.UmeStoreId.ID, 12)
+
+StabilityFields = tuple[int, int, int, int, int, bool]
+
+
+def parse_stability(frame: bytes) -> StabilityFields | None:
+    """The fields of a stability ACK ``frame`` in exactly the shape :func:`encode_stability`
+    writes (a Store's per-batch ACK, one LBMC message), without decoding the general message:
+    ``(transport_idx, topic_idx, first, last, store_index, nak)`` -- what
+    :meth:`StabilityAck.from_message` gives for the same bytes.  None for anything else (other
+    header orders or lengths, another message, a range out of order): decode that with
+    :func:`umcore.wire.lbmc.decode` and :func:`decode`, which also say what is wrong."""
+    n = len(frame)
+    if n == _ACK1.size:
+        (vt, nh, msglen, nxt, hlen, flags, ack_type, tix, tidx, _rcv, sqn, end, slen,
+         sid) = _ACK1.unpack(frame)  # fmt: skip
+        if (
+            (vt, nh, msglen, nxt, hlen) != _ACK1_SHAPE
+            or ack_type != lbmc.ACK_TYPE_STABLE
+            or (end, slen) != _ACK1_TAIL
+        ):
+            return None
+        return tix, tidx, sqn, sqn, sid & 0x7FFF, bool(flags & ACK_FLAG_NAK)
+    if n == _ACKR.size:
+        (vt, nh, msglen, nxt, hlen, flags, ack_type, tix, tidx, _rcv, _sqn, rnxt, rlen, _rflags,
+         first, last, end, slen, sid) = _ACKR.unpack(frame)  # fmt: skip
+        if (
+            (vt, nh, msglen, nxt, hlen) != _ACKR_SHAPE
+            or ack_type != lbmc.ACK_TYPE_STABLE
+            or (rnxt, rlen) != _ACKR_TAIL
+            or (end, slen) != _ACK1_TAIL
+            or (last - first) & _U32 > _MAX_RANGE
+        ):
+            return None
+        return tix, tidx, first, last, sid & 0x7FFF, bool(flags & ACK_FLAG_NAK)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
