@@ -54,8 +54,14 @@ def store_addr(i: int) -> tuple[str, int]:
 
 
 class Net:
-    def __init__(self, tmp: Path, n: int = 1, pattern: str = TOPIC, **topic_opts: Any) -> None:
+    def __init__(
+        self, tmp: Path, n: int = 1, pattern: str = TOPIC, *, fast: bool = False, **topic_opts: Any
+    ) -> None:
         self.now = T0
+        # fast: stability ACKs reach the source as the engine's fast path gives them (their
+        # bytes read by compose.parse_stability, then receive_stability)
+        self.fast = fast
+        self.fast_acks = 0
         self.rigs: list[Rig] = []
         self.feeds: list[Source] = []
         self.down: set[int] = set()
@@ -130,8 +136,16 @@ class Net:
                         # (left unanswered: a deaf Store stays deaf)
                         self.lj_rxreqs.append((i, comp))
                         continue
-                    if i not in self.down:
-                        assert src.receive_control(comp, rig.core.address[0], self.now), comp
+                    if i in self.down:
+                        continue
+                    if self.fast and isinstance(comp, compose.StabilityAck):
+                        fields = compose.parse_stability(comp.encode())
+                        assert fields is not None and fields[:2] == (XIDX, TIDX), comp
+                        self.fast_acks += 1
+                        _tix, _tidx, first, last, store_index, nak = fields
+                        assert src.receive_stability(store_index, first, last, nak, self.now)
+                        continue
+                    assert src.receive_control(comp, rig.core.address[0], self.now), comp
             if self.lji_reqs and src.next_sqn is not None:
                 progressed = True
                 for i, qidx in self.lji_reqs:
@@ -573,6 +587,43 @@ def test_ranged_acks_across_the_wrap(tmp_path: Path) -> None:
     assert net.released[-1] == 1 and src.in_flight == 0 and src.in_flight_bytes == 0
     other = compose.StabilityAck(XIDX, TIDX + 1, 1, 1)
     assert not src.receive_control(other, store_addr(0)[0], net.now)
+
+
+@pytest.mark.parametrize("notification", ["1", "3"])
+def test_stability_fields_alone_give_the_same_events(tmp_path: Path, notification: str) -> None:
+    """The engine's fast path (receive_stability with the fields parse_stability reads of the
+    Store's ACK bytes) = receive_control with the decoded StabilityAck: events, releases,
+    flight and counters, across quorum, a late Store, a re-ACK, fragments and a Store's NAK."""
+    seen = []
+    for fast in (False, True):
+        net = Net(tmp_path / f"fast{fast}", n=3, fast=fast)
+        src = net.start(ume_message_stability_notification=notification)
+        net.send(3)
+        net.deaf.add(2)
+        later = net.send(2)
+        net.deaf.clear()
+        for sqn in later:  # the third Store catches up: ACKs for what is stable already
+            net.frame(sqn, only=2)
+        net.pump()
+        net.frame(later[0], only=0)  # a duplicate: the Store ACKs it again
+        net.pump()
+        feed = net.feeds[0]
+        nxt = later[-1] + 1
+        feed.rig.core.receive_loss(feed.session, nxt, nxt, net.now)  # Store 0 declared it lost
+        feed.rig.pump()
+        net.pump()
+        net.deaf.add(0)
+        assert net.send(1) == [nxt]
+        net.deaf.clear()
+        net.frame(nxt, only=0)  # its copy arrives: a stability NAK
+        net.pump()
+        net.send(1, nbytes=30, frags=3)  # (Net.send numbers one message of fragments only)
+        assert net.fast_acks > 0 if fast else net.fast_acks == 0
+        seen.append((net.events, net.released, src.in_flight, src.in_flight_bytes, src.stats()))
+    assert seen[0] == seen[1]
+    assert any(code == ev.SRC_EVENT_UME_MESSAGE_STABLE_EX for code, _ in seen[0][0])
+    stats = seen[0][4]
+    assert stats["stability_naks"] >= 1 and stats["acks_duplicate"] + stats["acks_outside"] > 0
 
 
 # ------------------------------------------------------------------------------------------------

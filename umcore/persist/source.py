@@ -1026,6 +1026,22 @@ class PersistentSource:
     # Control messages
     # ==========================================================================================
 
+    def receive_stability(
+        self, store_index: int, first: int, last: int, nak: bool, now: float
+    ) -> bool:
+        """A stability ACK (``nak``: NAK) of ``first..last`` from the Store at ``store_index``,
+        already known to be this source's (its transport and topic index): what
+        :meth:`receive_control` does with a :class:`~umcore.store.compose.StabilityAck`, for a
+        caller that parsed the ACK's fields alone (:func:`umcore.store.compose.parse_stability`).
+        False: no such Store."""
+        self._now = now
+        st = self._store_at(store_index)
+        if st is None:
+            return False
+        st.last_heard = now
+        self._stability(st, first, last, nak, now)
+        return True
+
     def receive_control(self, comp: compose.Composition, peer: str, now: float) -> bool:
         """A decoded store message from our request port; False: not this source's."""
         self._now = now
@@ -1033,12 +1049,7 @@ class PersistentSource:
         if isinstance(comp, compose.StabilityAck):
             if (comp.transport_idx, comp.topic_idx) != ours:
                 return False
-            st = self._store_at(comp.store_index)
-            if st is None:
-                return False
-            st.last_heard = now
-            self._stability(st, comp.first, comp.last, comp.nak, now)
-            return True
+            return self.receive_stability(comp.store_index, comp.first, comp.last, comp.nak, now)
         if isinstance(comp, compose.RegistrationResponse):
             if not comp.source or (comp.transport_idx, comp.topic_idx) != ours:
                 return False
