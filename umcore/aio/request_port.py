@@ -6,6 +6,10 @@ Theory of operation
 ``request_tcp_port``) and reads every accepted connection as an LBT-TCP-framed stream of LBMC
 messages (:class:`~umcore.wire.lbttcp.LBTTCPDecoder`).  Each decoded message goes to
 ``on_message(msg, peer_ip)``; a peer that sends garbage loses its connection, nothing else.
+With an ``on_frame(frame, peer_ip)`` fast path, each whole frame is offered to it first,
+undecoded (in arrival order with the others): True means it took the frame, which is then not
+decoded (the engine's persistence takes a Store's stability ACKs so); False, decode and
+``on_message`` as without it.
 
 Outgoing traffic (UIMs, requests, responses, late-join and OTR requests and replies) goes through
 :meth:`RequestPort.send` to a destination ``(ip, port)``.  The sans-IO
@@ -34,7 +38,7 @@ from umcore.features.immediate import UimConnections
 from umcore.wire import lbmc
 from umcore.wire.lbttcp import LBTTCPDecoder
 
-__all__ = ["CONNECT_TIMEOUT_S", "RequestPort"]
+__all__ = ["CONNECT_TIMEOUT_S", "OnFrame", "RequestPort"]
 
 log = logging.getLogger("umcore.aio.request_port")
 
@@ -45,6 +49,7 @@ MAX_INCOMING = 1024
 
 Address = tuple[str, int]
 OnMessage = Callable[[lbmc.LBMCMessage, str], None]
+OnFrame = Callable[[bytes, str], bool]
 
 
 class _Incoming(asyncio.Protocol):
@@ -65,27 +70,53 @@ class _Incoming(asyncio.Protocol):
         self.port._incoming.add(self)
 
     def data_received(self, data: bytes) -> None:
+        port = self.port
+        fast = port.on_frame
         try:
-            msgs = self.decoder.feed(data)
+            if fast is None:
+                msgs = self.decoder.feed(data)
+            else:
+                frames = self.decoder.feed_frames(data)
         except lbmc.LBMCError as exc:
-            self.port.bad_connections += 1
-            log.info("request port: dropping %s: %s", self.peer_ip, exc)
-            if self.transport is not None:
-                self.transport.abort()
+            self._bad(exc)
+            return
+        if fast is not None:
+            self._frames(fast, frames)
             return
         for m in msgs:
             try:
-                self.port.on_message(m, self.peer_ip)
+                port.on_message(m, self.peer_ip)
             except RemoteProtocolError as exc:
                 # the handler refused what the peer sent: it costs the peer this connection
-                self.port.bad_connections += 1
-                log.info("request port: dropping %s: %s", self.peer_ip, exc)
-                if self.transport is not None:
-                    self.transport.abort()
+                self._bad(exc)
+                return
+            except Exception:
+                port.handler_errors += 1
+                log.exception("request port: handling a message from %s failed", self.peer_ip)
+
+    def _frames(self, fast: OnFrame, frames: list[bytes]) -> None:
+        """Frame by frame, in order: offered to the fast path, else decoded and given to
+        ``on_message``.  A bad frame, or a handler refusing what the peer sent, costs the
+        connection (what came before it in the read was handled)."""
+        peer = self.peer_ip
+        on_message = self.port.on_message
+        decode = lbmc.decode
+        for frame in frames:
+            try:
+                if not fast(frame, peer):
+                    on_message(decode(frame), peer)
+            except RemoteProtocolError as exc:  # LBMCError among them
+                self._bad(exc)
                 return
             except Exception:
                 self.port.handler_errors += 1
-                log.exception("request port: handling a message from %s failed", self.peer_ip)
+                log.exception("request port: handling a message from %s failed", peer)
+
+    def _bad(self, exc: RemoteProtocolError) -> None:
+        self.port.bad_connections += 1
+        log.info("request port: dropping %s: %s", self.peer_ip, exc)
+        if self.transport is not None:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.port._incoming.discard(self)
@@ -115,6 +146,7 @@ class RequestPort:
         on_message: OnMessage,
         *,
         ctxinst: bytes,
+        on_frame: OnFrame | None = None,
         deletion_timeout: float = 20.0,
         max_buffer: int = 65536,
         nodelay: bool = False,
@@ -125,6 +157,8 @@ class RequestPort:
         #: The context's TLS/LZ4 (:mod:`umcore.aio.tls`), on accepted and outgoing connections.
         self.security = security or Security()
         self.on_message = on_message
+        #: The fast path offered each whole frame before it is decoded (module docstring).
+        self.on_frame = on_frame
         self.table = UimConnections(deletion_timeout, max_buffer, ctxinst=ctxinst)
         self.nodelay = nodelay
         self.response_interface = response_interface

@@ -239,6 +239,7 @@ class ContextFeatures:
             port = RequestPort(
                 self._on_message,
                 ctxinst=self.ctxinst,
+                on_frame=self._on_frame,
                 deletion_timeout=o.seconds("response_tcp_deletion_timeout"),
                 max_buffer=int(o.get("response_session_maximum_buffer")),
                 nodelay=bool(o.get("response_tcp_nodelay")),
@@ -654,6 +655,13 @@ class ContextFeatures:
         return msg
 
     # ------------------------------------------------------------------ request port input
+    def _on_frame(self, frame: bytes, peer_ip: str) -> bool:
+        """The request port's fast path: a Store's stability ACK, unless a DRO portal's
+        interceptor may want to forward it (then every message takes :meth:`_on_message`)."""
+        if self.ctx.uim_interceptor is not None:
+            return False
+        return self.persist.receive_frame(frame, peer_ip)
+
     def _on_message(self, msg: lbmc.LBMCMessage, peer_ip: str) -> None:
         kind = im.classify(msg)
         hook = self.ctx.uim_interceptor  # a DRO portal's: what it forwards (_FORWARDABLE)

@@ -21,7 +21,11 @@ which hand it what concerns persistence:
   (:meth:`SourcePersistence.sent`).  SRIs go out on the source's own transport session.
 - **request-port messages** that are not late join, OTR, UIM or responses: decoded with
   :mod:`umcore.store.compose` and given to the source or receiver they concern
-  (:meth:`ContextPersistence.receive`); a Store's malformed message costs that message.
+  (:meth:`ContextPersistence.receive`); a Store's malformed message costs that message.  A
+  Store's stability ACK (the most frequent of them: one per batch of messages made stable)
+  takes a fast path first: :meth:`ContextPersistence.receive_frame` reads its fields from the
+  raw frame (:func:`~umcore.store.compose.parse_stability`) and hands them to the source
+  (:meth:`PersistentSource.receive_stability`); any other shape is decoded as above.
 - **a joined topic source whose TIR carries the UME option**, for a receiver with
   ``ume_use_store`` 1: a :class:`ReceiverPersistence` asks the source for an SRI, registers with
   the Stores the SRI names, and, at Registration Complete, hands the recovery range to the
@@ -183,6 +187,13 @@ class SourcePersistence:
     # ------------------------------------------------------------------ input
     def receive(self, comp: compose.Composition, peer_ip: str) -> bool:
         if not self.core.receive_control(comp, peer_ip, self.loop.time()):
+            return False
+        self.flush()
+        return True
+
+    def receive_stability(self, store_index: int, first: int, last: int, nak: bool) -> bool:
+        """A stability ACK's fields (parsed by :meth:`ContextPersistence.receive_frame`)."""
+        if not self.core.receive_stability(store_index, first, last, nak, self.loop.time()):
             return False
         self.flush()
         return True
@@ -360,6 +371,8 @@ class ContextPersistence:
         #: Store messages no source or receiver of this context took, and malformed ones.
         self.unplaced = 0
         self.malformed = 0
+        #: Stability ACKs read by the fast path (:meth:`receive_frame`), placed or not.
+        self.fast_acks = 0
 
     # ------------------------------------------------------------------ sources
     @staticmethod
@@ -483,6 +496,21 @@ class ContextPersistence:
         return sink
 
     # ------------------------------------------------------------------ request port
+    def receive_frame(self, frame: bytes, peer_ip: str) -> bool:
+        """The fast path of a request-port frame, before it is decoded: a Store's stability ACK
+        in the shape :func:`~umcore.store.compose.parse_stability` knows goes to its source as
+        :meth:`receive` would give it (the source's events are the same), without building the
+        general message and composition.  False: not one (decode it and call :meth:`receive`)."""
+        ack = compose.parse_stability(frame)
+        if ack is None:
+            return False
+        self.fast_acks += 1
+        transport_idx, topic_idx, first, last, store_index, nak = ack
+        sp = self.sources.get((transport_idx, topic_idx))
+        if sp is None or not sp.receive_stability(store_index, first, last, nak):
+            self.unplaced += 1
+        return True
+
     def receive(self, msg: lbmc.LBMCMessage, peer_ip: str) -> bool:
         """A request-port message that may be the store protocol's; False: not one."""
         try:
