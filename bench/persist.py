@@ -27,7 +27,10 @@ Figures per phase: persisted msgs/s (messages persisted / time from the first se
 persistence ACK), persistence latency p50/p99 (a message's send call to its STABLE event /
 PubAck; the first :data:`WARMUP` seconds not counted), messages the receiver got, CPU time per
 message of this process and of the server process (``/proc``; less distorted by other load on
-the machine than throughput), and the ratio pyum / JetStream.  Goals (issue 17): >= 100,000
+the machine than throughput), for pyum the stability ACK messages the source got per second and
+messages per ACK (how much the Store coalesces: a disk repository's messages become stable per
+completed write, and with UM's ``stability-ack-minimum-number`` 1 each such range is one ranged
+ACK), and the ratio pyum / JetStream.  Goals (issue 17): >= 100,000
 persisted msgs/s, >= 10x JetStream-from-Python, p99 <= 2 ms at 50,000 msgs/s; printed as met /
 not met.  A message sent but never persisted, or persisted twice, fails the run (after every
 figure is printed).
@@ -140,6 +143,7 @@ class PhaseResult:
     own_us: float  # this process's CPU per persisted message
     server_us: float  # the server process's CPU per persisted message
     problem: str | None  # a correctness failure, else None
+    acks: int | None = None  # persistence ACK messages the source got (pyum), None: not counted
 
 
 # ==============================================================================================
@@ -168,6 +172,10 @@ class Side:
 
     async def stop(self) -> None:
         raise NotImplementedError
+
+    def acks(self) -> int | None:
+        """Persistence ACK messages the phase's source received so far; None: not counted."""
+        return None
 
 
 class PyumSide(Side):
@@ -258,6 +266,13 @@ class PyumSide(Side):
                 src.flush()
                 async with asyncio.timeout(WAIT):
                     await src.send(PAYLOAD, k == last)
+
+    def acks(self) -> int | None:
+        gate = getattr(self.src, "gate", None)  # the persistent source's persistence glue
+        if gate is None:
+            return None
+        st = gate.core.stats()
+        return int(st["stability_acks"] + st["stability_naks"])
 
     async def close_phase(self) -> None:
         if self.rcv is not None:
@@ -423,6 +438,7 @@ async def phase(side: Side, rate: int | None, seconds: float) -> PhaseResult:
     await tally.drain(sent)
     server = cpu_seconds(side.server_pid) - cpu0
     own = time.process_time() - own0
+    acks = side.acks()
     await side.close_phase()
     persisted = tally.acked
     if problem is None and (persisted != sent or tally.duplicates or tally.beyond or tally.errors):
@@ -445,6 +461,7 @@ async def phase(side: Side, rate: int | None, seconds: float) -> PhaseResult:
         own_us=own / per * 1e6,
         server_us=server / per * 1e6,
         problem=problem,
+        acks=acks,
     )
 
 
@@ -458,11 +475,15 @@ def rate_label(rate: int | None) -> str:
 
 
 def row(r: PhaseResult) -> str:
+    acks = ""
+    if r.acks and r.per_s:  # the Store's stability ACK messages: how much it coalesces
+        acks = f"  ACKs {r.acks * r.per_s / max(r.persisted, 1):,.0f}/s "
+        acks += f"({r.persisted / r.acks:,.1f} msgs each)"
     return (
         f"   {r.system:<9} {rate_label(r.rate):>10}: {r.per_s:>9,.0f} persisted/s "
         f"(offered {r.offered:,.0f}/s)  latency p50 {r.p50_ms:.3f} ms  p99 {r.p99_ms:.3f} ms  "
         f"received {r.received:,}/{r.sent:,}  CPU/msg: this process {r.own_us:.1f} us, "
-        f"server {r.server_us:.1f} us"
+        f"server {r.server_us:.1f} us{acks}"
     )
 
 
