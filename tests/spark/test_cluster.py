@@ -99,12 +99,16 @@ def test_source_rates_on_a_standalone_cluster_equals_local(
     url, env, master, worker = cluster
     db, _ = write_dataset(tmp_path)
     out = tmp_path / "report"
+    job_tmp = tmp_path / "tmp"  # the job's temporary folders (the package zip it ships)
+    job_tmp.mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "umcore.spark", "source-rates", "--input", str(db), "--output", str(out),
          "--master", url, "--interval", "60"],
-        capture_output=True, text=True, timeout=WAIT, env=env,
+        capture_output=True, text=True, timeout=WAIT, env={**env, "TMPDIR": str(job_tmp)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    leftovers = [p.name for p in job_tmp.iterdir() if p.name.startswith("pyum-spark-")]
+    assert not leftovers, f"the job left its temporary folders behind: {leftovers}"
     assert proc.stdout.strip() == str(out / "source-rates" / "index.html")
     remote = spark.read.parquet(str(out / "source-rates" / "table.parquet")).collect()
     local = JOBS["source-rates"].run(spark, str(db), 60).collect()

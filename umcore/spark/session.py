@@ -15,7 +15,9 @@ pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are reg
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -69,6 +71,9 @@ def start_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     tmp = tempfile.mkdtemp(prefix="pyum-spark-")
+    # Spark serves the zip from this folder to executors as their tasks start, for as long as
+    # the session lives: removed when this (driver) process exits, not before.
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     spark.sparkContext.addPyFile(package_zip(tmp))
     from umcore.spark.umestore import UMEStoreAcksDataSource, UMEStoreDataSource
 
