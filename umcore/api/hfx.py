@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -72,7 +71,7 @@ from umcore.config.attributes import Attributes, global_configuration
 from umcore.engine import message as m
 from umcore.engine.message import Message
 from umcore.engine.options import Options
-from umcore.engine.receive import MAX_RECEIVER_QUEUE
+from umcore.engine.receive import DeliveryQueue
 from umcore.errors import ConfigError, UMError
 from umcore.features.hfx import HfxCore, HfxLoss, HfxSettings
 
@@ -142,9 +141,9 @@ class Hfx:
         self.on_messages: Callable[[list[Message]], object] | None = None
         self.closed = False
         self._legs: list[HfxReceiver] = []
-        self._queue: deque[Message] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._paused = False
+        #: Deliveries waiting for :meth:`get` (no callback); when full, every leg's context
+        #: stops reading the topic's sessions (as a receiver's does).
+        self.queue = DeliveryQueue(f"HFX for {topic!r}", self._pause_legs, self._resume_legs)
         self._timer: CoreTimer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         #: HF numbers taken from a leg whose attributes refuse optional messages.
@@ -159,7 +158,6 @@ class Hfx:
         self.dropped_optional = 0
         self.passed_through = 0
         self.callback_errors = 0
-        self.queue_pauses = 0
         if event_queue is not None:
             event_queue.attach_receiver(self)  # UMError without a callback, or when closed
 
@@ -233,9 +231,7 @@ class Hfx:
         self.on_message = None
         if self._timer is not None:
             self._timer.cancel()
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+        self.queue.close()
 
     # ------------------------------------------------------------------ statistics
     @property
@@ -351,47 +347,31 @@ class Hfx:
                         self.topic,
                     )
             return
-        self._queue.append(msg)
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-        if len(self._queue) >= MAX_RECEIVER_QUEUE and not self._paused:
-            self._paused = True
-            self.queue_pauses += 1
-            for leg in self._legs:
-                leg.context.pause_feeding(self.topic)
+        self.queue.put(msg)
 
     # ------------------------------------------------------------------ the queue
+    def _pause_legs(self) -> None:
+        for leg in self._legs:
+            leg.context.pause_feeding(self.topic)
+
+    def _resume_legs(self) -> None:
+        for leg in self._legs:
+            leg.context.resume_feeding(self.topic)
+
+    @property
+    def queue_pauses(self) -> int:
+        """Times the queue filled up and the legs' contexts stopped reading the topic."""
+        return self.queue.pauses
+
     async def get(self) -> Message:
         """The next delivery (data or event); UMError once closed and drained."""
-        q = self._queue
-        while not q:
-            if self.closed:
-                raise UMError(f"HFX for {self.topic!r} is closed")
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        msg = q.popleft()
-        if self._paused and len(q) <= MAX_RECEIVER_QUEUE // 2:
-            self._paused = False
-            for leg in self._legs:
-                leg.context.resume_feeding(self.topic)
-        return msg
+        return await self.queue.get()
 
     def get_nowait(self) -> Message | None:
-        return self._queue.popleft() if self._queue else None
+        return self.queue.get_nowait()
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Message]:
-        while not (self.closed and not self._queue):
-            try:
-                yield await self.get()
-            except UMError:
-                return
+        return self.queue.iterate()
 
 
 def _receiver_attributes(attributes: Any, topic: str) -> Attributes:

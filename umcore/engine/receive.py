@@ -53,6 +53,7 @@ from umcore.transport.tcp import LOSS_BURST, DeliveryController, TcpReceiverSess
 __all__ = [
     "MAX_RECEIVER_QUEUE",
     "SPARE_REFS",
+    "DeliveryQueue",
     "Fanout",
     "JoinedSession",
     "OnMessage",
@@ -102,6 +103,82 @@ class Feeding(Protocol):
     def resume_feeding(self, topic: str) -> None: ...
 
 
+class DeliveryQueue:
+    """The deliveries a receiver without callback holds for ``get()`` / ``async for``.
+
+    Bounded: at :data:`MAX_RECEIVER_QUEUE` messages ``pause()`` is called (its owner stops
+    reading the sessions feeding it; counted in :attr:`pauses`), at half ``resume()``.
+    :meth:`close` wakes a waiting :meth:`get`, which raises UMError (naming ``what``) once the
+    queue is closed and drained.  Shared by :class:`Subscriber` and the API's HFX."""
+
+    __slots__ = ("_pause", "_paused", "_resume", "_waiter", "_what", "closed", "items", "pauses")
+
+    def __init__(self, what: str, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        self.items: deque[Message] = deque()
+        self.closed = False
+        #: Times the queue filled up and ``pause()`` was called.
+        self.pauses = 0
+        self._what = what
+        self._pause = pause
+        self._resume = resume
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+
+    def put(self, msg: Message) -> None:
+        self.items.append(msg)
+        self._queued()
+
+    def extend(self, msgs: list[Message]) -> None:
+        self.items.extend(msgs)
+        self._queued()
+
+    def _queued(self) -> None:
+        """Wake a waiting :meth:`get`; pause the feeding of a full queue."""
+        self._wake()
+        if len(self.items) >= MAX_RECEIVER_QUEUE and not self._paused:
+            self._paused = True
+            self.pauses += 1
+            self._pause()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def close(self) -> None:
+        """No more deliveries: a waiting :meth:`get` wakes up (and raises once drained)."""
+        self.closed = True
+        self._wake()
+
+    async def get(self) -> Message:
+        """The next delivery; UMError once closed and drained."""
+        q = self.items
+        while not q:
+            if self.closed:
+                raise UMError(f"{self._what} is closed")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        msg = q.popleft()
+        if self._paused and len(q) <= MAX_RECEIVER_QUEUE // 2:
+            self._paused = False
+            self._resume()
+        return msg
+
+    def get_nowait(self) -> Message | None:
+        return self.items.popleft() if self.items else None
+
+    async def iterate(self) -> AsyncIterator[Message]:
+        """Every delivery until closed and drained."""
+        while not (self.closed and not self.items):
+            try:
+                yield await self.get()
+            except UMError:
+                return
+
+
 class Subscriber:
     """A topic or wildcard receiver as the engine sees it (the API's ``Receiver`` is one).
 
@@ -134,11 +211,12 @@ class Subscriber:
         #: ``on_messages([msg])`` when none was given.
         self.on_messages: Callable[[list[Message]], object] | None = None
         self.closed = False
-        self._queue: deque[Message] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._paused = False
-        #: Times the queue filled up and reading from the sources was paused.
-        self.queue_pauses = 0
+        #: Deliveries waiting for :meth:`get` (no callback), bounded (receiver pacing).
+        self.queue = DeliveryQueue(
+            f"receiver for {topic!r}",
+            lambda: self.context.pause_feeding(self.topic),
+            lambda: self.context.resume_feeding(self.topic),
+        )
         #: Exceptions raised by ``on_message`` (logged, counted, never propagated).
         self.callback_errors = 0
         self._messages = 0
@@ -156,6 +234,11 @@ class Subscriber:
         self.max_burst_loss = (
             1024 if options is None else int(options.get("delivery_control_maximum_burst_loss"))
         )
+
+    @property
+    def queue_pauses(self) -> int:
+        """Times the queue filled up and reading from the sources was paused."""
+        return self.queue.pauses
 
     @property
     def fanouts(self) -> tuple[Fanout, ...]:
@@ -205,29 +288,16 @@ class Subscriber:
             except Exception:
                 self._callback_failed()
             return
-        self._queue.append(msg)
-        self._queued()
+        self.queue.put(msg)
 
     def enqueue(self, msg: Message) -> None:
         """Queue one delivery for the async iterator whatever the callback (a filter installed
         as the callback -- Spectrum, Hot Failover -- hands on what it keeps for the queue)."""
-        self._queue.append(msg)
-        self._queued()
+        self.queue.put(msg)
 
     def _deliver_many(self, msgs: list[Message]) -> None:
         """Queue a run of messages for the async iterator (same bound as :meth:`deliver`)."""
-        self._queue.extend(msgs)
-        self._queued()
-
-    def _queued(self) -> None:
-        """Wake a waiting :meth:`get`; pause the sessions feeding a full queue."""
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-        if len(self._queue) >= MAX_RECEIVER_QUEUE and not self._paused:
-            self._paused = True
-            self.queue_pauses += 1
-            self.context.pause_feeding(self.topic)
+        self.queue.extend(msgs)
 
     def _callback_failed(self) -> None:
         self.callback_errors += 1
@@ -237,42 +307,20 @@ class Subscriber:
 
     async def get(self) -> Message:
         """The next delivery (data or event)."""
-        q = self._queue
-        while not q:
-            if self.closed:
-                raise UMError(f"receiver for {self.topic!r} is closed")
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        msg = q.popleft()
-        if self._paused and len(q) <= MAX_RECEIVER_QUEUE // 2:
-            self._paused = False
-            self.context.resume_feeding(self.topic)
-        return msg
+        return await self.queue.get()
 
     def get_nowait(self) -> Message | None:
-        return self._queue.popleft() if self._queue else None
+        return self.queue.get_nowait()
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Message]:
-        while not (self.closed and not self._queue):
-            try:
-                yield await self.get()
-            except UMError:
-                return
+        return self.queue.iterate()
 
     def detach(self) -> None:
         """Closing: no callback runs after this; a waiting :meth:`get` wakes up."""
         self.closed = True
         self.on_message = None
         self.on_messages = None
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+        self.queue.close()
 
 
 class Fanout:
