@@ -738,6 +738,27 @@ class Repository:
         self._maybe_compact()
         return got
 
+    def _run_fits(self, sqn: int, count: int) -> bool:
+        """:meth:`append`'s common case holds for ``count`` messages from ``sqn`` (the checks
+        :meth:`append_run` and :meth:`append_block` share; each then bounds the run by the
+        room it finds): SPP, next in order, nothing missing, room in the state table, and --
+        on disk -- writing not behind, an own open segment, the write buffer not held back."""
+        n = len(self._state)
+        if (
+            not count
+            or not self._fast
+            or ((sqn - self._base) & _M) != n
+            or self._contig != n - 1
+            or n - self._t + count >= MAX_MESSAGES
+        ):
+            return False
+        return not self._disk or (
+            n == self._wt
+            and self._shared is None
+            and self._wseg is not None
+            and bool(self._wcount or not self._wbuf)
+        )
+
     def append_run(self, sqn: int, frames: Sequence[bytes], now: float) -> int:
         """:meth:`append` of ``frames`` as messages ``sqn``, ``sqn + 1``, ... for as long as
         each is :meth:`append`'s common case (SPP, next in order, nothing missing, room in
@@ -749,26 +770,13 @@ class Repository:
         message (the same state, records and index entries as :meth:`append` makes, byte for
         byte), without re-reading the repository's attributes each time."""
         count = len(frames)
+        if not self._run_fits(sqn, count):
+            return 0
         st = self._state
         n = len(st)
-        if (
-            not count
-            or not self._fast
-            or ((sqn - self._base) & _M) != n
-            or self._contig != n - 1
-            or n - self._t + count >= MAX_MESSAGES
-        ):
-            return 0
         disk = self._disk
         seg = self._wseg
         wbuf = self._wbuf
-        if disk and (
-            n != self._wt
-            or self._shared is not None
-            or seg is None
-            or not (self._wcount or not wbuf)
-        ):
-            return 0
         limit = self._limit
         max_frame = self._max_frame
         mem = self.mem_bytes
@@ -898,16 +906,10 @@ class Repository:
         the columns extended by whole arrays, the records encoded by
         :func:`~umcore.store.diskformat.encode_record_run`."""
         count = len(frames)
+        if not self._run_fits(sqn, count):
+            return 0
         st = self._state
         n = len(st)
-        if (
-            not count
-            or not self._fast
-            or ((sqn - self._base) & _M) != n
-            or self._contig != n - 1
-            or n - self._t + count >= MAX_MESSAGES
-        ):
-            return 0
         flen = len(frames[0])
         acct = flen + OVERHEAD
         if flen > self._max_frame or flen == 0 or len(block) != flen * count:
@@ -920,13 +922,7 @@ class Repository:
         # write buffer and the files' limit), and the arena chunk
         k = min(count, (self._limit - self.mem_bytes) // acct, (CHUNK - fill) // flen)
         if disk:
-            if (
-                n != self._wt
-                or self._shared is not None
-                or seg is None
-                or not (self._wcount or not wbuf)
-            ):
-                return 0
+            assert seg is not None  # (_run_fits)
             end = seg.end
             k = min(
                 k,
