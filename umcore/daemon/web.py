@@ -693,7 +693,9 @@ class WebPages:
                 return entry, m.groupdict()
         return None
 
-    def _page_sample(self, path: str) -> tuple[Page, PageParams, _Sample] | None:
+    def _lookup(self, path: str) -> tuple[Page, PageParams, _Sample | None, float] | None:
+        """The page at ``path``, its parameters, its sample if still fresh (None: one must be
+        taken) and the time now; None when no page is there."""
         found = self.resolve(path)
         if found is None:
             return None
@@ -702,7 +704,16 @@ class WebPages:
             return None
         now = self.monotonic()
         s = self._samples.get(path)
-        if s is None or now - s.taken_at >= MIN_SAMPLE_INTERVAL:
+        if s is not None and now - s.taken_at >= MIN_SAMPLE_INTERVAL:
+            s = None
+        return page, params, s, now
+
+    def _page_sample(self, path: str) -> tuple[Page, PageParams, _Sample] | None:
+        found = self._lookup(path)
+        if found is None:
+            return None
+        page, params, s, now = found
+        if s is None:
             data = page.data(params)
             if isinstance(data, Generator):
                 data = finish_steps(data)
@@ -720,15 +731,11 @@ class WebPages:
     async def _page_sample_async(self, path: str) -> tuple[Page, PageParams, _Sample] | None:
         """:meth:`_page_sample` with a stepped page's steps run between the loop's turns; a
         request for a path whose sample is being taken waits for it."""
-        found = self.resolve(path)
+        found = self._lookup(path)
         if found is None:
             return None
-        page, params = found
-        if not isinstance(page, Page):
-            return None
-        now = self.monotonic()
-        s = self._samples.get(path)
-        if s is not None and now - s.taken_at < MIN_SAMPLE_INTERVAL:
+        page, params, s, now = found
+        if s is not None:
             return page, params, s
         taking = self._taking.get(path)
         if taking is not None:
