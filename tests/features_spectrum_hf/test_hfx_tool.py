@@ -5,36 +5,15 @@ without --hfx (and --hfx with --hf or -N) refused before anything starts."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_proc import ROOT
+from tests.integration.test_tools import finish, tool
 from umcore.tools import lbmrcv
 
 TIMEOUT = 60.0
-
-
-async def _tool(name: str, *args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", f"umcore.tools.{name}", *args, cwd=ROOT,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-
-
-async def _finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_lbmrcv_hfx_two_contexts_two_hf_sources(tmp_path: Path, unused_udp_port: int) -> None:
@@ -47,18 +26,18 @@ async def test_lbmrcv_hfx_two_contexts_two_hf_sources(tmp_path: Path, unused_udp
         "hfx delivery_control_maximum_burst_loss 100000\n"
     )
     args = ["-c", str(cfg), "--hfx", "-I", "127.0.0.1", "-I", "127.0.0.1", "-vv", "-E"]
-    rcv = await _tool("lbmrcv", *args, "tools.hfx")
+    rcv = await tool("lbmrcv", *args, "tools.hfx")
     assert rcv.stdout is not None
     async with asyncio.timeout(TIMEOUT):
         assert b"(HFX, 2 contexts)" in await rcv.stdout.readline()
     src_args = ["-c", str(cfg), "--hf", "--hf-start", "1000", "-M", "100", "-l", "20",
                 "-d", "2", "-L", "1", "tools.hfx"]  # fmt: skip
-    srcs = [await _tool("lbmsrc", *src_args) for _ in range(2)]
+    srcs = [await tool("lbmsrc", *src_args) for _ in range(2)]
     for s in srcs:
-        src_rc, src_out, src_err = await _finish(s)
+        src_rc, src_out, src_err = await finish(s)
         assert src_rc == 0, src_err
         assert "messages=100" in src_out
-    rc, out, err = await _finish(rcv)
+    rc, out, err = await finish(rcv)
     assert rc == 0, err
     hf = [int(x) for x in re.findall(r" hf=(\d+)", out)]
     assert hf == list(range(1000, 1100))  # four copies of each (2 sources x 2 contexts): one
