@@ -605,6 +605,14 @@ class ContextFeatures:
             else:
                 fan.deliver(sqn, payload)
 
+    def source_tail(self, fan: Fanout, sqn: int) -> None:
+        """The source sent up to ``sqn`` before ``fan``'s transport session delivered anything
+        (TopicRecovery.on_tail): late join / persistence may recover what it missed."""
+        rec = fan.recovery
+        assert rec is not None
+        self.deliver(fan, rec.on_tail(sqn, self._loop.time()))
+        self._flush(fan)
+
     def transport_loss(self, fan: Fanout, sqn: int, count: int) -> None:
         rec = fan.recovery
         assert rec is not None

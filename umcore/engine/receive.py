@@ -381,7 +381,15 @@ class Fanout:
 
     def set_recovery(self, rec: Any) -> None:
         self.recovery = rec
+        if hasattr(self.dc, "before_start"):  # TCP's DC: the source's tail before it started
+            self.dc.before_start = self._before_start if rec is not None else None
         self.refresh()
+
+    def _before_start(self, sqn: int) -> None:
+        """The source sent up to ``sqn`` before what the DC delivers (its first delivery or a
+        TSNI before it): late join / persistence may recover them (features)."""
+        if self.recovery is not None:
+            self.features.source_tail(self, sqn)
 
     def refresh(self) -> None:
         """Recompute the fast-path state (:attr:`fast_cb`, :attr:`fast_r`) and point the DC's
@@ -622,6 +630,8 @@ class FeatureHooks(Protocol):
     def live_many(self, fan: Fanout, records: Iterable[tuple[int, bytes]]) -> None: ...
 
     def transport_loss(self, fan: Fanout, sqn: int, count: int) -> None: ...
+
+    def source_tail(self, fan: Fanout, sqn: int) -> None: ...
 
     def make_message(
         self,

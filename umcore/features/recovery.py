@@ -22,6 +22,18 @@ skips the sqns of its other fragments:
   lazily, oldest first, ``retransmit_request_outstanding_maximum`` at a time (the seed's "request
   0-9; on receiving 0 request 10").  Until the LJ_INFO comes live messages are cached; if it never
   comes (``late_join_info_request_maximum`` requests) they are delivered as they are.
+- **the source's tail** (:meth:`~TopicRecovery.on_tail`): the transport session's evidence that
+  the source sent up to some sqn before anything the session delivers live -- a TSNI (Topic
+  Sequence Number Info, the idle source's "last sqn sent") on a session that has delivered
+  nothing yet, or the sqn before the session's first delivered message.  Messages sent after the
+  late-join range was fixed (the LJ_INFO's, or the Stores' registration answer: their "high")
+  but before the session joined reach the receiver by no other path, and the transport
+  suppresses leading loss, so late join declares them: the range is extended to that sqn (a
+  finished late join recovers again), requested from the same place (the source's retention
+  buffer, or the Stores: persistence-store.md 1.7, the receiver recovers up to the source's
+  newest sqn it knows of).  Before the range is known the tail is kept and widens it when it
+  comes.  Without late join (OTR only) leading messages are not recovered (seed: OTR recovers
+  loss *after* the receiver started).
 - **OTR** declares the sqns of each loss the transport reports (see :mod:`umcore.features.otr`).
   A loss wider than the burst limit, or any loss with OTR off, is passed on as an event, in order.
 
@@ -100,6 +112,7 @@ class LateJoinInput(Enum):
     NOTHING = "nothing"  # LJ_INFO with nothing to recover
     GIVE_UP = "give-up"  # no LJ_INFO after the maximum requests, or the live cache is full
     RECOVERED = "recovered"  # every retained message asked for is delivered or given up
+    TAIL = "tail"  # the source sent more than the range covers before the session joined
 
 
 #: The late-join machine: (state, input) -> next state; anything else is a LocalProtocolError.
@@ -109,6 +122,7 @@ LATE_JOIN_TRANSITIONS: dict[tuple[LateJoin, LateJoinInput], LateJoin] = {
     (LateJoin.WAIT_INFO, LateJoinInput.NOTHING): LateJoin.DONE,
     (LateJoin.WAIT_INFO, LateJoinInput.GIVE_UP): LateJoin.DONE,
     (LateJoin.RECOVERING, LateJoinInput.RECOVERED): LateJoin.DONE,
+    (LateJoin.DONE, LateJoinInput.TAIL): LateJoin.RECOVERING,
 }
 
 
@@ -132,6 +146,7 @@ class RecoveryStats:
         "live_dropped",
         "lji_sent",
         "requests_sent",
+        "tail_extended",
     )
 
     def __init__(self) -> None:
@@ -142,6 +157,7 @@ class RecoveryStats:
         self.gave_up = 0
         self.duplicates = 0
         self.live_dropped = 0  # cached-over-bound live messages turned into holes
+        self.tail_extended = 0  # sqns a source's tail (on_tail) added to the late-join range
 
 
 class TopicRecovery:
@@ -184,6 +200,10 @@ class TopicRecovery:
         self._newest_live: int | None = None
         self._newest_rx: int | None = None
         self._last_pump = float("-inf")
+        #: The newest sqn the source's tail (on_tail) named while the range was unknown.
+        self._tail: int | None = None
+        #: The late-join range came (LJ_INFO or the Stores'): a tail past it is recovered.
+        self._ranged = False
 
     # ------------------------------------------------------------------ helpers
     def _unwrap(self, sqn: int) -> int:
@@ -280,11 +300,19 @@ class TopicRecovery:
             if ((high - low + 1) & 0xFFFFFFFF) == 0 or u_low > u_high:
                 u_low = u_high + 1  # empty
             end = u_high
+            tail = self._tail
+            if tail is not None and tail > end:
+                self.stats.tail_extended += tail - end
+                end = tail  # the source sent more before the session joined (on_tail)
+        self._tail = None
+        self._ranged = True
         start = u_low
         if self.lj.request_maximum > 0:
             start = max(start, min(end, u_high) - self.lj.request_maximum + 1)
         if end < start:
             self._transition(LateJoinInput.NOTHING)
+            if not self.cache and self.next is None:
+                self.next = start  # what comes next is owed from there (a tail past it too)
             return self._drain_start()
         self._transition(LateJoinInput.INFO)
         self.next = start
@@ -292,6 +320,37 @@ class TopicRecovery:
         self._materialise(now)
         self._pump(now)
         return []
+
+    def on_tail(self, sqn: int, now: float) -> list[Delivery]:
+        """The source sent everything up to ``sqn`` before what the transport session will
+        deliver live (a TSNI before the session delivered anything; the sqn before its first
+        delivered message): the late-join range is extended to it (module docstring)."""
+        if self.lj is None:
+            return []
+        state = self.lj_state
+        if state is LateJoin.NONE:
+            return []
+        u = self._unwrap(sqn)
+        if state is LateJoin.WAIT_INFO:
+            if self._tail is None or u > self._tail:
+                self._tail = u
+            return []
+        nxt = self.next
+        if not self._ranged or nxt is None or u < nxt:
+            return []  # late join abandoned (no range), or nothing past what is owed
+        if state is LateJoin.RECOVERING:
+            if u <= self._lj_end:
+                return []
+            self.stats.tail_extended += u - self._lj_end
+            self._lj_end = u
+        else:
+            self._transition(LateJoinInput.TAIL)
+            self.stats.tail_extended += u - nxt + 1
+            self._lj_from, self._lj_end = nxt, u
+        self._materialise(now)
+        out = self._drain()
+        self._pump(now)
+        return out
 
     def _materialise(self, now: float) -> None:
         """Turn the next LJ sqns into holes, up to the outstanding maximum of unfilled ones."""

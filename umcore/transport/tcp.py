@@ -590,6 +590,7 @@ class DeliveryController:
         "_frag_first",
         "_frag_got",
         "_frag_total",
+        "before_start",
         "deliver",
         "deliver_many",
         "deliver_plain",
@@ -628,6 +629,11 @@ class DeliveryController:
         #: data messages parsed in one pass (:meth:`TcpReceiverSession.receive_data`).
         self.deliver_many: Callable[[Iterable[tuple[int, bytes]], int], None] | None = None
         self.loss = loss  # (kind, first_sqn, count)
+        #: Told the newest sqn the source sent before this DC's first delivery, since leading
+        #: loss is not reported: a TSNI's before it, and the first delivered message's first
+        #: sqn - 1 just before it.  The recovery layer (late join, persistence) decides
+        #: whether to recover them (umcore.features.recovery.TopicRecovery.on_tail); None: no one.
+        self.before_start: Callable[[int], None] | None = None
         self.max_burst_loss = max_burst_loss
         self.expected = 0
         self.started = False  # leading loss is suppressed until the first delivery
@@ -681,6 +687,8 @@ class DeliveryController:
     def on_data(self, sqn: int, payload: bytes | memoryview) -> None:
         if sqn != self.expected and not self._gap(sqn):
             return
+        if not self._delivered and self.before_start is not None:
+            self.before_start((sqn - 1) & 0xFFFFFFFF)
         self.expected = (sqn + 1) & 0xFFFFFFFF
         self._frag_buf = None
         self.started = True
@@ -695,6 +703,8 @@ class DeliveryController:
             return
         self.expected = (sqn + 1) & 0xFFFFFFFF
         if not self.reassemble:
+            if not self._delivered and self.before_start is not None:
+                self.before_start((sqn - 1) & 0xFFFFFFFF)
             self.started = True
             self._delivered += 1
             self.fragment = (first, offset, total)
@@ -718,14 +728,19 @@ class DeliveryController:
         self._frag_got += len(payload)
         if self._frag_got >= self._frag_total:
             self._frag_buf = None
+            if not self._delivered and self.before_start is not None:
+                self.before_start((self._frag_first - 1) & 0xFFFFFFFF)
             self.started = True
             self._delivered += 1
             # Seed 8.4: a reassembled message carries the sqn of its last fragment.
             self.deliver(sqn, bytes(buf))
 
     def on_tsni(self, sqn: int) -> None:
-        """The source's last sent sqn is ``sqn``: anything up to it not seen is lost."""
+        """The source's last sent sqn is ``sqn``: anything up to it not seen is lost (before
+        the first delivery: leading loss, told to :attr:`before_start`)."""
         if not self.started:
+            if not self._delivered and self.before_start is not None:
+                self.before_start(sqn)
             return
         nxt = (sqn + 1) & 0xFFFFFFFF
         diff = (nxt - self.expected) & 0xFFFFFFFF
