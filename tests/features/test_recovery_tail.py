@@ -19,6 +19,7 @@ from umcore.features.recovery import (
     TopicRecovery,
 )
 from umcore.features.retention import PER_MESSAGE_OVERHEAD, RetentionBuffer
+from umcore.transport.delivery import LbtDeliveryController
 from umcore.transport.tcp import DeliveryController
 from umcore.wire import lbmc
 
@@ -246,3 +247,30 @@ def test_tcp_delivery_controller_tells_the_tail_before_its_first_delivery() -> N
     dc3 = DeliveryController(7, "t", lambda *_a: None, lambda *_a: None)
     dc3.on_tsni(5)
     dc3.on_data(6, b"z")
+
+
+def test_lbt_delivery_controller_tells_the_tail_before_its_start() -> None:
+    events: list[tuple[str, int]] = []
+    dc = LbtDeliveryController(
+        7,
+        "topic",
+        lambda sqn, _p: events.append(("deliver", sqn)),
+        lambda _kind, sqn, n: events.append(("loss", sqn)),
+    )
+    dc.before_start = lambda sqn: events.append(("tail", sqn))
+    dc.on_tsni(6, 0.0)
+    dc.on_message(9, b"x", None, 0.0)
+    dc.on_tsni(9, 0.1)
+    dc.on_message(10, b"y", None, 0.2)
+    assert events == [("tail", 6), ("tail", 8), ("deliver", 9), ("deliver", 10)]
+    # A tentative start (older datagrams still being recovered): told at the confirmation,
+    # from the lowest message buffered.
+    events.clear()
+    dc2 = LbtDeliveryController(7, "t", lambda sqn, _p: events.append(("deliver", sqn)),
+                                lambda *_a: None)  # fmt: skip
+    dc2.before_start = lambda sqn: events.append(("tail", sqn))
+    dc2.on_message(31, b"b", None, 0.0, tentative=True)
+    dc2.on_message(30, b"a", None, 0.0, tentative=True)
+    assert events == []
+    dc2.confirm(0.1)
+    assert events == [("tail", 29), ("deliver", 30), ("deliver", 31)]

@@ -139,6 +139,7 @@ class LbtDeliveryController:
         "_held_headers",
         "_run_msgs",
         "_runs",
+        "before_start",
         "deliver",
         "deliver_many",
         "delivered",
@@ -184,6 +185,11 @@ class LbtDeliveryController:
         #: unpacking iterator over the datagram (:meth:`on_packed`, no list built).
         self.deliver_many: DeliverMany | None = None
         self.loss = loss  # (kind, first_sqn, count)
+        #: Told the newest sqn the source sent before this DC's start, since leading loss is
+        #: not reported: a TSNI's before it, and the sqn before the one it starts at.  The
+        #: recovery layer (late join, persistence) decides whether to recover them
+        #: (umcore.features.recovery.TopicRecovery.on_tail); None: no one.
+        self.before_start: Callable[[int], None] | None = None
         self.max_burst_loss = max(2, max_burst_loss)
         self.loss_timeout = loss_timeout
         self.ordered = ordered
@@ -382,6 +388,8 @@ class LbtDeliveryController:
                 return
             self.started = True
             self.expected = self.high = sqn
+            if self.before_start is not None:
+                self.before_start((sqn - 1) & _M)
         d = (sqn - self.expected) & _M
         if d == 0 and not self.order_map and not self._runs and self.ordered:
             self.expected = nxt = (sqn + 1) & _M
@@ -400,8 +408,11 @@ class LbtDeliveryController:
             self.check(now)
 
     def on_tsni(self, sqn: int, now: float) -> None:
-        """The source's last sent topic sequence number is ``sqn`` (tail-loss detection)."""
+        """The source's last sent topic sequence number is ``sqn`` (tail-loss detection; before
+        the DC started: leading loss, told to :attr:`before_start`)."""
         if not self.started:
+            if self.before_start is not None:
+                self.before_start(sqn)
             return
         nxt = (sqn + 1) & _M
         ahead = (nxt - self.high) & _M < _HALF and nxt != self.high
@@ -442,6 +453,8 @@ class LbtDeliveryController:
         if not buffered:
             return
         low = min(buffered, key=lambda s: (s - self.expected) & _M)
+        if self.before_start is not None:
+            self.before_start((low - 1) & _M)
         self.expected = low
         top = max(buffered, key=lambda s: (s - low) & _M)
         self.high = (top + 1) & _M
