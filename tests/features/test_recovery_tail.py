@@ -153,6 +153,17 @@ def test_empty_stores_then_tail() -> None:
     assert router.asked == [5, 6]
 
 
+def test_empty_range_keeps_delivering_what_was_in_flight() -> None:
+    """An empty range (the source retains nothing; it had sent up to 4) and then a live 4 still
+    in flight on the session: delivered as before; the tail then counts from after it."""
+    rec, router = _persistent()
+    assert rec.on_lj_info(5, 4, 0.0) == []
+    assert _sqns(rec.on_live(4, b"4", None, 0.1)) == [(4, 0)]
+    assert rec.on_tail(4, 0.2) == [] and router.asked == []
+    rec.on_tail(6, 0.3)
+    assert router.asked == [5, 6]
+
+
 def test_no_range_no_late_join_no_tail_recovery() -> None:
     # Late join abandoned (the registration failed): the tail is not recovered.
     rec, router = _persistent()

@@ -204,6 +204,10 @@ class TopicRecovery:
         self._tail: int | None = None
         #: The late-join range came (LJ_INFO or the Stores'): a tail past it is recovered.
         self._ranged = False
+        #: The sqn after an empty late-join range, while nothing was delivered: where a tail
+        #: would be recovered from (``next`` stays None: a live message still in flight from
+        #: before the range is delivered as it comes).
+        self._floor: int | None = None
 
     # ------------------------------------------------------------------ helpers
     def _unwrap(self, sqn: int) -> int:
@@ -312,7 +316,7 @@ class TopicRecovery:
         if end < start:
             self._transition(LateJoinInput.NOTHING)
             if not self.cache and self.next is None:
-                self.next = start  # what comes next is owed from there (a tail past it too)
+                self._floor = start
             return self._drain_start()
         self._transition(LateJoinInput.INFO)
         self.next = start
@@ -336,6 +340,8 @@ class TopicRecovery:
                 self._tail = u
             return []
         nxt = self.next
+        if nxt is None:
+            nxt = self._floor  # an empty range, nothing delivered yet
         if not self._ranged or nxt is None or u < nxt:
             return []  # late join abandoned (no range), or nothing past what is owed
         if state is LateJoin.RECOVERING:
@@ -346,6 +352,7 @@ class TopicRecovery:
         else:
             self._transition(LateJoinInput.TAIL)
             self.stats.tail_extended += u - nxt + 1
+            self.next = nxt
             self._lj_from, self._lj_end = nxt, u
         self._materialise(now)
         out = self._drain()
