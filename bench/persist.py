@@ -6,7 +6,8 @@ What runs where (one 2-core machine, loopback only):
   :mod:`bench.store` starts it: temporary cache/state directories, ephemeral ports; topics
   ``bench.disk.*`` go to a DISK repository).  In this process (uvloop) one pyum context holds,
   per phase, a persistent source (``ume_store`` = that Store, ``ume_flight_size`` 1000, Block
-  behaviour, ``ume_message_stability_notification`` 1) on a new topic and a persistent
+  behaviour, ``ume_message_stability_notification`` 1, ``implicit_batching_minimum_length``
+  :data:`BATCH`, ``--batch``) on a new topic and a persistent
   receiver of that topic (registered with the Store through the source's SRI; consumption ACKs
   batched as UM's defaults have it).  A message counts as *persisted* when the source's
   ``SRC_EVENT_UME_MESSAGE_STABLE_EX`` with the STABLE flag names its sequence number.
@@ -38,8 +39,8 @@ figure is printed).
 The pyum row is skipped, saying what is missing, when the persistent source API
 (:mod:`umcore.persist.source`, :mod:`umcore.engine.persist`) is not importable.
 
-Run alone: ``python -m bench.persist [--seconds S] [--rates 10000,50000,open] [--no-jetstream]
-[--no-pyum]``; ``python -m bench persist`` runs it with the defaults.
+Run alone: ``python -m bench.persist [--seconds S] [--rates 10000,50000,open] [--batch BYTES]
+[--no-jetstream] [--no-pyum]``; ``python -m bench persist`` runs it with the defaults.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ from bench.store import BenchFailure, Proc, cpu_seconds, free_udp_port, pct, res
 
 PAYLOAD = bytes(64)
 FLIGHT = 1000  # ume_flight_size; JetStream's publish_async_max_pending
+# The pyum source's implicit_batching_minimum_length (UM's default 2048): a TCP write once the
+# batch holds this many bytes (or at a flush: the last message of each paced burst / open-loop
+# chunk).  UM's throughput tuning raises it; 8192 holds a 100k msgs/s burst (50 messages of 76
+# bytes on the wire) in one write to each of the Store and the receiver instead of two (nats-py
+# coalesces its pending publishes into one write the same way).  --batch 2048: UM's default.
+BATCH = 8192
 RATES: tuple[int | None, ...] = (10_000, 50_000, 100_000, None)  # msgs/s offered; None = open
 PHASE_SECONDS = 2.5
 WARMUP = 0.3  # first seconds of a phase left out of the latency figures
@@ -101,6 +108,9 @@ class Tally:
         self.errors = 0  # JetStream: a publish answered with an error
         self.last_ack = 0.0
         self.received = 0  # data messages the receiver got
+        #: What drain() waits for (acked and received); unreachable until it is called, so
+        #: the per-message callbacks wake it only once there is something to see.
+        self.want = n + 1
         self.progress = asyncio.Event()
 
     def ack(self, i: int, now: float) -> None:
@@ -113,10 +123,12 @@ class Tally:
         self.acked_at[i] = now
         self.acked += 1
         self.last_ack = now
-        self.progress.set()
+        if self.acked >= self.want:
+            self.progress.set()
 
     async def drain(self, sent: int) -> None:
         """Wait (bounded) until ``sent`` messages were persisted and received."""
+        self.want = sent
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DRAIN):
                 while self.acked < sent or self.received < sent:
@@ -183,8 +195,9 @@ class PyumSide(Side):
 
     name = "pyum"
 
-    def __init__(self, resolver: str) -> None:
+    def __init__(self, resolver: str, batch: int = BATCH) -> None:
         self.resolver = resolver
+        self.batch = batch
         self.tmp = tempfile.TemporaryDirectory(prefix="pyum-bench-persist-")
         self.store: Proc | None = None
         self.address = ("", 0)
@@ -223,7 +236,7 @@ class PyumSide(Side):
             t = msg.type
             if t == MSG_DATA:
                 tally.received += 1
-                if tally.received >= tally.acked:
+                if tally.received >= tally.want:
                     tally.progress.set()
             elif t == rcv_complete:
                 registered.set()
@@ -235,6 +248,7 @@ class PyumSide(Side):
                 "ume_flight_size": str(FLIGHT),
                 "ume_flight_size_behavior": "Block",
                 "ume_message_stability_notification": "1",
+                "implicit_batching_minimum_length": str(self.batch),
             },
             on_event=on_event,
         )
@@ -333,7 +347,7 @@ class JetStreamSide(Side):
         async def on_msg(msg: Any) -> None:
             tally.received += 1
             latest[0] = msg
-            if tally.received >= tally.acked:
+            if tally.received >= tally.want:
                 tally.progress.set()
 
         async def acker() -> None:  # AckPolicy.ALL: ACKing the latest ACKs all before it
@@ -413,6 +427,7 @@ async def phase(side: Side, rate: int | None, seconds: float) -> PhaseResult:
     sent = 0
     cpu0, own0 = cpu_seconds(side.server_pid), time.process_time()
     start = clock()
+    problem: str | None = None  # a correctness failure, else None
     try:
         if rate is None:
             while sent < n and clock() - start < seconds:
@@ -432,8 +447,6 @@ async def phase(side: Side, rate: int | None, seconds: float) -> PhaseResult:
                 await asyncio.sleep(TICK)
     except TimeoutError:
         problem = f"a send blocked for {WAIT:g} s ({tally.acked:,} of {sent:,} persisted)"
-    else:
-        problem = None
     offered = sent / (clock() - start)
     await tally.drain(sent)
     server = cpu_seconds(side.server_pid) - cpu0
@@ -582,11 +595,19 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="comma-separated offered rates in msgs/s, 'open' for open loop "
         "(default 10000,50000,100000,open)",
     )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=BATCH,
+        help=f"pyum's implicit_batching_minimum_length in bytes (default {BATCH}; UM's 2048)",
+    )
     p.add_argument("--no-jetstream", action="store_true", help="skip the JetStream baseline")
     p.add_argument("--no-pyum", action="store_true", help="skip pyum (JetStream only)")
     args = p.parse_args(list(argv))
     if not 0.5 <= args.seconds <= 60:
         p.error(f"--seconds {args.seconds:g}: allowed 0.5 to 60")
+    if not 1 <= args.batch <= 65536:
+        p.error(f"--batch {args.batch}: allowed 1 to 65536 bytes")
     return args
 
 
@@ -647,11 +668,14 @@ async def _main(args: argparse.Namespace) -> None:
         print(f"   pyum row skipped: the persistent source API is not there ({why})")
         args.no_pyum = True
     elif not args.no_pyum:
-        print("   pyum: umestored subprocess, disk repository; persistent source + receiver")
+        print(
+            "   pyum: umestored subprocess, disk repository; persistent source + receiver; "
+            f"implicit_batching_minimum_length {args.batch}"
+        )
     print(line)
     try:
         if not args.no_pyum:
-            pyum = PyumSide(resolver)
+            pyum = PyumSide(resolver, args.batch)
             sides.append(pyum)
             await pyum.start()
         if server is not None:

@@ -581,9 +581,14 @@ class ContextFeatures:
     def live_many(self, fan: Fanout, records: Iterable[tuple[int, bytes]]) -> None:
         """A run of plain data messages (:meth:`Fanout.deliver_many`) of a fan-out with
         recovery: :meth:`live`'s common case per message without the two calls leading to it
-        (``fan.deliver``, :meth:`live`); anything else through ``fan.deliver`` as before."""
+        (``fan.deliver``, :meth:`live`); anything else through ``fan.deliver`` as before.
+        A persistent receiver is told the consumption once per stretch of such messages, with
+        its last one (consumption is cumulative: what the batched ACK carries is the highest),
+        before anything else is delivered and at the end."""
         rec = fan.recovery
         topic, source = fan.topic, fan.source
+        consumer: Any = None  # the persistence glue owed `high` as consumed
+        high = 0
         for sqn, payload in records:
             if (
                 fan.recovery is rec
@@ -601,9 +606,17 @@ class ContextFeatures:
                 fan.deliver_data(msg)
                 persist = fan.persist
                 if persist is not None:
-                    persist.consumed(sqn)
+                    if persist is not consumer and consumer is not None:
+                        consumer.consumed(high)
+                    consumer = persist
+                    high = sqn
             else:
+                if consumer is not None:
+                    consumer.consumed(high)
+                    consumer = None
                 fan.deliver(sqn, payload)
+        if consumer is not None:
+            consumer.consumed(high)
 
     def source_tail(self, fan: Fanout, sqn: int) -> None:
         """The source sent up to ``sqn`` before ``fan``'s transport session delivered anything

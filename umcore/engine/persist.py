@@ -170,6 +170,8 @@ class SourcePersistence:
         """Before a send: :class:`UMENoReg` when sends are refused; True while a Block-behaviour
         flight size is full (the caller waits in :meth:`wait`)."""
         core = self.core
+        if core.clear:  # (the data path: registered, the flight not full -- one attribute)
+            return False
         why = core.send_check()
         if why is not None:
             raise UMENoReg(f"source for {self.src.topic!r}: {why}")

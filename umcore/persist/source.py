@@ -36,7 +36,9 @@ its Stores).  Every limit below is a named constant saying why.
    lists every Store the source has a RegID at.
 4. **Stability.**  :meth:`message_sent` appends each fragment to a window (flat lists with a
    head offset: O(1) per fragment, no per-fragment object).  A stability ACK ``first..last``
-   sets the Store's bit in each fragment's mask: O(range).  A fragment is *stable* when the QC
+   sets the Store's bit in each fragment's mask: O(range) -- for a range of one-fragment
+   messages alike (the data path: a Store ACKs what it wrote, sent alike) in bulk, by slices
+   and one comprehension for the events; the send gate reads one attribute (:attr:`clear`).  A fragment is *stable* when the QC
    rules hold for the ACK bits (memoised per distinct mask); per
    ``ume_message_stability_notification`` each Store's ACK is a ``MESSAGE_STABLE_EX`` with
    STORE (and IA when the Store's group is stable, IR|STABLE when the message is) -- modes 1
@@ -86,6 +88,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from operator import itemgetter
 from typing import Any, Protocol
 
 from umcore.config.values import StoreEntry, StoreGroupEntry, StoreNameEntry
@@ -207,6 +210,7 @@ _RETX = 1 << 29  # proactively retransmitted at least once
 _R_FIRST, _R_LAST, _R_BYTES, _R_CLIENTD, _R_SENT, _R_UNSTABLE, _R_INFLIGHT, _R_DUE, _R_GONE = range(
     9
 )
+_bytes_of = itemgetter(_R_BYTES)
 
 
 def _rec_set(recs: list[Any], i: int, field: int, value: Any) -> Any:
@@ -617,12 +621,21 @@ class PersistentSource:
         self._head = 0
         self._rel = 0  # absolute index: fragments before it are released
         self._base = 0
+        # Absolute index of the newest list record in the window (a fragmented message's or a
+        # placeholder's; -1: none): the fragments after it are one-fragment tuples, which the
+        # ranged ACK path (_acks) handles in bulk.
+        self._last_list = -1
         self._next_expected: int | None = None
         self._last_sent: int | None = None
         self._confirms: dict[int, set[int]] = {}
         self._blocked_latch = False
         self._over = False
         self._unblocked = False
+        #: True: a send may go now, no question asked (REGISTERED, and with the Block behaviour
+        #: the flight not full) -- the engine's send gate reads this one attribute per send;
+        #: False: ask :meth:`send_check` and :attr:`flight_blocked` (it may be False while both
+        #: would let the send go: it is only ever set True when it holds).
+        self.clear = False
         # The configuration message_sent reads per send, held once (it is frozen).
         self._init_mask = 0 if config.unique_confirmations else _CONF
         self._block = config.flight_size_behavior_block
@@ -700,6 +713,12 @@ class PersistentSource:
             return None
         return EUMENOREG_TEXT
 
+    def _sync_clear(self) -> None:
+        """Recompute :attr:`clear` (after a state change, the flight filling or draining)."""
+        self.clear = self.state is _REGISTERED and not (
+            self._block and (self._blocked_latch or self.flight_blocked)
+        )
+
     # ==========================================================================================
     # Outputs
     # ==========================================================================================
@@ -772,6 +791,7 @@ class PersistentSource:
                 f"persistent source: {event.value} in state {self.state.value}"
             )
         self.state = nxt
+        self._sync_clear()
 
     def _label(self, st: _Store) -> str:
         return f"store {st.index} [{st.text}]"
@@ -1128,6 +1148,7 @@ class PersistentSource:
                 in_flight >= self._flight_size or 0 < self._flight_bytes <= in_bytes
             ):
                 self._blocked_latch = True
+                self.clear = False  # (Block: this path's behaviour)
             return False
         n = ((last_sqn - first_sqn) & _M) + 1
         nxt = self._next_expected
@@ -1145,6 +1166,7 @@ class PersistentSource:
                 done = _GONE | _CONF | _LEFT
                 masks.extend([done] * gap)
                 self._recs.extend([_DUMMY] * gap)
+                self._last_list = len(masks) - 1
         self._next_expected = (last_sqn + 1) & _M
         self._last_sent = last_sqn
         init = self._init_mask
@@ -1155,6 +1177,7 @@ class PersistentSource:
             rec = [first_sqn, last_sqn, nbytes, clientd, now, n, n, 0.0, False]
             masks.extend([init] * n)
             self._recs.extend([rec] * n)
+            self._last_list = len(masks) - 1
         if not self._block and not self._over and self.flight_blocked:
             self._over = True  # (sent while the flight was already full: Notify's OVER)
             self._event(
@@ -1169,6 +1192,8 @@ class PersistentSource:
             in_flight >= self._flight_size or 0 < self._flight_bytes <= in_bytes
         ):
             self._blocked_latch = True
+            if self._block:
+                self.clear = False
         return queued
 
     def _restart_window(self) -> None:
@@ -1183,6 +1208,7 @@ class PersistentSource:
         masks.clear()
         recs.clear()
         self._head = self._rel = 0
+        self._last_list = -1
         self._after_flight()
 
     def _stability(self, st: _Store, first: int, last: int, nak: bool, now: float) -> None:
@@ -1215,18 +1241,21 @@ class PersistentSource:
             end = length
         if nak:
             self._naks(st, head + off, head + end)
+            self._advance()
+        elif self._acks(st, head + off, head + end):
+            self._advance(head + off, head + end)
         else:
-            self._acks(st, head + off, head + end)
-        self._advance()
+            self._advance()
 
-    def _acks(self, st: _Store, lo: int, hi: int) -> None:
+    def _acks(self, st: _Store, lo: int, hi: int) -> bool:
         """Store ``st`` ACKed fragments ``lo..hi-1`` (absolute indexes).  The data path: per
         fragment a mask update, and when it became stable :meth:`_became_stable`'s work done
         here (its counters and the flight totals summed once per ACK); events in order.
 
         What follows from a fragment's mask alone (its new mask, its QC verdict, whether it
         becomes stable and leaves flight, its event's flags) is worked out once per run of
-        equal masks -- in a ranged ACK of fragments sent alike, once -- not per fragment."""
+        equal masks -- in a ranged ACK of fragments sent alike, once -- not per fragment.
+        True when every one of them left flight (:meth:`_advance` may then skip them)."""
         masks, recs = self._masks, self._recs
         bit = st.bit
         gbit = st.group_bit << 1
@@ -1238,6 +1267,14 @@ class PersistentSource:
         base = self._base - self._head
         events = self._events
         code = SRC_EVENT_UME_MESSAGE_STABLE_EX
+        n = hi - lo
+        if not whole and lo > self._last_list and len(events) + n <= MAX_PENDING_EVENTS:
+            # The data path in bulk: one-fragment messages (tuples), no whole-message events,
+            # room for the events -- and (checked next, C-level) all of them alike.
+            seg = masks[lo:hi]
+            m = seg[0]
+            if seg.count(m) == n:
+                return self._acks_alike(st, lo, hi, m)
         dup = stable = left = left_bytes = dropped = 0
         prev = -1  # the mask the values below were worked out for
         new = flags = 0
@@ -1304,6 +1341,52 @@ class PersistentSource:
             c["acks_duplicate"] += dup
         if dropped:
             c["events_dropped"] += dropped
+        return False
+
+    def _acks_alike(self, st: _Store, lo: int, hi: int, m: int) -> bool:
+        """:meth:`_acks` of fragments ``lo..hi-1`` that are all one-fragment messages (tuple
+        records) with the same mask ``m``, per-Store events only (the caller checked): the same
+        outcome, each step done once for the range (C-level slices, one comprehension for the
+        events) instead of per fragment."""
+        n = hi - lo
+        c = self._counters
+        bit = st.bit
+        if m & bit:
+            c["acks_duplicate"] += n
+            return False
+        new = m | bit
+        acks = new & _ACK_BITS
+        v = self._memo.get(acks)
+        if v is None:
+            v = self._verdict(acks)
+        becomes = bool(v & 1) and not new & (_STABLE | _GONE)
+        leaves = False
+        if becomes:
+            new |= _STABLE
+            if new & _CONF:  # left flight (_leave)
+                new |= _LEFT
+                leaves = True
+        self._masks[lo:hi] = [new] * n
+        recs = self._recs
+        if becomes:
+            c["fragments_stable"] += n
+            if leaves:
+                self.in_flight -= n
+                self.in_flight_bytes -= sum(map(_bytes_of, recs[lo:hi]))
+        if self.config.stability_notification & 1:
+            flags = STABLE_FLAG_STORE
+            if v & (st.group_bit << 1):
+                flags |= STABLE_FLAG_INTRAGROUP
+            if v & 1:
+                flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
+            code = SRC_EVENT_UME_MESSAGE_STABLE_EX
+            index, text = st.index, st.text
+            ms = message_stable
+            self._events += [
+                (code, ms(flags, sqn & _M, index, text, rec[_R_CLIENTD]))
+                for sqn, rec in enumerate(recs[lo:hi], self._base - self._head + lo)
+            ]
+        return leaves
 
     def _became_stable(self, i: int, m: int) -> None:
         """Fragment at absolute index ``i`` (mask ``m``, STABLE just set) is stable."""
@@ -1381,15 +1464,16 @@ class PersistentSource:
         if not m & _LEFT:
             self._leave(i)
 
-    def _advance(self) -> None:
-        """Release the fragments that left flight in order; trim the window; flight checks."""
+    def _advance(self, left_lo: int = 0, left_hi: int = 0) -> None:
+        """Release the fragments that left flight in order; trim the window; flight checks.
+        ``left_lo..left_hi-1``: absolute indexes the caller knows left flight (skipped)."""
         masks = self._masks
         rel = self._rel
         end = len(masks)
         if rel < end and masks[rel] & _LEFT:
             released = self._released
             start = rel
-            rel += 1
+            rel = left_hi if left_lo <= rel < left_hi else rel + 1
             while rel < end and masks[rel] & _LEFT:
                 rel += 1
             # their sequence numbers, in order: one range (two when they wrap past 2**32 - 1)
@@ -1424,6 +1508,10 @@ class PersistentSource:
                     self._counters["lagging_dropped"] += 1
                 else:
                     prev = m
+                    left = rel - head
+                    if left > 1 and masks[head:rel].count(m) == left:
+                        head = rel  # (the common case: all alike, done: C-level)
+                        break
             head += 1
             over -= 1
         old = self._head
@@ -1439,12 +1527,14 @@ class PersistentSource:
                 del masks[:head]
                 del self._recs[:head]
                 self._rel -= head
+                self._last_list -= head
                 self._head = 0
 
     def _after_flight(self) -> None:
         if self._blocked_latch and not self.flight_blocked:
             self._blocked_latch = False
             self._unblocked = True
+            self._sync_clear()
         if self._over and not self.flight_blocked:
             self._over = False
             self._event(
