@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from umcore.persist.events import MessageStable, message_stable
+from umcore.persist.events import MessageStable, message_stable, message_stables
 
 
 @pytest.mark.parametrize(
@@ -19,3 +19,15 @@ def test_message_stable_builder_equals_the_constructor(args: tuple[object, ...])
     assert tuple(getattr(fast, f.name) for f in dataclasses.fields(fast)) == args
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.flags = 0  # type: ignore[misc]
+
+
+def test_message_stables_builder_equals_the_constructor() -> None:
+    cds = [None, object(), ("cd", 3)]
+    sqns = [0xFFFFFFFE, 0xFFFFFFFF, 0]
+    fast = message_stables(15, iter(sqns), 3, 2, "10.0.0.1:14567", iter(cds))
+    slow = [
+        MessageStable(15, sqn, 2, "10.0.0.1:14567", cd) for sqn, cd in zip(sqns, cds, strict=True)
+    ]
+    assert fast == slow and [type(e) for e in fast] == [MessageStable] * 3
+    assert [repr(e) for e in fast] == [repr(e) for e in slow]
+    assert message_stables(1, (), 0, 0, "", ()) == []

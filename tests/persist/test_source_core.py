@@ -921,3 +921,19 @@ def test_ranged_stability_acks_agree_with_a_model(ops: list[tuple[Any, ...]]) ->
         stats = src.stats()
         assert stats["acks_duplicate"] + stats["acks_outside"] == repeats
         assert stats["fragments_stable"] == sum(len(a) >= 2 for a in acked)
+
+
+def test_ranged_ack_of_one_fragment_messages_across_the_wrap(tmp_path: Path) -> None:
+    """The bulk path's events number the fragments across 2**32 - 1 -> 0."""
+    net = Net(tmp_path)
+    src = net.start()
+    for sqn in (M - 2, M - 1, M, 0, 1):
+        src.message_sent(sqn, sqn, 10, net.now, clientd=sqn)
+    assert src.receive_stability(0, M - 2, 1, False, net.now)
+    net.pump()
+    got = [
+        (e.sequence_number, e.msg_clientd, e.flags)
+        for e in net.of(ev.SRC_EVENT_UME_MESSAGE_STABLE_EX)
+    ]
+    assert got == [(s, s, FULL) for s in (M - 2, M - 1, M, 0, 1)]
+    assert net.released[-1] == 1 and src.in_flight == 0 and src.in_flight_bytes == 0

@@ -86,8 +86,10 @@ election (the Stores' business), retention and reclaim events (the engine's rete
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, Protocol
 
@@ -137,6 +139,7 @@ from umcore.persist.events import (
     SourceDeregistrationSuccess,
     StoreUnresponsive,
     message_stable,
+    message_stables,
 )
 from umcore.store import compose
 from umcore.wire import lbmc
@@ -211,6 +214,7 @@ _R_FIRST, _R_LAST, _R_BYTES, _R_CLIENTD, _R_SENT, _R_UNSTABLE, _R_INFLIGHT, _R_D
     9
 )
 _bytes_of = itemgetter(_R_BYTES)
+_clientd_of = itemgetter(_R_CLIENTD)
 
 
 def _rec_set(recs: list[Any], i: int, field: int, value: Any) -> Any:
@@ -1379,13 +1383,12 @@ class PersistentSource:
                 flags |= STABLE_FLAG_INTRAGROUP
             if v & 1:
                 flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
-            code = SRC_EVENT_UME_MESSAGE_STABLE_EX
-            index, text = st.index, st.text
-            ms = message_stable
-            self._events += [
-                (code, ms(flags, sqn & _M, index, text, rec[_R_CLIENTD]))
-                for sqn, rec in enumerate(recs[lo:hi], self._base - self._head + lo)
-            ]
+            first = (self._base - self._head + lo) & _M
+            sqns: Iterable[int] = range(first, first + n)
+            if first + n > _M + 1:  # across the wrap
+                sqns = [sqn & _M for sqn in sqns]
+            evs = message_stables(flags, sqns, n, st.index, st.text, map(_clientd_of, recs[lo:hi]))
+            self._events += zip(repeat(SRC_EVENT_UME_MESSAGE_STABLE_EX, n), evs, strict=True)
         return leaves
 
     def _became_stable(self, i: int, m: int) -> None:
