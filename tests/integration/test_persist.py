@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import until
+from tests.integration.helpers import lbmrd_client_lines, until
 from tests.integration.persistkit import (
+    TCP_LINES,
     TOPIC,
     WAIT,
     Received,
     SourceEvents,
     Topology,
+    free_port,
     send_all,
     source_attrs,
 )
@@ -83,32 +85,53 @@ async def test_register_send_stable_and_late_receiver_recovers(topo: Topology) -
         await src.close()
 
 
-# --- issue 17: a receiver that joins after the source's last message gets all of it ---------
+# --- issue 17: what the source sent before a receiver joined, past the Stores' range --------
 
 
-async def test_receiver_joining_after_the_last_message_gets_all_of_it(topo: Topology) -> None:
-    """Nothing is sent after the receiver starts: 0..n-1 come from the Store alone, each once,
-    whatever the order of its registration, its TCP join and the idle source's TSNIs (every
-    200 ms here, so several reach the receiver while the test waits)."""
-    st = await topo.add_store()
-    n = 12
+async def test_tail_sent_before_the_receiver_joined_is_recovered(topo: Topology) -> None:
+    """The Store never joins the source's transport (it resolves through an lbmrd that does not
+    exist) and the source makes no proactive retransmissions: the Store gets 0..4 by its late
+    join to the source (umcore.store.catchup) and never 5 and 6, sent after that.  A receiver
+    that starts afterwards registers with the Store's range 0..4 and joins an idle session: only
+    the source's TSNI shows it 5 and 6 (issue 17: before, it never learnt of them).  It asks
+    the Store, which forwards to the source (``retransmission-request-forwarding`` 1); nothing
+    is sent after the receiver starts, and it gets 0..6 in order, each once."""
+    st = await topo.add_store(
+        "disk", start=False, topics={TOPIC: {"retransmission-request-forwarding": "1"}}
+    )
+    nowhere = lbmrd_client_lines(("127.0.0.1", free_port())) + TCP_LINES
+    (st.dir / "store.cfg").write_text(nowhere)
+    await st.start()
     events = SourceEvents()
-    attrs = source_attrs([st], transport_topic_sequence_number_info_interval="200")
+    attrs = source_attrs(
+        [st],
+        ume_message_stability_timeout="0",
+        transport_topic_sequence_number_info_interval="300",
+    )
     async with await Context.create() as sctx:
         src = await sctx.create_source(TOPIC, attributes=attrs, on_event=events)
         await asyncio.wait_for(src.wait_registered(), WAIT)
-        await send_all(src, [b"%d" % i for i in range(n)])
-        await until(lambda: events.stable() >= set(range(n)), "every message stable", timeout=WAIT)
+        await send_all(src, [b"%d" % i for i in range(5)])
+        await until(lambda: events.stable() >= set(range(5)), "0..4 stable", timeout=WAIT)
+        await send_all(src, [b"5", b"6"])
         got = Received()
         async with await Context.create() as rctx:
             rcv = await rctx.create_receiver(TOPIC, got)
-            await until(lambda: len(got.data()) >= n, "0..n-1 from the Store", timeout=WAIT)
-            assert got.of(ev.MSG_UME_REGISTRATION_COMPLETE_EX)
-            assert got.sqns() == list(range(n))
-            assert [x.data for x in got.data()] == [b"%d" % i for i in range(n)]
+            await until(
+                lambda: {5, 6} <= set(got.sqns()),
+                "5 and 6 at the receiver",
+                timeout=WAIT,
+                detail=lambda: f"receiver: {[(x.type, x.sequence_number) for x in got.msgs]}",
+            )
+            (complete,) = got.of(ev.MSG_UME_REGISTRATION_COMPLETE_EX)
+            assert complete.sequence_number == 0
+            assert got.sqns() == list(range(7))
+            assert [x.data for x in got.data()] == [b"%d" % i for i in range(7)]
             assert all(x.flags & m.MSG_FLAG_RETRANSMIT for x in got.data())
+            await src.send(b"7", flush=True)
+            await until(lambda: got.sqns()[-1:] == [7], "live 7", timeout=WAIT)
+            assert got.sqns() == list(range(8))  # no duplicate at the seam
             await rcv.close()
-        assert got.sqns() == list(range(n))  # no duplicate came while the source idled
         await src.close()
 
 
