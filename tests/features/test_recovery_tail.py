@@ -9,6 +9,7 @@ Stores' retransmission requests captured through ``request_router``, the source'
 
 from __future__ import annotations
 
+from umcore.features.droloss import DroLossController
 from umcore.features.latejoin import LateJoinConfig, LateJoinService
 from umcore.features.otr import OtrConfig
 from umcore.features.recovery import (
@@ -285,3 +286,20 @@ def test_lbt_delivery_controller_tells_the_tail_before_its_start() -> None:
     assert events == []
     dc2.confirm(0.1)
     assert events == [("tail", 29), ("deliver", 30), ("deliver", 31)]
+
+
+def test_dro_loss_controller_tells_the_tail_before_its_first_delivery() -> None:
+    events: list[tuple[str, int]] = []
+    dc = DroLossController(
+        7,
+        "topic",
+        lambda sqn, _p: events.append(("deliver", sqn)),
+        lambda _kind, sqn, n: events.append(("loss", sqn)),
+        timeout=1.0,
+        clock=lambda: 0.0,
+    )
+    dc.before_start = lambda sqn: events.append(("tail", sqn))
+    dc.on_tsni(6)
+    dc.on_data(9, b"x")
+    dc.on_data(10, b"y")
+    assert events == [("tail", 6), ("tail", 8), ("deliver", 9), ("deliver", 10)]

@@ -154,6 +154,8 @@ class DroLossController(DeliveryController):
 
     def on_tsni(self, sqn: int) -> None:
         if not self.began:
+            if self.before_start is not None:  # leading loss: the recovery layer's (base)
+                self.before_start(sqn)
             return
         diff = ((sqn + 1) - self.expected) & _MASK
         if diff == 0 or diff >= _HALF:
