@@ -20,7 +20,10 @@ buffered messages it was holding back.  This is the seed's worked example: a dat
 T=0 and discovered by the DC through a TSNI at T=5 gives its loss event at T=15, whatever the
 transport did at T=10.2.  A gap larger than ``delivery_control_maximum_burst_loss`` (1024) is one
 ``LBM_MSG_UNRECOVERABLE_LOSS_BURST`` at once; the order map is cleared (its messages discarded).
-No loss is reported before the first delivered message (leading loss, 6.12+).
+No loss is reported before the first delivered message (leading loss, 6.12+); how far the source
+got before the DC started (a TSNI before it, the sqn before its first message) is told to
+:attr:`LbtDeliveryController.before_start` instead, for late join and persistence to recover
+(:meth:`umcore.features.recovery.TopicRecovery.on_tail`).
 
 **Order map limit.**  ``delivery_control_maximum_total_map_entries`` (context scope, default
 200000, 0 = unbounded) bounds each DC's order map; UM's configuration guide: "although this

@@ -65,8 +65,12 @@ sequence order.  TCP itself cannot lose or reorder, so a gap (possible only thro
 misbehaving peer) cannot be repaired: the DC reports it at once as unrecoverable loss, one event
 per missing sequence number or one burst event beyond ``delivery_control_maximum_burst_loss``
 (1024); loss before the first delivered message is suppressed (leading loss, seed 6.12+).  A
-TSNI whose sqn is beyond what was delivered reveals tail loss the same way.  Bytes that are not
-valid LBMC raise :class:`~umcore.errors.TransportError`: that costs the peer its connection.
+TSNI whose sqn is beyond what was delivered reveals tail loss the same way.  What leading loss
+hides -- the source sent up to a TSNI's sqn, or to the first delivered message's first sqn - 1,
+before this session delivered anything -- is told to :attr:`DeliveryController.before_start`:
+late join and persistence recover it (:meth:`umcore.features.recovery.TopicRecovery.on_tail`).
+Bytes that are not valid LBMC raise :class:`~umcore.errors.TransportError`: that costs the peer
+its connection.
 """
 
 from __future__ import annotations
