@@ -502,7 +502,10 @@ class ContextPersistence:
         """The fast path of a request-port frame, before it is decoded: a Store's stability ACK
         in the shape :func:`~umcore.store.compose.parse_stability` knows goes to its source as
         :meth:`receive` would give it (the source's events are the same), without building the
-        general message and composition.  False: not one (decode it and call :meth:`receive`)."""
+        general message and composition.  False: not one (decode it and call :meth:`receive`);
+        always False on a context without persistent sources (nothing to parse for)."""
+        if not self.sources:
+            return False
         ack = compose.parse_stability(frame)
         if ack is None:
             return False

@@ -236,7 +236,8 @@ class EngineSource(TopicSender):
         self.callback_errors = 0
         #: A persistent source's send gate (umcore.engine.persist.SourcePersistence): its
         #: ``hold()`` raises UMENoReg when sends are refused and is True while the flight size
-        #: blocks; ``await wait()`` until that may have changed.  None: not persistent.
+        #: blocks; ``await wait()`` until that may have changed; ``core.clear`` True: a send
+        #: may go at once (what send_nowait reads first).  None: not persistent.
         self.gate: Any = None
         self.transport_info, self.source_string = session.transport_info(engine.advertised_ip)
 
@@ -387,8 +388,9 @@ class EngineSource(TopicSender):
             return
         if self.closed:
             self.check()
-        if writer.paused or self.gate is not None:
-            self.refuse_if_blocked()
+        gate = self.gate
+        if writer.paused or (gate is not None and not gate.core.clear):
+            self.refuse_if_blocked()  # (a persistent source's gate open: one attribute read)
         if not self.plain:
             # A retaining (or persistent) source: send_slow's checks were just made (open, not
             # paused, the gate open); its path is the features' send (send_extended's).

@@ -629,8 +629,7 @@ class PersistentSource:
         # placeholder's; -1: none): the fragments after it are one-fragment tuples, which the
         # ranged ACK path (_acks) handles in bulk.
         self._last_list = -1
-        self._next_expected: int | None = None
-        self._last_sent: int | None = None
+        self._next_expected: int | None = None  # after the last fragment sent (None: none yet)
         self._confirms: dict[int, set[int]] = {}
         self._blocked_latch = False
         self._over = False
@@ -1142,7 +1141,6 @@ class PersistentSource:
             # The data path: one fragment, next in order, Block behaviour (no OVER event), the
             # window not empty (its base stays) -- the general case below, less its branches.
             self._next_expected = (first_sqn + 1) & _M
-            self._last_sent = first_sqn
             masks.append(self._init_mask)
             self._recs.append((first_sqn, first_sqn, nbytes, clientd, now, 1, 1, 0.0, False))
             self._fragments_sent += 1
@@ -1172,7 +1170,6 @@ class PersistentSource:
                 self._recs.extend([_DUMMY] * gap)
                 self._last_list = len(masks) - 1
         self._next_expected = (last_sqn + 1) & _M
-        self._last_sent = last_sqn
         init = self._init_mask
         if n == 1:
             masks.append(init)
@@ -1660,7 +1657,8 @@ class PersistentSource:
         if not stores:
             return None
         nxt = self.next_sqn if self.next_sqn is not None else 0
-        high = self._last_sent if self._last_sent is not None else (nxt - 1) & _M
+        sent = self._next_expected  # (the last fragment sent + 1)
+        high = ((sent if sent is not None else nxt) - 1) & _M
         low = self._base if len(self._masks) > self._head else (high + 1) & _M
         cfg = self.config
         return compose.Sri(
