@@ -1,7 +1,8 @@
 """The generated JSON encoders (umcore.monitor.pbjson) against google.protobuf.json_format: for
 every statistics message type, with random values in every field (unicode and quotes in strings,
-64-bit extremes, unknown enum numbers, oneof members, repeated elements), the two JSON texts parse
-to equal objects; ours is compact and in declaration order."""
+64-bit extremes, unknown enum numbers, oneof members, repeated elements), and for every message of
+the benchmark's mix (bench/mcs.py: every field set), ours is json_format's text byte for byte once
+that is compact and in declaration order (the order UM's printer writes)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from google.protobuf.descriptor import FieldDescriptor as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.mcs import packets
+from umcore.monitor.attributes import decode_stats
 from umcore.monitor.pb import dro_mon_pb2, srs_mon_pb2, um_mon_control_pb2, ump_mon_pb2, ums_mon_pb2
 from umcore.monitor.pbjson import to_json
 
@@ -80,6 +83,26 @@ def scalar(f: Any, draw: Any) -> Any:
     raise AssertionError(t)
 
 
+def reference(msg: Any) -> str:
+    """json_format's canonical JSON of ``msg``, keys in declaration order, compact."""
+
+    def ordered(value: Any, desc: Any) -> Any:
+        out = {}
+        for f in desc.fields:
+            if f.json_name not in value:
+                continue
+            v = value[f.json_name]
+            if f.type == F.TYPE_MESSAGE:
+                sub = f.message_type
+                v = [ordered(x, sub) for x in v] if f.is_repeated else ordered(v, sub)
+            out[f.json_name] = v
+        assert len(out) == len(value), sorted(set(value) - set(out))
+        return out
+
+    theirs = json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
+    return json.dumps(ordered(theirs, msg.DESCRIPTOR), separators=(",", ":"), ensure_ascii=False)
+
+
 # 60 examples: each fills every field of its message (hundreds, nested) with a fresh draw, so
 # the extremes, unknown enums and odd strings come up many times per example already.
 @settings(max_examples=60, deadline=None)
@@ -90,7 +113,19 @@ def test_same_json_as_json_format(cls: Any, data: st.DataObject) -> None:
     ours = to_json(msg)
     theirs = json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
     assert json.loads(ours) == theirs
-    assert json.dumps(json.loads(ours), separators=(",", ":"), ensure_ascii=False) == ours
+    assert ours == reference(msg)
+
+
+def test_the_benchmark_mix_byte_for_byte() -> None:
+    """Every distinct message bench/mcs.py stores (UMS context, source and receiver packets, UMP,
+    DRO and SRS with every section), as UM's MCS rows hold them; each type seen."""
+    seen = set()
+    for packet in set(packets()):
+        msg = decode_stats(packet).message
+        assert msg is not None
+        seen.add(type(msg))
+        assert to_json(msg) == reference(msg)
+    assert seen == set(TYPES[:4])
 
 
 def test_empty_messages_and_declaration_order() -> None:

@@ -7,11 +7,22 @@ lowerCamelCase names, 64-bit integers as strings, enums by name, bytes in base64
 without presence emitted at its default, a singular message or a ``oneof`` member only when
 set).  ``google.protobuf.json_format`` does this by walking descriptors for every message, in
 pure Python: about a millisecond for a full context-statistics message, which would make the
-collector 15 times slower than decoding.  :func:`encoder` instead generates, once per message
-type, a Python function that reads each field by name and writes its JSON directly (the walk
-over the descriptors happens when the function is made, not per message: one ``%`` format per
-type, filled in C), and caches it.  :func:`rower` does the same for the plain-values form the Parquet
-connector hands to pyarrow.
+collector 15 times slower than decoding.  :func:`encoder` instead generates Python code once
+and caches it (the walk over the descriptors happens when the code is made, not per message):
+
+- A message's *shape* is what decides which keys its JSON has: which singular message fields
+  are set (at any depth) and which member each ``oneof`` chose.  The encoder of a type asks
+  those questions (a ``HasField``/``WhichOneof`` each) and looks the answer up in a table of
+  functions, one per shape seen (a publisher sends the same few shapes over and over), made on
+  first sight.
+- A shape's function has every set singular message *inlined*: each nested message is read
+  once, its plain scalar fields in one ``operator.attrgetter`` call, and the whole message is
+  one ``%`` format filled in C -- no Python call, no string concatenation per nested message.
+  Repeated fields are mapped element by element (the element type's encoder for messages, a
+  C-level function for scalars), a ``oneof``'s message member calls its type's encoder.
+
+:func:`rower` generates, the same way but per field, the plain-values form the Parquet
+connector's tests compare against.
 
 Output: fields in declaration order (the order of UM's own, Java, printer), compact
 (``","``/``":"``), non-ASCII kept.  The mapping is json_format's; the tests check the two parse
@@ -40,11 +51,10 @@ _INT32 = {F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32, F.TYPE_UINT32, F.TYPE_FI
 # ``json.JSONEncoder(ensure_ascii=False).encode`` of a str, called without the Python method that
 # dispatches on the value's type (one Python call less per string field).
 _dumps = json.encoder.encode_basestring
-_cache: dict[str, Callable[[Message], str]] = {}
-
-
 # A 64-bit integer's JSON (a string, as proto3 JSON writes them), as a C-level callable.
 _q64 = '"%d"'.__mod__
+# A bool's JSON, as a C-level callable.
+_bool = {False: "false", True: "true"}.__getitem__
 
 
 def _b64(data: bytes) -> str:
@@ -63,15 +73,34 @@ def _float(value: float, single: bool) -> str:
     return repr(float(value))
 
 
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
+def _f32(value: float) -> str:
+    return _float(value, True)
+
+
+def _f64(value: float) -> str:
+    return _float(value, False)
+
+
+class _EnumJson(dict[int, str]):
+    """An enum's JSON by number (its quoted name); a number the ``.proto`` does not name is
+    written as the number, as json_format does."""
+
+    def __missing__(self, number: int) -> str:
+        return str(number)
+
+
+def _enum_json(f: Any) -> _EnumJson:
+    return _EnumJson({n: '"' + v.name + '"' for n, v in f.enum_type.values_by_number.items()})
+
+
+_cache: dict[str, Callable[[Message], str]] = {}
 
 
 def encoder(descriptor: Any) -> Callable[[Message], str]:
     """The JSON function of a message type (generated once, then cached)."""
     fn = _cache.get(descriptor.full_name)
     if fn is None:
-        fn = _generate(descriptor, _json_code, _cache)
+        fn = _cache[descriptor.full_name] = _Shapes(descriptor).function()
     return fn
 
 
@@ -130,9 +159,134 @@ def _attr(f: Any) -> str:
     return f"getattr(m, {f.name!r})" if keyword.iskeyword(f.name) else f"m.{f.name}"
 
 
-def _json_value(f: Any, v: str, env: dict[str, Any]) -> tuple[str, str]:
-    """A ``%``-format piece and the Python expression it formats: the JSON of one value ``v``
-    of field ``f``."""
+class _Shapes:
+    """The JSON code of one message type: the shape questions, and one function per shape
+    (module docstring)."""
+
+    def __init__(self, descriptor: Any) -> None:
+        self.descriptor = descriptor
+        # (path of the message asked, "has" or "which", field or oneof name), depth first
+        self.questions: list[tuple[str, str, str]] = []
+        # singular message fields of a type within itself: encoded by a call, not inlined
+        self.called: set[str] = set()
+        self._collect(descriptor, "", ())
+
+    def _collect(self, d: Any, path: str, stack: tuple[str, ...]) -> None:
+        stack = (*stack, d.full_name)
+        for o in d.oneofs:
+            self.questions.append((path, "which", o.name))
+        for f in d.fields:
+            if f.type == F.TYPE_MESSAGE and not f.is_repeated and f.containing_oneof is None:
+                self.questions.append((path, "has", f.name))
+                if f.message_type.full_name in stack:
+                    self.called.add(path + f.name)
+                else:
+                    self._collect(f.message_type, f"{path}{f.name}.", stack)
+
+    def function(self) -> Callable[[Message], str]:
+        """The type's encoder: a type without shape questions has one function; others look
+        the shape up (and make its function on first sight)."""
+        if not self.questions:
+            return self.shape(())
+        env: dict[str, Any] = {"_shapes": {}, "_make": self.shape}
+        asks = []
+        for i, (path, what, name) in enumerate(self.questions):
+            obj = "m"
+            if path:
+                obj = f"_p{i}(m)"
+                env[f"_p{i}"] = operator.attrgetter(path[:-1])
+            asks.append(f"{obj}.{'HasField' if what == 'has' else 'WhichOneof'}({name!r})")
+        code = [
+            "def fn(m):",
+            f"    k = ({', '.join(asks)},)",
+            "    f = _shapes.get(k)",
+            "    if f is None:",
+            "        f = _shapes[k] = _make(k)",
+            "    return f(m)",
+        ]
+        exec("\n".join(code), env)  # the generated code reads fields by their proto names only
+        fn: Callable[[Message], str] = env["fn"]
+        return fn
+
+    def shape(self, key: tuple[Any, ...]) -> Callable[[Message], str]:
+        """The function of one shape: set singular messages inlined, one ``%`` format."""
+        answers = dict(zip(self.questions, key, strict=True))
+        env: dict[str, Any] = {
+            "_dumps": _dumps, "_q64": _q64, "_bool": _bool, "_b64": _b64, "_f32": _f32,
+            "_f64": _f64,
+        }  # fmt: skip
+        body: list[str] = []  # reads, before the format
+        fmt: list[str] = []  # the format, literal text escaped
+        args: list[str] = []  # its values' expressions
+
+        def emitted(f: Any, path: str) -> bool:
+            o = f.containing_oneof
+            if o is not None:
+                return bool(answers[(path, "which", o.name)] == f.name)
+            if f.type == F.TYPE_MESSAGE and not f.is_repeated:
+                return bool(answers[(path, "has", f.name)])
+            return True
+
+        def walk(d: Any, obj: str, path: str) -> None:
+            fields = [f for f in d.fields if emitted(f, path)]
+            plain = [f for f in fields if f.type != F.TYPE_MESSAGE and not f.is_repeated]
+            reads: dict[str, str] = {}
+            if len(plain) > 1:  # one C call reads them all
+                v = f"v{len(body)}"
+                get = _name(env, operator.attrgetter(*(f.name for f in plain)))
+                body.append(f"    {v} = {get}({obj})")
+                if all(f.type in _INT32 or f.type in _INT64 for f in plain):
+                    # formatted as they are: the tuple goes in whole, at the first field
+                    reads = dict.fromkeys((f.name for f in plain), "")
+                    reads[plain[0].name] = f"*{v}"
+                else:
+                    reads = {f.name: f"{v}[{i}]" for i, f in enumerate(plain)}
+            fmt.append("{")
+            for i, f in enumerate(fields):
+                fmt.append((',"' if i else '"') + f.json_name.replace("%", "%%") + '":')
+                attr = (
+                    f"getattr({obj}, {f.name!r})"
+                    if keyword.iskeyword(f.name)
+                    else f"{obj}.{f.name}"
+                )
+                if f.is_repeated:
+                    fmt.append("[%s]")
+                    args.append(_repeated(f, attr, env))
+                elif f.type != F.TYPE_MESSAGE:
+                    piece, expr = _value(f, reads.get(f.name, attr), env)
+                    fmt.append(piece)
+                    if expr:
+                        args.append(expr)
+                elif f.containing_oneof is None and path + f.name not in self.called:
+                    sub = f"o{len(body)}"
+                    body.append(f"    {sub} = {attr}")
+                    walk(f.message_type, sub, f"{path}{f.name}.")
+                else:  # a oneof's message member; a type within itself
+                    fmt.append("%s")
+                    args.append(f"{_name(env, encoder(f.message_type))}({attr})")
+            fmt.append("}")
+
+        walk(self.descriptor, "m", "")
+        text = "".join(fmt)
+        if not args:
+            const = text % ()
+            return lambda m: const
+        body.append(f"    return {text!r} % ({', '.join(args)},)")
+        exec("def fn(m):\n" + "\n".join(body), env)
+        fn: Callable[[Message], str] = env["fn"]
+        return fn
+
+
+def _name(env: dict[str, Any], value: Any) -> str:
+    """A fresh global name for ``value`` in the generated code's namespace."""
+    key = f"_g{len(env)}"
+    env[key] = value
+    return key
+
+
+def _value(f: Any, v: str, env: dict[str, Any]) -> tuple[str, str]:
+    """A ``%``-format piece and the expression it formats: the JSON of the value ``v`` of
+    scalar field ``f`` (an empty expression: ``v`` is part of a tuple passed whole)."""
     t = f.type
     if t in _INT64:
         return '"%d"', v
@@ -144,85 +298,38 @@ def _json_value(f: Any, v: str, env: dict[str, Any]) -> tuple[str, str]:
         return "%s", f"_b64({v})"
     if t == F.TYPE_BOOL:
         return "%s", f"_bool({v})"
-    if t in (F.TYPE_DOUBLE, F.TYPE_FLOAT):
-        return "%s", f"_float({v}, {t == F.TYPE_FLOAT})"
+    if t == F.TYPE_FLOAT:
+        return "%s", f"_f32({v})"
+    if t == F.TYPE_DOUBLE:
+        return "%s", f"_f64({v})"
     if t == F.TYPE_ENUM:
-        key = f"_e{len(env)}"
-        env[key] = {n: '"' + ev.name + '"' for n, ev in f.enum_type.values_by_number.items()}
-        return "%s", f"({key}.get({v}) or str({v}))"
-    if t == F.TYPE_MESSAGE:
-        return "%s", f"{_nested(f, env, encoder)}({v})"
+        return "%s", f"{_name(env, _enum_json(f))}[{v}]"
     raise TypeError(f"{f.full_name}: field type {t} has no JSON mapping here")
 
 
-def _repeated_json(f: Any, attr: str, env: dict[str, Any]) -> str:
+def _repeated(f: Any, attr: str, env: dict[str, Any]) -> str:
     """The expression of a repeated field's JSON elements, comma-separated: ``map`` over the
-    container with a C-level function where one exists (no comprehension frame per field)."""
+    container with a C-level function where one exists (no Python frame per element)."""
     t = f.type
     if t == F.TYPE_MESSAGE:
-        return f"','.join(map({_nested(f, env, encoder)}, {attr}))"
-    if t in _INT32:
-        return f"','.join(map(str, {attr}))"
-    if t in _INT64:
-        return f"','.join(map(_q64, {attr}))"
-    if t == F.TYPE_STRING:
-        return f"','.join(map(_dumps, {attr}))"
-    piece, expr = _json_value(f, "x", env)
-    item = f"({piece!r} % {expr})" if piece != "%s" else expr
-    return f"','.join([{item} for x in {attr}])"
-
-
-def _json_code(descriptor: Any, env: dict[str, Any]) -> list[str]:
-    """One ``%`` format for the whole message: C-level formatting of every field at once.  The
-    plain scalar fields (not repeated, not in a ``oneof``) are read in one ``attrgetter`` call
-    (one C loop instead of a Python attribute read each), every ``oneof`` is asked once."""
-    fields = list(descriptor.fields)
-    plain = [
-        f
-        for f in fields
-        if not f.is_repeated and f.containing_oneof is None and f.type != F.TYPE_MESSAGE
-    ]
-    body: list[str] = []
-    reads: dict[str, str] = {}
-    if len(plain) > 1:
-        key = f"_g{len(env)}"
-        env[key] = operator.attrgetter(*(f.name for f in plain))
-        body.append(f"    v = {key}(m)")
-        reads = {f.name: f"v[{i}]" for i, f in enumerate(plain)}
-    which: dict[str, str] = {}
-    fmt: list[str] = []
-    args: list[str] = []
-    for f in fields:
-        name = f',"{f.json_name}":'.replace("%", "%%")
-        attr = reads.get(f.name) or _attr(f)
-        if f.is_repeated:
-            fmt.append(name + "[%s]")
-            args.append(_repeated_json(f, attr, env))
-            continue
-        piece, expr = _json_value(f, attr, env)
-        oneof = f.containing_oneof
-        if oneof is not None:
-            if oneof.name not in which:
-                which[oneof.name] = f"w{len(which)}"
-                body.append(f"    {which[oneof.name]} = m.WhichOneof({oneof.name!r})")
-            cond = f"{which[oneof.name]} == {f.name!r}"
-        elif f.type == F.TYPE_MESSAGE:
-            cond = f"m.HasField({f.name!r})"
-        else:
-            fmt.append(name + piece)
-            args.append(expr)
-            continue
-        fmt.append("%s")
-        args.append(f"(({name + piece!r} % {expr}) if {cond} else '')")
-    if not fmt:
-        return ["def fn(m):", "    return '{}'"]
-    values = "v" if reads and args == list(reads.values()) else "(" + ", ".join(args) + ",)"
-    return [
-        "def fn(m):",
-        *body,
-        f"    s = {''.join(fmt)!r} % {values}",
-        "    return '{' + s[1:] + '}'",
-    ]
+        fn = _name(env, encoder(f.message_type))
+    elif t in _INT32:
+        fn = _name(env, str)
+    elif t in _INT64:
+        fn = "_q64"
+    elif t == F.TYPE_STRING:
+        fn = "_dumps"
+    elif t == F.TYPE_ENUM:
+        fn = _name(env, _enum_json(f).__getitem__)
+    elif t == F.TYPE_BOOL:
+        fn = "_bool"
+    elif t == F.TYPE_BYTES:
+        fn = "_b64"
+    elif t == F.TYPE_FLOAT:
+        fn = "_f32"
+    else:
+        fn = "_f64"
+    return f"','.join(map({fn}, {attr}))"
 
 
 def _row_value(f: Any, v: str, env: dict[str, Any]) -> str:
