@@ -47,7 +47,10 @@ Figures:
    flush of its burst to the arrival of the ACK covering it (the first :data:`LATENCY_WARMUP`
    seconds not counted).  Goal: p99 <= 2 ms.  The raw loop is paced at the same rate for
    reference: its p99 shows what the machine itself adds.  For information, the Store's
-   latency at :data:`LOW_RATE` too.
+   latency at :data:`LOW_RATE` too.  Where it went: the daemon runs with its stage trace
+   (:mod:`daemons.umestored.trace`); per phase, p50/p99 of each stage of a message's way
+   (:func:`stage_breakdown`: to the Store's read, to the writer thread, the writer's start and
+   write, the completion back on the loop, the ACK sent, the ACK here).
 3. **Resident memory per 1,000,000 retained 64-byte messages** in a memory repository, measured
    on the repository directly (:func:`umcore.store.repository.make_repository`) in a fresh
    subprocess: ``VmRSS`` before and after appending 1,000,000 frames.  Goal: <= 250 MB.
@@ -69,7 +72,9 @@ it with ``python -m pstats /tmp/store.prof``.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import json
 import os
 import re
 import socket
@@ -82,7 +87,7 @@ import zlib
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from umcore.store.repository import RepositoryConfig
@@ -347,6 +352,7 @@ class Tally:
         self.naks = 0
         self.last_ack = 0.0
         self.sent_at = array("d", bytes(8 * n)) if timed else None
+        self.acked_at = array("d", bytes(8 * n)) if timed else None
         self.latency: list[float] = []
         self.progress = asyncio.Event()
 
@@ -370,6 +376,8 @@ class Tally:
             sent_at = self.sent_at
             if sent_at is not None:
                 self.latency.extend(now - sent_at[s] for s in range(first, last + 1))
+                assert self.acked_at is not None
+                self.acked_at[first : last + 1] = array("d", (now,)) * span
             self.progress.set()
 
     def check(self, sent: int, what: str) -> None:
@@ -485,12 +493,12 @@ class Proc:
         self.reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, *argv: str) -> Proc:
+    async def start(cls, *argv: str, env: dict[str, str] | None = None) -> Proc:
         started = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=ROOT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
@@ -549,13 +557,23 @@ def store_dirs(tmp: Path) -> Path:
 
 
 async def start_store(
-    tmp: Path, resolver: str, *, profile: str | None = None
+    tmp: Path, resolver: str, *, profile: str | None = None, trace: str | None = None
 ) -> tuple[Proc, tuple[str, int], float]:
     """The daemon on ``tmp``'s configuration: (process, Store address, seconds to ready);
-    ``profile``: run it under cProfile, writing that file."""
+    ``profile``: run it under cProfile, writing that file; ``trace``: it writes its stage
+    trace (:mod:`daemons.umestored.trace`) to that file when it stops."""
+    from daemons.umestored.trace import TRACE_ENV
+
     (tmp / "store.cfg").write_text(resolver)
     prof = ("-m", "cProfile", "-o", profile) if profile else ()
-    proc = await Proc.start(sys.executable, *prof, "-m", "daemons.umestored", str(store_dirs(tmp)))
+    proc = await Proc.start(
+        sys.executable,
+        *prof,
+        "-m",
+        "daemons.umestored",
+        str(store_dirs(tmp)),
+        env={TRACE_ENV: trace} if trace else None,
+    )
     _, m = await proc.wait_line(r"listening on (\d+\.\d+\.\d+\.\d+):(\d+)")
     at, _ = await proc.wait_line(r"ready to accept registrations")
     return proc, (m.group(1), int(m.group(2))), at - proc.started
@@ -617,7 +635,9 @@ class StoreFeed:
             await raw.close()
             raise BenchFailure(f"the Store did not join {topic} within {WAIT:g} s") from None
         label = "memory" if kind == "mem" else "disk"
-        return StoreTarget(self, raw, tix, tally, f"store ({label} repository)")
+        target = StoreTarget(self, raw, tix, tally, f"store ({label} repository)")
+        target.reg_id = resp.reg_id
+        return target
 
     async def close(self) -> None:
         from umcore.engine import Engine
@@ -678,6 +698,8 @@ class StoreTarget(Target):
         self.feed = feed
         self.raw = raw
         self.tix = tix
+        self.tidx = raw.source.tidx  # the topic index its frames carry
+        self.reg_id = 0  # the Store's RegID for it
         self.tally = tally
         self.what = what
 
@@ -698,6 +720,11 @@ class StoreTarget(Target):
             if done < count:
                 async with asyncio.timeout(WAIT):
                     await raw.source.wait_writable()
+        if count == 1:
+            # send_run_nowait's flush covers runs of two or more: a single frame would wait in
+            # the source's implicit batch (implicit_batching_minimum_length, 2048 bytes: 27
+            # frames, 5.4 ms at 5,000 msgs/s) for the next run, measured as the Store's latency
+            raw.flush()
 
     def check(self, sent: int) -> None:
         super().check(sent)
@@ -822,6 +849,99 @@ async def paced(
     skip = int(rate * LATENCY_WARMUP)  # ACKs arrive in sequence order: the first ones
     lat = tally.latency[skip:] if len(tally.latency) > skip else tally.latency
     return pct(lat, 0.5) * 1e3, pct(lat, 0.99) * 1e3, offered, len(lat)
+
+
+# Where a stability ACK's latency went, per message, from the Store's stage trace
+# (daemons.umestored.trace) and this process's send and ACK times (one clock: perf_counter).
+DISK_STAGES = (
+    "to the Store",  # the burst's flush here -> the Store's read
+    "to the writer",  # read -> the write job holding it handed to the writer thread
+    "writer start",  # -> the writer thread performs the batch holding it (GIL, scheduling)
+    "write",  # the batch's writes
+    "back to loop",  # -> its completion delivered to the core on the loop
+    "ACK sent",  # -> the stability ACK covering it sent
+    "ACK here",  # -> its arrival here
+)
+MEMORY_STAGES = ("to the Store", "read to ACK sent", "ACK here")
+# A phase's trace records: from EARLY_READ s before its first send time (taken after the send
+# call returned: the Store may have read it already; a new source's registration and join take
+# longer than that, so the previous phase's reads are left out) to PHASE_MARGIN s after its
+# last ACK.
+EARLY_READ = 0.002
+PHASE_MARGIN = 0.05
+
+
+def stage_breakdown(
+    records: list[list[Any]], target: StoreTarget, disk: bool, skip: int
+) -> list[tuple[str, float, float]]:
+    """``(stage, p50 ms, p99 ms)`` of ``target``'s timed messages after the first ``skip``,
+    from the Store's trace ``records``: :data:`DISK_STAGES` or :data:`MEMORY_STAGES`.  A
+    message's write job is the first of its RegID handed to the writer at or after its read
+    (the last one handed then: the cut holding the read)."""
+    tally = target.tally
+    sent_at, acked_at = tally.sent_at, tally.acked_at
+    assert sent_at is not None and acked_at is not None
+    n = len(sent_at)
+    read: dict[int, float] = {}
+    acks: dict[int, float] = {}
+    job_t: list[float] = []
+    job_tag: list[int] = []
+    batch: dict[int, tuple[float, float]] = {}  # tag -> writer batch (start, end)
+    done: dict[int, float] = {}  # tag -> completion on the loop
+    reg = target.reg_id
+    # this target's phase only (the phases run one after the other; the topic index and the
+    # sequence numbers of an earlier source's reads can be the same)
+    begin = min((t for t in sent_at if t), default=0.0) - EARLY_READ
+    end = max(acked_at, default=0.0) + PHASE_MARGIN
+    for rec in records:
+        if not begin <= rec[1] <= end:
+            continue
+        kind = rec[0]
+        if kind == "R" and rec[2] == target.tidx:
+            for q in range(rec[3], min(rec[4], n - 1) + 1):
+                read.setdefault(q, rec[1])
+        elif kind == "S":
+            uim = bytes.fromhex(rec[2])
+            got = fast_ack(uim)
+            if got is not None and not got[2] and _U32.unpack_from(uim, 8)[0] == target.tix:
+                for q in range(got[0], min(got[1], n - 1) + 1):
+                    acks.setdefault(q, rec[1])
+        elif not disk:
+            continue
+        elif kind == "J":
+            tags = [tag for owner, tag in rec[2] if owner == reg]
+            if tags:
+                job_t.append(rec[1])
+                job_tag.append(tags[-1])
+        elif kind == "W":
+            for owner, tag in rec[3]:
+                if owner == reg:
+                    batch.setdefault(tag, (rec[1], rec[2]))
+        elif kind == "D" and rec[2] == reg:
+            done.setdefault(rec[3], rec[1])
+    names = DISK_STAGES if disk else MEMORY_STAGES
+    cols: list[list[float]] = [[] for _ in names]
+    for q in range(skip, n):
+        f, a, r, ack = sent_at[q], acked_at[q], read.get(q), acks.get(q)
+        if not f or not a or r is None or ack is None:
+            continue
+        if disk:
+            k = bisect.bisect_left(job_t, r)
+            if k == len(job_t):
+                continue
+            tag = job_tag[k]
+            w, d = batch.get(tag), done.get(tag)
+            if w is None or d is None:
+                continue
+            vals: tuple[float, ...] = (r - f, job_t[k] - r, w[0] - job_t[k], w[1] - w[0])
+            vals += (d - w[1], ack - d, a - ack)
+        else:
+            vals = (r - f, ack - r, a - ack)
+        for col, v in zip(cols, vals, strict=True):
+            col.append(v)
+    return [
+        (name, pct(c, 0.5) * 1e3, pct(c, 0.99) * 1e3) for name, c in zip(names, cols, strict=True)
+    ]
 
 
 # ==============================================================================================
@@ -1049,9 +1169,12 @@ async def _main() -> None:
     store: Proc | None = None
     rawp: Proc | None = None
     feed: StoreFeed | None = None
+    trace_file = tmp / "store-trace.json"
+    traced: list[tuple[str, StoreTarget, bool, int]] = []  # (label, target, disk, skip)
+    trace: list[list[Any]] = []
     try:
         store, address, _ready = await start_store(
-            tmp, resolver, profile=os.environ.get(PROFILE_ENV)
+            tmp, resolver, profile=os.environ.get(PROFILE_ENV), trace=str(trace_file)
         )
         rawp = await Proc.start(
             sys.executable,
@@ -1116,10 +1239,18 @@ async def _main() -> None:
             n = min(len(frames), int(half * LATENCY_SECONDS) + MAX_BURST)
             store_t = await feed.target(kind, n, timed=True)
             p50, p99, offered, count = await paced(store_t, frames, half, LATENCY_SECONDS)
+            label = "memory" if kind == "mem" else "disk  "
+            traced.append(
+                (
+                    f"{label} repository at {offered:,.0f} msgs/s",
+                    store_t,
+                    kind == "disk",
+                    int(half * LATENCY_WARMUP),
+                )
+            )
             mode = b"M" if kind == "mem" else b"D"
             raw_t = await RawTarget(n, mode, timed=True).open(raw_address)
             r50, r99, _, _ = await paced(raw_t, frames, half, LATENCY_SECONDS)
-            label = "memory" if kind == "mem" else "disk  "
             print(
                 f"   stability-ACK latency, {label} repository at {offered:,.0f} msgs/s ({basis}"
                 f"): p50 {p50:.3f} ms  p99 {p99:.3f} ms over {count:,} messages "
@@ -1131,6 +1262,14 @@ async def _main() -> None:
             store_t = await feed.target(kind, n, timed=True)
             p50, p99, offered, count = await paced(store_t, frames, LOW_RATE, LOW_SECONDS)
             label = "memory" if kind == "mem" else "disk  "
+            traced.append(
+                (
+                    f"{label} repository at {offered:,.0f} msgs/s",
+                    store_t,
+                    kind == "disk",
+                    int(LOW_RATE * LATENCY_WARMUP),
+                )
+            )
             print(
                 f"   information: stability-ACK latency, {label} repository at {offered:,.0f} "
                 f"msgs/s: p50 {p50:.3f} ms  p99 {p99:.3f} ms over {count:,} messages"
@@ -1140,9 +1279,16 @@ async def _main() -> None:
             await feed.close()
         if store is not None:
             await store.stop()
+            with contextlib.suppress(OSError, ValueError):
+                trace = json.loads(trace_file.read_text())["records"]
         if rawp is not None:
             await rawp.stop()
         tmp_ctx.cleanup()
+    if trace:
+        print("   where the stability-ACK latency went (p50/p99 ms per stage; the Store's trace):")
+        for label, target, disk, skip in traced:
+            stages = stage_breakdown(trace, target, disk, skip)
+            print(f"     {label}: " + ", ".join(f"{a} {b:.3f}/{c:.3f}" for a, b, c in stages))
     rss = asyncio.create_task(run_child("from bench.store import rss_child", "rss_child()"))
     full, empty, fill_s, load_s = await restart_phase(resolver, acks, rss)
     before, after, held, took = (await rss)[-1].split()[1:]

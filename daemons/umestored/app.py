@@ -46,6 +46,7 @@ from daemons.umestored.logsetup import NOTICE
 from daemons.umestored.monitor import MonitorCollector, StoreMonitor, ump_collectors
 from daemons.umestored.prepare import ANY, Prepared, StorePlan
 from daemons.umestored.proxy import ProxySources
+from daemons.umestored.trace import StageTrace
 from daemons.umestored.webmon import StoreWebMonitor, parse_web_monitor, start_store_web_monitor
 from umcore import __version__ as pyum_version
 from umcore.aio.request_port import RequestPort
@@ -99,8 +100,16 @@ def repository_configs(instance: StoreInstance) -> Callable[[str], RepositoryCon
 class StoreRuntime:
     """One ``<store>`` running (see the module docstring)."""
 
-    def __init__(self, plan: StorePlan, loaded: LoadedStore, wall_offset: float) -> None:
+    def __init__(
+        self,
+        plan: StorePlan,
+        loaded: LoadedStore,
+        wall_offset: float,
+        trace: StageTrace | None = None,
+    ) -> None:
         self.plan = plan
+        #: Stage timestamps of the data path (daemons.umestored.trace; None: off, the default).
+        self.trace = trace
         self.name = plan.instance.name
         self.log = logging.getLogger(f"umestored.{self.name}")
         self.loop = asyncio.get_running_loop()
@@ -152,7 +161,10 @@ class StoreRuntime:
         await port.start(plan.bind_ip, low, high, int(o.get("request_tcp_listen_backlog")))
         ip = engine.advertised_ip if plan.bind_ip == ANY else plan.bind_ip
         self.address = (ip, port.port)
-        self.io = StoreIO(self.loop, self._on_io_done)
+        trace = self.trace
+        self.io = StoreIO(
+            self.loop, self._on_io_done, on_batch=trace.performed if trace is not None else None
+        )
         self.core = StoreCore(
             plan.instance,
             store_index=plan.index,
@@ -183,6 +195,8 @@ class StoreRuntime:
             # ACKed together (one ranged stability ACK).
             core = self.core
             if core is not None:
+                if self.trace is not None:
+                    self.trace.read(session.topic_index, frames)
                 core.receive_frames(session, frames, self.loop.time())
                 self._schedule()
 
@@ -202,6 +216,8 @@ class StoreRuntime:
     def _on_io_done(self, done: IoDone) -> None:
         if self.core is None:
             return
+        if self.trace is not None:
+            self.trace.completed(done)
         self.core.receive_io_done(done, self.loop.time())
         self._schedule()
 
@@ -223,10 +239,13 @@ class StoreRuntime:
         if core is None:
             return
         port = self.port
+        trace = self.trace
         for dest, data in core.take_sends():
             if port is None or port.closed:
                 self.sends_refused += 1
                 continue
+            if trace is not None:
+                trace.sent(data)
             try:
                 port.send(dest, data)
             except UMError:  # WouldBlock: that destination's buffer is full; UIMs may be lost
@@ -234,6 +253,8 @@ class StoreRuntime:
         jobs = core.take_io()
         if jobs and self.io is not None:
             self.jobs_submitted += len(jobs)
+            if trace is not None:
+                trace.submitted(jobs)
             self.io.submit(jobs)
         opens, closes = core.take_joins()
         for topic in closes:
@@ -469,6 +490,7 @@ async def serve(
     web: StoreWebMonitor | None = None
     pid: PidFile | None = None
     status = 0
+    trace = StageTrace.from_environment()
     # The loop's clock is the cores' (monotonic); this turns it into wall-clock time for the
     # arrival times repositories keep on disk.
     wall_offset = time.time() - loop.time()
@@ -496,7 +518,7 @@ async def serve(
         # <daemon-monitor>: UMP statistics and daemon control (None: not configured)
         monitor = await StoreMonitor.open(daemon, wall_offset=wall_offset)
         for plan, ld in zip(prepared.stores, loaded, strict=True):
-            rt = StoreRuntime(plan, ld, wall_offset)
+            rt = StoreRuntime(plan, ld, wall_offset, trace)
             runtimes.append(rt)
             if monitor is not None:
                 monitor.attach(rt)
@@ -560,5 +582,10 @@ async def serve(
             pid.remove()
         if signals is not None:
             signals.uninstall()
+        if trace is not None:
+            try:
+                trace.dump()
+            except OSError as exc:
+                log.error("cannot write the stage trace %s: %s", trace.path, exc)
         log.info("Shutdown complete")
     return status

@@ -19,7 +19,9 @@ a source's transport, a large share of the Store's CPU per message.  It is bound
 submitted whose completion the loop has not yet had, counted on the loop alone.
 
 The file calls are injectable (:class:`FileOps`, a constructor parameter) so tests can make
-writes fail without patching anything.
+writes fail without patching anything.  ``on_batch``, if given, is called on the writer thread
+with each batch's start and end (:func:`time.perf_counter`) and its jobs: a diagnostic (the
+daemon's stage trace, :mod:`daemons.umestored.trace`).
 
 :func:`load_store` reads a Store instance's state and cache directories at start-up and rebuilds
 the repositories: a torn or bad tail is cut back to the last whole record (lost bytes reported
@@ -104,8 +106,10 @@ class StoreIO:
         *,
         max_pending: int = DEFAULT_MAX_PENDING,
         ops: FileOps | None = None,
+        on_batch: Callable[[float, float, list[IoJob]], None] | None = None,
     ) -> None:
         self._loop = loop
+        self._on_batch = on_batch
         self._on_done = on_done
         self._max = max_pending
         self._ops = ops or FileOps()
@@ -185,7 +189,11 @@ class StoreIO:
                     stop = True  # (after this batch: every job before it is performed)
                     break
                 batch.append(job)
+            on_batch = self._on_batch
+            start = time.perf_counter() if on_batch is not None else 0.0
             out = [self._perform(job) for job in batch]
+            if on_batch is not None:
+                on_batch(start, time.perf_counter(), batch)
             try:
                 self._loop.call_soon_threadsafe(self._deliver, out)
             except RuntimeError:  # the loop is closed: nobody is waiting any more
