@@ -25,11 +25,19 @@ p50).  Only ratios within this run mean anything (a shared 2-core machine).
 
 What the ratios can show: both pyum transports run the same Python per message (the source's
 implicit batching and framing, the receiver core's run parsing, delivery and the callback);
-what LBT-IPC saves is TCP's syscalls and kernel copies, amortised over a batch of ~27 messages
--- so the CPU ratio, and on a busy host (where each process gets a share of a core, not a
-core) the rate ratio with it, stays well under 2.  The round trip in ``pend`` costs two
-sleep/wake-ups of a process through the kernel, as TCP's does; ``busy_wait`` (UM's IPC latency
-setting; pyum's TCP has no busy-wait mode) is the set-up that shows what shared memory saves.
+what LBT-IPC saves is TCP's syscalls and kernel copies, amortised over a batch of ~27 messages.
+The last line measures that share in this run, both ends in one process: the ring's write,
+barrier, wake-up check and batch read cost ~4 us of CPU per 2 KB batch (~150 ns a message),
+TCP's send and recv on loopback ~10 us (~370 ns), against ~1.6 us a message in all -- so the
+CPU ratio, and on a busy host (where each process gets a share of a core, not a core) the
+rate ratio with it, stays near 1.1-1.2: 2x would need the shared Python halved, not a faster
+transport.  The round trip in ``pend`` costs a sleep and a wake-up through the kernel per
+message, as TCP's does; on a 2-core host shared with other work the woken process mostly runs
+on the waker's core, preempting it at the doorbell write (``eventfd_write``, TCP's ``send``),
+so a round trip is about the sum of both sides' Python (cold after the sleep) plus the
+switches, whichever transport carries it: pend lands near TCP, not at half.  ``busy_wait``
+(UM's IPC latency setting; pyum's TCP has no busy-wait mode) is the set-up that shows what
+shared memory saves.
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ N_LATENCY = 2_000
 WARMUP = 200
 SIZE = 64
 SMX_BATCH = 32
+#: A batch's bytes as implicit batching sends them (implicit_batching_minimum_length's default).
+BATCH_BYTES = 2048
 WAIT_S = 30.0
 GROUP = "224.9.10.95"
 ROOT = Path(__file__).resolve().parents[1]
@@ -395,6 +405,61 @@ def _raw_latency() -> list[float]:
     return samples
 
 
+# ------------------------------------------------------------------ transport's own share
+def _transport_cpu(record: int = BATCH_BYTES, n: int = 5_000) -> tuple[float, float]:
+    """CPU microseconds one ``record``-byte batch costs the transport itself, both ends in this
+    process (the least of 5 rounds of ``n``): (LBT-IPC: ring write, barrier, wake-up check, batch
+    read and position published; TCP on loopback: send and recv, the kernel's work included).
+    What the rest of each message's CPU -- the Python both transports share -- is compared to."""
+    import socket
+    import timeit
+
+    from umcore.aio.shm import fence
+    from umcore.transport import shmring
+
+    size = 1 << 20
+    hsize = shmring.header_size_for(4)
+    seg = mmap.mmap(-1, hsize + size)
+    view = memoryview(seg)
+    shmring.init_header(view, kind=shmring.KIND_IPC, data_size=size, session_id=1, xport_id=1,
+                        pid=os.getpid(), max_receivers=4, max_record=65535,
+                        receiver_paced=False, doorbell=b"w", now_ns=0)  # fmt: skip
+    writer = shmring.RingWriter(view)
+    reader = shmring.RingReader(view)
+    reader.attach(os.getpid(), b"r", 0)
+    data = bytes(record)
+
+    def ipc() -> None:
+        writer.write(data)
+        fence()
+        writer.take_wakeups()
+        reader.read_copy(1 << 18)
+        reader.publish()
+
+    a = socket.socket()
+    a.bind(("127.0.0.1", 0))
+    a.listen()
+    c = socket.create_connection(a.getsockname())
+    s, _ = a.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def tcp() -> None:
+        c.send(data)
+        got = 0
+        while got < record:
+            got += len(s.recv(1 << 16))
+
+    out = []
+    try:
+        for f in (ipc, tcp):
+            timer = timeit.Timer(f, timer=time.process_time)
+            out.append(min(timer.repeat(number=n, repeat=5)) / n * 1e6)
+    finally:
+        for sock in (a, c, s):
+            sock.close()
+    return out[0], out[1]  # (the anonymous mapping goes with the ring objects)
+
+
 # ------------------------------------------------------------------ report
 def _pct(samples: list[float], q: float) -> float:
     s = sorted(samples)
@@ -452,6 +517,14 @@ def main() -> None:
     print(
         f"   raw ring vs IPC: throughput {raw[0] / ipc[0]:.2f}x, p50 {raw[1] / ipcb[1]:.2f} of "
         "busy_wait's"
+    )
+    ring_us, tcp_us = _transport_cpu()
+    per = BATCH_BYTES // (SIZE + 12)  # 12: the LBMC data header
+    print(
+        f"   transport's own CPU per {BATCH_BYTES}-byte batch (~{per} messages), both ends: "
+        f"IPC ring {ring_us:.2f}us ({ring_us / per * 1e3:.0f} ns/msg), TCP loopback "
+        f"{tcp_us:.2f}us ({tcp_us / per * 1e3:.0f} ns/msg), of IPC's {isc + irc:.2f}us per "
+        "message in all: the rest is the Python both transports run"
     )
 
 

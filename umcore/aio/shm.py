@@ -21,11 +21,14 @@ both with ``add_reader``.  A receiver, once attached, hands its eventfd to the s
 socket (``SCM_RIGHTS``); the source takes it only from an attached receiver's name, checks it is
 an eventfd, and from then on rings it with one 8-byte write (``eventfd_write``: about a third of
 a ``sendto``'s cost, and the woken end's read as cheap) -- until then, or if the hand-over was
-lost, it sends one byte to the receiver's socket.  ``transport_lbtipc_receiver_thread_behavior`` ``pend`` (default): after the ring runs
-dry the receiver looks again on the next ``transport_lbtipc_pend_behavior_linger_loop_count``
-loop iterations (UM's receive-thread loops before pending; the loop's other callbacks run in
-between), then announces it sleeps (its slot's pending flag and the header's ``sleeping``
-word, a full barrier, one more look) and sleeps on the doorbell.  The source, after each
+lost, it sends one byte to the receiver's socket.  What a wake-up costs beyond that is the
+kernel's and the scheduler's, the same as for TCP's ``send`` (bench/shm.py's docstring says
+what was measured).  ``transport_lbtipc_receiver_thread_behavior`` ``pend`` (default): after
+the ring runs dry the receiver looks again on the next
+``transport_lbtipc_pend_behavior_linger_loop_count`` loop iterations (UM's receive-thread
+loops before pending; the loop's other callbacks run in between), then announces it sleeps
+(its slot's pending flag and the header's ``sleeping`` word, a full barrier, one more look)
+and sleeps on the doorbell.  The source, after each
 commit, loads the ``sleeping`` word (a barrier before it) and rings only the doorbells of
 receivers that announced sleep: while receivers keep up, a commit costs no syscall.
 ``busy_wait``: the receiver never sleeps; it polls the ring on every loop iteration
