@@ -225,8 +225,7 @@ class ParquetConnector(Connector):
             )
             keys["time"] = [int(t * 1000) for t in keys["time"]]
             message = self.columns[kind]
-            for r in recs:
-                message.append(r.message)
+            message.extend([r.message for r in recs])
             schema = self.schemas[kind]
             arrays = [pa.array(keys[c], schema.field(c).type) for c in KEY_COLUMNS]
             arrays.append(message.build())

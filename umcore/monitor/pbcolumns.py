@@ -19,6 +19,11 @@ and per nested message, and pyarrow then looks every value up by key again.  A
 - a repeated field keeps each message's element count (the list offsets) and its elements:
   scalars in one flat list, messages in a nested :class:`Columns`.
 
+The appending itself is generated code, once per type (:meth:`Columns.extend`): one loop over the
+messages in which every singular nested message is read once and its values appended in place
+(inlined, no Python call per nested message), its plain fields in one ``attrgetter`` call, every
+append a bound ``list`` method; a repeated or ``oneof`` message field goes to its own type's loop.
+
 :meth:`Columns.build` returns the ``pyarrow.StructArray`` of everything appended and starts
 afresh.  Enums are stored by name (an unknown number as its decimal string), 64-bit integers as
 ``int64``/``uint64``: the same values :func:`~umcore.monitor.pbjson.to_row` gives, which the tests
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor as F
@@ -72,66 +77,80 @@ class Columns:
         self._chosen: dict[str, list[str | None]] = {
             f.containing_oneof.name: [] for f in self._fields if f.containing_oneof is not None
         }
-        # what append() does per field kind, with the bound methods it calls
-        self._singular = [
-            (f.name, self._nested[f.name].append)
-            for f in self._fields
-            if f.type == F.TYPE_MESSAGE and not f.is_repeated and f.containing_oneof is None
-        ]
-        self._repeated = [
-            (
-                f.name,
-                self._lengths[f.name].append,
-                self._nested[f.name].append if f.type == F.TYPE_MESSAGE else None,
-                self._values[f.name].extend if f.type != F.TYPE_MESSAGE else None,
-            )
-            for f in self._fields
-            if f.is_repeated
-        ]
-        self._oneofs = [
-            (
-                name,
-                chosen.append,
-                {
-                    f.name: (
-                        self._nested[f.name].append
-                        if f.type == F.TYPE_MESSAGE
-                        else self._values[f.name].append
-                    )
-                    for f in self._fields
-                    if f.containing_oneof is not None and f.containing_oneof.name == name
-                },
-            )
-            for name, chosen in self._chosen.items()
-        ]
+        self._fill: Callable[[Iterable[Message]], None] | None = None  # made on first use
 
     def append(self, m: Message) -> None:
         """Add one message of this type."""
-        self.count += 1
-        if self._get is not None:
-            self._rows.append(self._get(m))
-        for name, add in self._singular:
-            add(getattr(m, name))
-        for name, add_length, add_message, add_scalars in self._repeated:
-            items = getattr(m, name)
-            add_length(len(items))
-            if add_message is not None:
-                for x in items:
-                    add_message(x)
-            elif add_scalars is not None:
-                add_scalars(items)
-        for oneof, add_choice, members in self._oneofs:
-            w = m.WhichOneof(oneof)
-            add_choice(w)
-            if w is not None:
-                members[w](getattr(m, w))
+        self.extend((m,))
 
-    def build(self) -> Any:
-        """The ``StructArray`` (:attr:`type`) of every message appended; starts afresh."""
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Add messages of this type, in order (one generated loop over them all)."""
+        self._fill_function()(messages)
+        self.count += len(messages)
+
+    def _fill_function(self) -> Callable[[Iterable[Message]], None]:
+        """The generated loop that adds messages of this type: each singular nested message's
+        values read in the same loop (inlined, no call), a repeated or ``oneof`` message field
+        handed to its own type's loop; every read and append a C-level callable."""
+        if self._fill is not None:
+            return self._fill
+        env: dict[str, Any] = {}
+        body: list[str] = []
+
+        def name(value: Any) -> str:
+            key = f"_g{len(env)}"
+            env[key] = value
+            return key
+
+        def walk(cols: Columns, obj: str) -> None:
+            if cols._get is not None:
+                body.append(f"{name(cols._rows.append)}({name(cols._get)}({obj}))")
+            for f in cols._fields:
+                attr = f"getattr({obj}, {f.name!r})"
+                if f.is_repeated:
+                    x = f"x{len(body)}"
+                    body.append(f"{x} = {attr}")
+                    body.append(f"{name(cols._lengths[f.name].append)}(len({x}))")
+                    if f.type == F.TYPE_MESSAGE:
+                        body.append(f"{name(cols._nested[f.name]._fill_function())}({x})")
+                    else:
+                        body.append(f"{name(cols._values[f.name].extend)}({x})")
+                elif f.containing_oneof is None and f.type == F.TYPE_MESSAGE:
+                    o = f"o{len(body)}"
+                    body.append(f"{o} = {attr}")
+                    walk(cols._nested[f.name], o)
+            for oneof, chosen in cols._chosen.items():
+                w = f"w{len(body)}"
+                members = {
+                    f.name: (
+                        _one(cols._nested[f.name]._fill_function())
+                        if f.type == F.TYPE_MESSAGE
+                        else cols._values[f.name].append
+                    )
+                    for f in cols._fields
+                    if f.containing_oneof is not None and f.containing_oneof.name == oneof
+                }
+                body.append(f"{w} = {obj}.WhichOneof({oneof!r})")
+                body.append(f"{name(chosen.append)}({w})")
+                body.append(f"if {w} is not None: {name(members)}[{w}](getattr({obj}, {w}))")
+
+        walk(self, "m")
+        code = ["def fill(ms):", "    for m in ms:", *(f"        {line}" for line in body)]
+        if not body:
+            code.append("        pass")
+        exec("\n".join(code), env)  # the generated code reads fields by their proto names only
+        fill: Callable[[Iterable[Message]], None] = env["fill"]
+        self._fill = fill
+        return fill
+
+    def build(self, n: int | None = None) -> Any:
+        """The ``StructArray`` (:attr:`type`) of every message added (``n`` of them: a nested
+        type's count comes from its parent); starts afresh."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        n = self.count
+        if n is None:
+            n = self.count
         columns = list(zip(*self._rows, strict=True)) if self._rows else [()] * len(self._plain)
         plain = {f.name: col for f, col in zip(self._plain, columns, strict=False)}
         children = []
@@ -139,9 +158,10 @@ class Columns:
             t = self.type.field(i).type
             name = f.name
             if f.is_repeated:
-                offsets = pa.array([0, *itertools.accumulate(self._lengths[name])], pa.int32())
+                ends = list(itertools.accumulate(self._lengths[name]))
+                offsets = pa.array([0, *ends], pa.int32())
                 inner = (
-                    self._nested[name].build()
+                    self._nested[name].build(ends[-1] if ends else 0)
                     if f.type == F.TYPE_MESSAGE
                     else pa.array(_enum_names(f, self._values[name]), t.value_type)
                 )
@@ -150,14 +170,16 @@ class Columns:
                 chosen = pa.array(self._chosen[f.containing_oneof.name], pa.string())
                 here = pc.fill_null(pc.equal(chosen, name), False)
                 if f.type == F.TYPE_MESSAGE:
-                    values = self._nested[name].build()
+                    values = self._nested[name].build(
+                        self._chosen[f.containing_oneof.name].count(name)
+                    )
                 else:
                     values = pa.array(_enum_names(f, self._values[name]), t)
                 # the k-th message that chose this member holds its k-th value; others null
                 index = pc.subtract(pc.cumulative_sum(pc.cast(here, pa.int64())), 1)
                 children.append(values.take(pc.if_else(here, index, None)))
             elif f.type == F.TYPE_MESSAGE:
-                children.append(self._nested[name].build())
+                children.append(self._nested[name].build(n))
             else:
                 children.append(pa.array(_enum_names(f, plain[name]), t))
         self.count = 0
@@ -167,6 +189,11 @@ class Columns:
         if not children:
             return pa.array([{}] * n, self.type)
         return pa.StructArray.from_arrays(children, fields=list(self.type))
+
+
+def _one(fill: Callable[[Iterable[Message]], None]) -> Callable[[Message], None]:
+    """A fill loop for a single message (a ``oneof``'s message member)."""
+    return lambda m: fill((m,))
 
 
 def _enum_names(f: Any, values: Any) -> Any:
