@@ -36,6 +36,8 @@ its Stores made it stable (seed 002, "source retention"): the thresholds discard
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice, repeat, starmap
+from operator import itemgetter
 from typing import Any
 
 __all__ = ["PER_MESSAGE_OVERHEAD", "RetentionBuffer", "RetentionStats"]
@@ -43,6 +45,10 @@ __all__ = ["PER_MESSAGE_OVERHEAD", "RetentionBuffer", "RetentionStats"]
 # Accounted bytes per retained message on top of its payload (an inferred stand-in for UM's
 # unpublished control-structure overhead; roughly what one entry costs us in CPython).
 PER_MESSAGE_OVERHEAD = 64
+
+_payload_of = itemgetter(2)  # an entry's payload
+# Runs an iterator to its end, keeping nothing (a deque of length 0 takes it C-level).
+_drain = deque[object](maxlen=0).extend
 
 
 class RetentionStats:
@@ -142,6 +148,19 @@ class RetentionBuffer:
         threshold, age = self.size_threshold, self.age_threshold
         n = len(entries)
         dropped = 0
+        if hold and rel > 0 and not threshold and not age and size <= limit and n > 1:
+            # A persistent source's release with the default thresholds (0: both conditions
+            # hold for every released entry, the limit is not exceeded): the loop below would
+            # drop the k oldest; done here C-level (sizes summed, k poplefts), same outcome.
+            k = min(rel, n - 1)
+            if now >= entries[k - 1][1]:  # (ages: monotonic time, oldest first)
+                size -= sum(map(len, map(_payload_of, islice(entries, k))))
+                size -= k * PER_MESSAGE_OVERHEAD
+                _drain(starmap(entries.popleft, repeat((), k)))
+                st.discarded_age_size += k
+                n -= k
+                rel -= k
+                dropped = k
         while n > 1:
             oldest = entries[0]
             if size > limit:
