@@ -21,6 +21,7 @@ from umcore.features.recovery import (
 )
 from umcore.features.retention import PER_MESSAGE_OVERHEAD, RetentionBuffer
 from umcore.transport.delivery import LbtDeliveryController
+from umcore.transport.shm import SmxReceiverSession
 from umcore.transport.tcp import DeliveryController
 from umcore.wire import lbmc
 
@@ -259,6 +260,19 @@ def test_tcp_delivery_controller_tells_the_tail_before_its_first_delivery() -> N
     dc3 = DeliveryController(7, "t", lambda *_a: None, lambda *_a: None)
     dc3.on_tsni(5)
     dc3.on_data(6, b"z")
+
+
+def test_smx_fast_path_tells_the_tail_before_its_first_delivery() -> None:
+    """LBT-SMX delivers plain data records past the DC's on_data: its first one tells the tail."""
+    events: list[tuple[str, int]] = []
+    session = SmxReceiverSession()
+    dc = DeliveryController(7, "t", lambda sqn, _p: events.append(("deliver", sqn)),
+                            lambda *_a: None)  # fmt: skip
+    dc.before_start = lambda sqn: events.append(("tail", sqn))
+    session.subscribe(dc)
+    for sqn in (5, 6):
+        session.receive_record(memoryview(lbmc.encode_data(7, sqn, b"p")))
+    assert events == [("tail", 4), ("deliver", 5), ("deliver", 6)]
 
 
 def test_lbt_delivery_controller_tells_the_tail_before_its_start() -> None:

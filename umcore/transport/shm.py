@@ -199,6 +199,8 @@ class SmxReceiverSession:
             payload = rec[LBMC_DATA_HEADER:]
             try:
                 if sqn == dc.expected or not dc.started:  # in order, or the first one
+                    if not dc.started and dc.before_start is not None:
+                        dc.before_start((sqn - 1) & 0xFFFFFFFF)  # sent before this session joined
                     dc.started = True
                     dc.expected = (sqn + 1) & 0xFFFFFFFF
                     dc.fused += 1  # folded by the owner's statistics read (see stats_for)
