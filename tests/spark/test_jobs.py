@@ -5,6 +5,7 @@ out by hand from the dataset's definition besides; the report files; bad input."
 
 from __future__ import annotations
 
+import csv as csvlib
 import subprocess
 import sys
 from pathlib import Path
@@ -124,9 +125,21 @@ def test_report_files(spark: Any, data: tuple[Path, Path], tmp_path: Path) -> No
     (csv,) = (base / "table.csv").glob("part-*.csv")
     lines = csv.read_text().splitlines()
     assert lines[0].startswith("interval_start,application_id,sender")
-    assert len(lines) == 1 + job.run(spark, str(db), INTERVAL).count()
+    rows = job.run(spark, str(db), INTERVAL).collect()
+    assert len(lines) == 1 + len(rows)
+    # the CSV holds the result's rows, in order, times as Spark's CSV writer gives them
+    keys = ("interval_start", "application_id", "process_id", "source_string", "msgs", "bytes")
+    got = [tuple(r[k] for k in keys) for r in csvlib.DictReader(lines)]
+    stamp = "%Y-%m-%dT%H:%M:%S.000Z"
+    assert got == [
+        (r.interval_start.strftime(stamp), r.application_id, str(r.process_id), r.source_string,
+         str(r.msgs), str(r.bytes))
+        for r in rows
+    ]  # fmt: skip
     parquet = spark.read.parquet(str(base / "table.parquet"))
-    assert parquet.count() == len(lines) - 1
+    types = [(f.name, f.dataType) for f in parquet.schema]
+    assert types == [(f.name, f.dataType) for f in job.run(spark, str(db), INTERVAL).schema]
+    assert sorted(map(tuple, parquet.collect())) == sorted(map(tuple, rows))
 
 
 @pytest.mark.parametrize(

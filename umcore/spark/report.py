@@ -2,10 +2,15 @@
 
 Theory of operation
 -------------------
-:func:`write_report` writes under ``DIR/<job>/``: ``table.parquet/`` and ``table.csv/`` (Spark's
-writers, one part file each: results are aggregates, small), ``chart.png`` (matplotlib, headless
-``Agg`` backend) and ``index.html``, which shows the chart and the first rows and links the
-rest.  The chart plots the job's ``x`` against its ``y`` columns; a line chart draws one line per
+:func:`write_report` takes the result to the driver once, as Arrow (results are aggregates,
+small), and writes under ``DIR/<job>/`` from there: ``table.parquet/`` and ``table.csv/`` (one
+``part-00000`` file each, the layout Spark's writers leave; written with pyarrow, as two more
+Spark jobs over the result cost several times the whole report besides, and on a cluster they
+would land on the executors' disks rather than beside the page), ``chart.png`` (matplotlib,
+headless ``Agg`` backend) and ``index.html``, which shows the chart and the first rows and links
+the rest.  The CSV has a header line and gives times as Spark's CSV writer does (ISO 8601,
+milliseconds, ``Z``: sessions run in UTC); a field holding a comma or a quote is quoted
+(RFC 4180).  The chart plots the job's ``x`` against its ``y`` columns; a line chart draws one line per
 ``series`` (at most :data:`MAX_SERIES`, the largest), a bar chart sums each ``y`` per ``x``.
 """
 
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import html
 import os
+import shutil
 from collections import defaultdict
 from typing import Any
 
@@ -84,15 +90,48 @@ def _chart(job: Job, rows: list[dict[str, Any]], path: str) -> None:
         plt.close(fig)
 
 
+def _part(base: str, name: str) -> str:
+    """``base/name/``, emptied (a report written again replaces the old), and its one part file."""
+    folder = os.path.join(base, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    return os.path.join(folder, "part-00000" + os.path.splitext(name)[1])
+
+
+def _write_tables(table: Any, base: str) -> None:
+    """``table`` (pyarrow) as ``base/table.parquet/`` and ``base/table.csv/`` (module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, _part(base, "table.parquet"))
+    columns = []
+    for col in table.columns:
+        if pa.types.is_timestamp(col.type):
+            ms = col.cast(pa.timestamp("ms", tz="UTC"))
+            col = pc.binary_join_element_wise(pc.strftime(ms, format="%Y-%m-%dT%H:%M:%S"), "Z", "")
+        columns.append(col)
+    text = pa.table(columns, names=table.column_names)
+    with open(_part(base, "table.csv"), "wb") as f:
+        header = ",".join(_csv_field(n) for n in table.column_names) + "\n"
+        f.write(header.encode("utf-8"))
+        opts = pacsv.WriteOptions(include_header=False, quoting_style="needed")
+        pacsv.write_csv(text, f, opts)
+
+
+def _csv_field(name: str) -> str:
+    if any(c in name for c in ',"\r\n'):
+        return '"' + name.replace('"', '""') + '"'
+    return name
+
+
 def write_report(job: Job, result: DataFrame, out_dir: str) -> str:
     """Write ``result`` of ``job`` under ``out_dir/<job>/``; the HTML page's path."""
     base = os.path.join(out_dir, job.name)
     os.makedirs(base, exist_ok=True)
-    result = result.cache()  # written twice and collected: computed once
-    one = result.coalesce(1)
-    one.write.mode("overwrite").parquet(os.path.join(base, "table.parquet"))
-    one.write.mode("overwrite").option("header", True).csv(os.path.join(base, "table.csv"))
-    table = result.toArrow()  # Arrow: far faster than Rows
+    table = result.toArrow()  # the one Spark job; Arrow: far faster than Rows
+    _write_tables(table, base)
     _chart(job, _columns(table, [job.x, *job.y, *job.series]), os.path.join(base, "chart.png"))
     n_rows = table.num_rows
     rows: list[dict[str, Any]] = table.slice(0, HTML_ROWS).to_pylist()
@@ -116,5 +155,4 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head>
     path = os.path.join(base, "index.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
-    result.unpersist()
     return path
