@@ -107,6 +107,30 @@ def test_parquet_files_by_kind_and_date_hold_the_messages(tmp_path: Path) -> Non
         )
 
 
+def test_parquet_rows_wait_for_a_whole_row_group(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    col = Collector()
+    attrs = MonAttributes(application_id="app", timestamp=1_700_000_000)
+    recs = []
+    for i in range(12):
+        msg = ums_mon_pb2.UMSMonMsg()
+        msg.stats.context.fragments_lost = i
+        rec = col.receive(encode_stats(PacketType.CONTEXT, msg, attrs), "TCP:10.0.0.1:1", 1.0)
+        assert rec is not None
+        recs.append(rec)
+    conn = ParquetConnector(str(tmp_path), row_group_rows=5)
+    for i in range(0, 12, 4):  # batches of 4: a row group once 5 are held, the rest at close
+        conn.write(recs[i : i + 4])
+    conn.close()
+    (path,) = tmp_path.rglob("*.parquet")
+    meta = pq.ParquetFile(path).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [8, 4]
+    lost = [
+        r["message"]["stats"]["context"]["fragments_lost"] for r in pq.read_table(path).to_pylist()
+    ]
+    assert lost == list(range(12))  # every row, in order
+
+
 def test_parquet_needs_a_writable_directory(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     with pytest.raises(ConfigError, match="not a writable directory"):
