@@ -40,6 +40,30 @@ def _columns(table: Any, names: list[str]) -> list[dict[str, Any]]:
     return [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
 
 
+def _chart_rows(job: Job, table: Any) -> list[dict[str, Any]]:
+    """The rows :func:`_chart` draws from: for a line chart only those of its :data:`MAX_SERIES`
+    largest lines (a result has thousands; converting every row, times and all, to Python cost
+    more than the chart), chosen as :func:`_chart` chooses, so it draws the same lines."""
+    names = [job.x, *job.y, *job.series]
+    if job.chart != "line":
+        return _columns(table, names)
+    keys = [table.column(c).to_pylist() for c in job.series]
+    ys = [(y, table.column(y).to_pylist()) for y in job.y]
+    multi = len(job.y) > 1
+    totals: dict[tuple[Any, ...], float] = defaultdict(float)
+    for i in range(table.num_rows):
+        base = tuple(k[i] for k in keys)
+        for y, values in ys:
+            totals[base + ((y,) if multi else ())] += float(values[i] or 0)
+    biggest = set(sorted(totals, key=lambda k: -totals[k])[:MAX_SERIES])
+    rows = [
+        i
+        for i in range(table.num_rows)
+        if any(tuple(k[i] for k in keys) + ((y,) if multi else ()) in biggest for y in job.y)
+    ]
+    return _columns(table.take(rows), names)
+
+
 def _chart(job: Job, rows: list[dict[str, Any]], path: str) -> None:
     import matplotlib
 
@@ -132,7 +156,7 @@ def write_report(job: Job, result: DataFrame, out_dir: str) -> str:
     os.makedirs(base, exist_ok=True)
     table = result.toArrow()  # the one Spark job; Arrow: far faster than Rows
     _write_tables(table, base)
-    _chart(job, _columns(table, [job.x, *job.y, *job.series]), os.path.join(base, "chart.png"))
+    _chart(job, _chart_rows(job, table), os.path.join(base, "chart.png"))
     n_rows = table.num_rows
     rows: list[dict[str, Any]] = table.slice(0, HTML_ROWS).to_pylist()
     cols = result.columns
