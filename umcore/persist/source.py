@@ -1264,7 +1264,6 @@ class PersistentSource:
         per_store = notification & 1
         whole = notification & 2
         index, text = st.index, st.text
-        memo = self._memo
         base = self._base - self._head
         events = self._events
         code = SRC_EVENT_UME_MESSAGE_STABLE_EX
@@ -1284,26 +1283,7 @@ class PersistentSource:
             m = masks[i]
             if m != prev:
                 prev = m
-                if m & bit:
-                    new = -1  # a duplicate
-                else:
-                    new = m | bit
-                    acks = new & _ACK_BITS
-                    v = memo.get(acks)
-                    if v is None:
-                        v = self._verdict(acks)
-                    becomes = bool(v & 1) and not new & (_STABLE | _GONE)
-                    leaves = False
-                    if becomes:
-                        new |= _STABLE
-                        if new & _CONF:  # left flight (_leave)
-                            new |= _LEFT
-                            leaves = True
-                    flags = STABLE_FLAG_STORE
-                    if v & gbit:
-                        flags |= STABLE_FLAG_INTRAGROUP
-                    if v & 1:
-                        flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
+                new, becomes, leaves, flags = self._mask_step(m, bit, gbit)
             if new < 0:
                 dup += 1
                 continue
@@ -1344,17 +1324,12 @@ class PersistentSource:
             c["events_dropped"] += dropped
         return False
 
-    def _acks_alike(self, st: _Store, lo: int, hi: int, m: int) -> bool:
-        """:meth:`_acks` of fragments ``lo..hi-1`` that are all one-fragment messages (tuple
-        records) with the same mask ``m``, per-Store events only (the caller checked): the same
-        outcome, each step done once for the range (C-level slices, one comprehension for the
-        events) instead of per fragment."""
-        n = hi - lo
-        c = self._counters
-        bit = st.bit
+    def _mask_step(self, m: int, bit: int, gbit: int) -> tuple[int, bool, bool, int]:
+        """What the ACK of the Store of ``bit`` (group bit ``gbit``) does to a fragment of mask
+        ``m``: its new mask (-1: a duplicate), whether it becomes stable, whether it then leaves
+        flight (:meth:`_leave`), and its per-Store event's flags."""
         if m & bit:
-            c["acks_duplicate"] += n
-            return False
+            return -1, False, False, 0
         new = m | bit
         acks = new & _ACK_BITS
         v = self._memo.get(acks)
@@ -1367,6 +1342,24 @@ class PersistentSource:
             if new & _CONF:  # left flight (_leave)
                 new |= _LEFT
                 leaves = True
+        flags = STABLE_FLAG_STORE
+        if v & gbit:
+            flags |= STABLE_FLAG_INTRAGROUP
+        if v & 1:
+            flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
+        return new, becomes, leaves, flags
+
+    def _acks_alike(self, st: _Store, lo: int, hi: int, m: int) -> bool:
+        """:meth:`_acks` of fragments ``lo..hi-1`` that are all one-fragment messages (tuple
+        records) with the same mask ``m``, per-Store events only (the caller checked): the same
+        outcome, each step done once for the range (C-level slices, one comprehension for the
+        events) instead of per fragment."""
+        n = hi - lo
+        c = self._counters
+        new, becomes, leaves, flags = self._mask_step(m, st.bit, st.group_bit << 1)
+        if new < 0:
+            c["acks_duplicate"] += n
+            return False
         self._masks[lo:hi] = [new] * n
         recs = self._recs
         if becomes:
@@ -1375,11 +1368,6 @@ class PersistentSource:
                 self.in_flight -= n
                 self.in_flight_bytes -= sum(map(_bytes_of, recs[lo:hi]))
         if self.config.stability_notification & 1:
-            flags = STABLE_FLAG_STORE
-            if v & (st.group_bit << 1):
-                flags |= STABLE_FLAG_INTRAGROUP
-            if v & 1:
-                flags |= STABLE_FLAG_INTERGROUP | STABLE_FLAG_STABLE
             first = (self._base - self._head + lo) & _M
             sqns: Iterable[int] = range(first, first + n)
             if first + n > _M + 1:  # across the wrap
