@@ -11,8 +11,10 @@ once per session and shipped with ``addPyFile``, so executors need no pyum insta
 and pyarrow).  Times are UTC (``spark.sql.session.timeZone``); the Python Data Source filter
 pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are registered.  A
 ``local`` master starts without the web UI (nobody opens it for a job that ends with its report)
-and with the JVM's first JIT compiler only (:data:`LOCAL_JAVA_OPTIONS`; a ``conf`` that sets
-``spark.driver.extraJavaOptions`` replaces it); a cluster's driver and executors keep the JVM's
+and with the JVM's first JIT compiler only (:data:`LOCAL_JAVA_OPTIONS`, as
+``spark.driver.defaultJavaOptions``: options the user gives in ``spark.driver.extraJavaOptions``,
+from ``conf`` or Spark's defaults file, come after it and win; a ``conf`` that sets
+``spark.driver.defaultJavaOptions`` replaces it); a cluster's driver and executors keep the JVM's
 defaults.
 """
 
@@ -38,7 +40,7 @@ SHUFFLE_PARTITIONS = 8
 # goes to warming that JVM up: C1 alone compiles far less than C1 + C2 (source-rates over
 # 1,000,000 rows, session start to report written: JVM CPU 47 s instead of 60 s, wall 0.85-0.97
 # of the time, paired runs on 2 cores).  A long local job may want C2 back: pass
-# spark.driver.extraJavaOptions in ``conf``.
+# spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4 (appended after these).
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
@@ -75,8 +77,8 @@ def start_session(
         # A job run by name ends when its report is written: nobody opens a local web UI, and
         # starting one is part of every job's start-up.  A cluster keeps its UI.
         builder = builder.config("spark.ui.enabled", "false")
-        if "spark.driver.extraJavaOptions" not in (conf or {}):
-            builder = builder.config("spark.driver.extraJavaOptions", LOCAL_JAVA_OPTIONS)
+        if "spark.driver.defaultJavaOptions" not in (conf or {}):
+            builder = builder.config("spark.driver.defaultJavaOptions", LOCAL_JAVA_OPTIONS)
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
