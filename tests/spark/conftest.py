@@ -41,6 +41,10 @@ def spark() -> Iterator[Any]:
     from umcore.spark.session import start_session
 
     # two cores are shared with other test runs: two tasks at a time, small memory
-    session = start_session("local[2]", app="pyum-tests", conf={"spark.driver.memory": "1g"})
+    # the Store's data sources are registered by test_umestore (register_umestore), as a user
+    # of a session without them would
+    session = start_session(
+        "local[2]", app="pyum-tests", conf={"spark.driver.memory": "1g"}, umestore=False
+    )
     yield session
     session.stop()

@@ -21,6 +21,15 @@ SOURCES = [
 
 
 @pytest.fixture(scope="module")
+def spark(spark: Any) -> Any:
+    """The run's session (conftest), which starts without the Store's data sources, with them."""
+    from umcore.spark.session import register_umestore
+
+    register_umestore(spark)
+    return spark
+
+
+@pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float, float]:
     root = tmp_path_factory.mktemp("store")
     before = time.time()

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     from umcore.spark.report import write_report
     from umcore.spark.session import start_session
 
-    spark = start_session(args.master)
+    spark = start_session(args.master, umestore=False)  # the jobs read MCS's data only
     try:
         page = write_report(job, job.run(spark, args.input, args.interval), args.output)
     finally:

@@ -9,7 +9,10 @@ cluster's executors must have the same path (a shared install or image).  ``umco
 once per session and shipped with ``addPyFile``, so executors need no pyum install of their own
 (they need protobuf only for the jobs' driver side; the data source needs the standard library
 and pyarrow).  Times are UTC (``spark.sql.session.timeZone``); the Python Data Source filter
-pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are registered.  A
+pushdown is switched on (``umestore`` uses it); the ``umestore`` sources are registered
+(:func:`register_umestore`: the first Python data source registered costs a session about 2 s
+-- a Python worker's start -- so ``pyum-spark``'s monitoring jobs, which never read a Store,
+start without them: ``umestore=False``).  A
 ``local`` master starts without the web UI (nobody opens it for a job that ends with its report)
 and with the JVM's first JIT compiler only (:data:`LOCAL_JAVA_OPTIONS`, as
 ``spark.driver.defaultJavaOptions``: options the user gives in ``spark.driver.extraJavaOptions``,
@@ -31,7 +34,13 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "LOCAL_JAVA_OPTIONS", "package_zip", "start_session"]
+__all__ = [
+    "DEFAULT_MASTER",
+    "LOCAL_JAVA_OPTIONS",
+    "package_zip",
+    "register_umestore",
+    "start_session",
+]
 
 DEFAULT_MASTER = "local[*]"
 # Shuffle partitions: Spark's 200 is for clusters; a job's aggregates are small.
@@ -58,9 +67,14 @@ def package_zip(directory: str) -> str:
 
 
 def start_session(
-    master: str = DEFAULT_MASTER, *, app: str = "pyum-spark", conf: Mapping[str, str] | None = None
+    master: str = DEFAULT_MASTER,
+    *,
+    app: str = "pyum-spark",
+    conf: Mapping[str, str] | None = None,
+    umestore: bool = True,
 ) -> SparkSession:
-    """The session for ``master`` (module docstring); ``conf`` adds Spark settings."""
+    """The session for ``master`` (module docstring); ``conf`` adds Spark settings;
+    ``umestore``: the Store's data sources registered (:func:`register_umestore`)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = (
@@ -88,8 +102,15 @@ def start_session(
     # the session lives: removed when this (driver) process exits, not before.
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     spark.sparkContext.addPyFile(package_zip(tmp))
+    if umestore:
+        register_umestore(spark)
+    return spark
+
+
+def register_umestore(spark: SparkSession) -> None:
+    """``spark.read.format("umestore")`` and ``format("umestore_acks")`` on ``spark``
+    (:mod:`umcore.spark.umestore`); registering them again is harmless."""
     from umcore.spark.umestore import UMEStoreAcksDataSource, UMEStoreDataSource
 
     spark.dataSource.register(UMEStoreDataSource)
     spark.dataSource.register(UMEStoreAcksDataSource)
-    return spark
