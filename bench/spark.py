@@ -149,11 +149,13 @@ def main() -> None:
 
         from umcore.spark.jobs import JOBS
         from umcore.spark.report import write_report
-        from umcore.spark.session import register_umestore, start_session
+        from umcore.spark.session import cds_status, register_umestore, start_session
 
         start = time.perf_counter()
         spark = start_session("local[*]", app="pyum-bench", umestore=False)  # as pyum-spark
         session = time.perf_counter() - start
+        state, detail = cds_status()
+        print(f"   driver JVM class-data sharing archive: {state} ({detail})")
         try:
             job = JOBS["source-rates"]
             t = time.perf_counter()
