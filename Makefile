@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.pyum-installed
+BENCH_STAMP := $(VENV)/.pyum-bench-installed
 
 # pyum runs from its source tree (an editable install): let Python keep the compiled bytecode of
 # its modules even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some build
@@ -43,8 +44,13 @@ unit: $(STAMP) proto
 test: lint types unit
 
 ## bench: the benchmarks; each prints its figures as ratios against a baseline measured in the same run
-bench: $(STAMP) proto
+bench: $(BENCH_STAMP) proto
 	$(BIN)/python -m bench
+
+# the benchmarks' own baselines (nats-py: bench/persist's JetStream row, with Debian's nats-server)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
