@@ -347,7 +347,18 @@ async def test_check17_retry_at_another_store_delivers(topo: Topology) -> None:
                 for k in range(3)
             )
 
-        await until(held_by_all, "every Store holding 0..N-1", timeout=WAIT)
+        def missing() -> str:  # what each Store has not acknowledged (shown on a timeout)
+            acked = events.of(
+                ev.SRC_EVENT_UME_MESSAGE_STABLE_EX, lambda i: i.flags & ev.STABLE_FLAG_STORE
+            )
+            return "not acknowledged, per Store: " + repr(
+                [
+                    sorted(set(range(n)) - {i.sequence_number for i in acked if i.store_index == k})
+                    for k in range(3)
+                ]
+            )
+
+        await until(held_by_all, "every Store holding 0..N-1", timeout=WAIT, detail=missing)
         (a_reg,) = events.of(ev.SRC_EVENT_UME_REGISTRATION_SUCCESS_EX, lambda i: i.store_index == 0)
         # Store A will never retransmit any of them (daemon control's mark, until it restarts)
         for sqn in range(n):
