@@ -334,7 +334,12 @@ async def test_check17_retry_at_another_store_delivers(topo: Topology) -> None:
     events = SourceEvents()
     n = 20
     async with await Context.create() as sctx:
-        src = await sctx.create_source(TOPIC, attributes=source_attrs(stores), on_event=events)
+        # The source retains what it sent, stable or not: a message is stable (and released)
+        # once two of the three Stores hold it (quorum), and a Store that joined the source's
+        # transport after the first messages went out catches up from the source's retention
+        # (umcore.store.catchup); without it that Store would never hold them.
+        attrs = source_attrs(stores, retransmit_retention_size_threshold="1000000")
+        src = await sctx.create_source(TOPIC, attributes=attrs, on_event=events)
         await asyncio.wait_for(src.wait_registered(), WAIT)
         await send_all(src, [b"m%d" % i for i in range(n)])
 
