@@ -381,8 +381,9 @@ class Fanout:
 
     def set_recovery(self, rec: Any) -> None:
         self.recovery = rec
-        if hasattr(self.dc, "before_start"):  # TCP's DC: the source's tail before it started
-            self.dc.before_start = self._before_start if rec is not None else None
+        # every DC (TCP's, LBT-RU/RM's, the DRO's, LBT-SMX's) reports the source's tail, what
+        # it sent before the DC's first delivery, through before_start
+        self.dc.before_start = self._before_start if rec is not None else None
         self.refresh()
 
     def _before_start(self, sqn: int) -> None:
