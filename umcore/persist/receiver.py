@@ -34,7 +34,8 @@ Information, a control message on the source's transport; persistence-store.md 1
    holds.  ``retransmit_request_maximum`` N > 0 caps it at ``high - N`` (flag RXREQMAX; the
    worked example of 1.7: 0..6 stored, 0 ACKed, N 2: low 1, low_rxreq_max 4, first delivered
    4); then ``recovery_fn`` (``ume_recovery_sequence_number_info_function``) may name another
-   low (returning the original low, or None, changes nothing).  :meth:`take_recovery` yields
+   low (returning the original low, or None, changes nothing; a start past ``high + 1`` is read as
+   ``high + 1``, nothing to recover).  :meth:`take_recovery` yields
    ``(first, high)`` once (``first == high + 1``: nothing to recover); the engine feeds it into
    :class:`~umcore.features.recovery.TopicRecovery`, which tracks the holes and calls
    :meth:`rxreq_messages` for the requests it decides to send.
@@ -881,6 +882,10 @@ class PersistentReceiver:
                         f"ume_recovery_sequence_number_info_function returned {chosen!r} "
                         "(a sequence number is 0..4294967295); ignored"
                     )
+                elif serial_gt(chosen, (high + 1) & _M):
+                    # past what the Stores hold: as for ``low`` above, recovery starts after
+                    # the newest stored message (none to recover), not at a range that wraps
+                    first = (high + 1) & _M
                 elif chosen != low:
                     first = chosen
         self._step(ReceiverInput.QUORUM)
