@@ -19,9 +19,16 @@ What runs where (one 2-core machine, loopback only):
   the last message ACKed every 100 ms: the analogue of pyum's batched consumption ACKs).  Only
   in the ``bench`` extra (``pip install 'pyum[bench]'`` / ``apt-get install nats-server``): the
   row is skipped, saying why, when either is missing.
+- **The floor, raw** (:class:`RawSide`): the same messages as UM's TCP layout has them (76-byte
+  LBMC DATA frames), paced alike with the same flight size, from a raw sender in this process
+  to :func:`bench.store.raw_loop` (a blocking loop in a subprocess: each read's frames written
+  to disk in the Store's disk format, no fsync, one ACK per read) and to a raw receiver
+  connection in this process; no pyum machinery.  Its p99 is what this machine's loopback
+  TCP, page-cache writes and scheduling cost by themselves: on the shared 2-core host it is
+  itself ~2-4 ms at 50,000 msgs/s (``--no-raw`` skips it).
 
 Phases, for each system, interleaved (the order alternates per rate): 64-byte payloads at the
-offered rates :data:`RATES` msgs/s (sends paced every 0.5 ms, the last message of each burst
+offered rates :data:`RATES` msgs/s (sends paced every 1 ms (:data:`TICK`), the last message of each burst
 flushed) and open loop (as fast as the flight size lets), :data:`PHASE_SECONDS` each.
 
 Figures per phase: persisted msgs/s (messages persisted / time from the first send to the last
@@ -40,7 +47,7 @@ The pyum row is skipped, saying what is missing, when the persistent source API
 (:mod:`umcore.persist.source`, :mod:`umcore.engine.persist`) is not importable.
 
 Run alone: ``python -m bench.persist [--seconds S] [--rates 10000,50000,open] [--batch BYTES]
-[--no-jetstream] [--no-pyum]``; ``python -m bench persist`` runs it with the defaults.
+[--no-jetstream] [--no-pyum] [--no-raw]``; ``python -m bench persist`` runs it with the defaults.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import contextlib
 import functools
 import importlib.metadata
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -73,7 +81,11 @@ BATCH = 8192
 RATES: tuple[int | None, ...] = (10_000, 50_000, 100_000, None)  # msgs/s offered; None = open
 PHASE_SECONDS = 2.5
 WARMUP = 0.3  # first seconds of a phase left out of the latency figures
-TICK = 0.0005  # the paced sender wakes this often
+# The paced sender wakes this often.  uvloop (libuv) keeps timers in whole milliseconds: a
+# shorter sleep is a 0 ms timer, due at once, so a 0.5 ms tick made the pacer spin (measured
+# ~100,000 wake-ups/s, ~0.6 of a core, on a machine whose 2 cores also run the Store), where an
+# application pacing its sends sleeps; 1 ms is the shortest sleep the loop really does.
+TICK = 0.001
 MAX_BURST = 256  # a paced sender that fell behind catches up by at most this many messages
 OPEN_CHUNK = 64  # open loop: messages per turn (the last one flushed)
 OPEN_CAP = 1_500_000  # open loop: messages a phase may send at most (arrays sized for it)
@@ -83,6 +95,12 @@ JS_ACK_INTERVAL = 0.1  # the JetStream consumer ACKs (AckPolicy.ALL) this often
 TOPIC_PREFIX = "bench.disk.persist"  # bench.store's Store sends bench.disk.* to disk
 JS_STREAM = "BENCHPERSIST"
 JS_SUBJECTS = "bench.js.>"
+# The raw row's frames (bench.store's layout: LBMC DATA header, then the payload) and the raw
+# writer's hello (mode D = disk, the port of this side's ACK listener) and ACKs (counts).
+FRAME_LEN = 12 + len(PAYLOAD)
+_RAW_HEAD = struct.Struct("!BBHII")
+_RAW_MODE = struct.Struct("!cxH")
+_COUNT = struct.Struct("!Q")
 GOAL_RATE = 100_000
 GOAL_RATIO = 10.0
 GOAL_P99_MS = 2.0
@@ -412,6 +430,130 @@ class JetStreamSide(Side):
             self.tmp.cleanup()
 
 
+class _RawAcks(asyncio.Protocol):
+    """The raw writer's ACKs: 8-byte counts of the messages it has written so far."""
+
+    def __init__(self, side: RawSide) -> None:
+        self.side = side
+        self.pending = b""
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.pending + data if self.pending else data
+        whole = len(buf) - len(buf) % 8
+        if whole:
+            self.side.acked_to(_COUNT.unpack_from(buf, whole - 8)[0])
+        self.pending = buf[whole:]
+
+
+class _RawReceiver(asyncio.Protocol):
+    """The raw row's receiver: counts whole frames."""
+
+    def __init__(self, side: RawSide) -> None:
+        self.side = side
+        self.bytes = 0
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes += len(data)
+        tally = self.side.tally
+        tally.received = self.bytes // FRAME_LEN
+        if tally.received >= tally.want:
+            tally.progress.set()
+
+
+class RawSide(Side):
+    """The floor: the same 64-byte messages as UM's TCP layout has them (76-byte LBMC DATA
+    frames) from a raw sender in this process, paced alike, to :func:`bench.store.raw_loop` (a
+    blocking loop in a subprocess that writes each read's frames to disk in the Store's disk
+    format, no fsync, and ACKs each read with the count written so far) and to a receiver
+    connection in this process; flight size :data:`FLIGHT` as the pyum source's.  No pyum
+    machinery (sessions, registration, ACK encoding, writer thread): its p99 is what this
+    machine's loopback TCP, disk writes and scheduling add by themselves."""
+
+    name = "raw"
+
+    def __init__(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory(prefix="pyum-bench-raw-")
+        self.proc: Proc | None = None
+        self.address = ("", 0)
+        self.ack_server: asyncio.Server | None = None
+        self.rcv_server: asyncio.Server | None = None
+        self.to_writer: asyncio.Transport | None = None
+        self.to_receiver: asyncio.Transport | None = None
+        self.total = 0  # messages the writer ACKed (a count: they are ACKed in order)
+        self.room = asyncio.Event()
+
+    async def start(self) -> None:
+        self.proc = await Proc.start(
+            sys.executable, "-c", f"from bench.store import raw_loop; raw_loop({self.tmp.name!r})"
+        )
+        self.server_pid = self.proc.proc.pid
+        _, m = await self.proc.wait_line(r"listening on ([\d.]+):(\d+)")
+        self.address = (m.group(1), int(m.group(2)))
+
+    def acked_to(self, count: int) -> None:
+        now = time.perf_counter()
+        ack = self.tally.ack
+        for k in range(self.total, count):
+            ack(k, now)
+        if count > self.total:
+            self.total = count
+            self.room.set()
+
+    async def open(self, n: int) -> Tally:
+        loop = asyncio.get_running_loop()
+        self.tally = Tally(n)
+        self.total = 0
+        self.ack_server = await loop.create_server(lambda: _RawAcks(self), "127.0.0.1", 0)
+        self.rcv_server = await loop.create_server(lambda: _RawReceiver(self), "127.0.0.1", 0)
+        ack_port = self.ack_server.sockets[0].getsockname()[1]
+        rcv_port = self.rcv_server.sockets[0].getsockname()[1]
+        self.to_writer, _ = await loop.create_connection(asyncio.Protocol, *self.address)
+        self.to_writer.write(_RAW_MODE.pack(b"D", ack_port))
+        self.to_receiver, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", rcv_port)
+        return self.tally
+
+    async def send(self, i: int, j: int) -> None:
+        assert self.to_writer is not None and self.to_receiver is not None
+        sent_at = self.tally.sent_at
+        clock = time.perf_counter
+        pack = _RAW_HEAD.pack
+        k = i
+        while k < j:
+            stop = min(j, self.total + FLIGHT)
+            if stop <= k:  # flight size full: wait for an ACK
+                self.room.clear()
+                async with asyncio.timeout(WAIT):
+                    await self.room.wait()
+                continue
+            frames = []
+            for m in range(k, stop):
+                sent_at[m] = clock()
+                frames.append(pack(0, 0, FRAME_LEN, 0, m))
+                frames.append(PAYLOAD)
+            data = b"".join(frames)
+            self.to_writer.write(data)
+            self.to_receiver.write(data)
+            k = stop
+
+    async def close_phase(self) -> None:
+        for tr in (self.to_writer, self.to_receiver):
+            if tr is not None:
+                tr.close()
+        for srv in (self.ack_server, self.rcv_server):
+            if srv is not None:
+                srv.close()
+        self.to_writer = self.to_receiver = None
+        self.ack_server = self.rcv_server = None
+
+    async def stop(self) -> None:
+        try:
+            await self.close_phase()
+        finally:
+            if self.proc is not None:
+                await self.proc.stop()
+            self.tmp.cleanup()
+
+
 # ==============================================================================================
 # A phase
 # ==============================================================================================
@@ -525,9 +667,15 @@ def summary(results: list[PhaseResult], rates: Sequence[int | None]) -> list[str
         )
         at = by.get(("pyum", GOAL_P99_AT))
         if at is not None:
+            floor = by.get(("raw", GOAL_P99_AT))
             out.append(
                 f"   goal p99 <= {GOAL_P99_MS:g} ms at {GOAL_P99_AT:,} msgs/s: {at.p99_ms:.3f} ms: "
                 f"{verdict(at.p99_ms <= GOAL_P99_MS)}"
+                + (
+                    f" (the raw floor on this machine, same run: p99 {floor.p99_ms:.3f} ms)"
+                    if floor is not None
+                    else ""
+                )
             )
         js = [r for r in results if r.system == "JetStream"]
         if js:
@@ -603,6 +751,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     p.add_argument("--no-jetstream", action="store_true", help="skip the JetStream baseline")
     p.add_argument("--no-pyum", action="store_true", help="skip pyum (JetStream only)")
+    p.add_argument(
+        "--no-raw", action="store_true", help="skip the raw sender -> raw disk writer floor row"
+    )
     args = p.parse_args(list(argv))
     if not 0.5 <= args.seconds <= 60:
         p.error(f"--seconds {args.seconds:g}: allowed 0.5 to 60")
@@ -673,6 +824,11 @@ async def _main(args: argparse.Namespace) -> None:
             f"implicit_batching_minimum_length {args.batch}"
         )
     print(line)
+    if not args.no_raw:
+        print(
+            "   floor: raw sender (this process) -> bench.store's raw disk writer (blocking "
+            "loop, subprocess) + a raw receiver; same frames, pacing and flight size"
+        )
     try:
         if not args.no_pyum:
             pyum = PyumSide(resolver, args.batch)
@@ -682,6 +838,10 @@ async def _main(args: argparse.Namespace) -> None:
             js = JetStreamSide(server)
             sides.append(js)
             await js.start()
+        if not args.no_raw:
+            raw = RawSide()
+            sides.append(raw)
+            await raw.start()
         for n, rate in enumerate(args.rates):
             for side in sides if n % 2 == 0 else sides[::-1]:
                 r = await phase(side, rate, args.seconds)
