@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(mcs_config.xsd_text())
         raise SystemExit(0)
     if args.property_keys:
-        for connector, keys in mcs_config.PROPERTY_KEYS.items():
+        for kind, keys in mcs_config.PROPERTY_KEYS.items():
             for key, what in keys.items():
-                print(f"{connector}: {key} -- {what}")
+                print(f"{kind}: {key} -- {what}")
         raise SystemExit(0)
     if args.init_db:
         try:

@@ -1,12 +1,16 @@
-"""MCS wired up: a monitoring receiver -> the collector core -> batches -> the writer thread.
+"""MCS wired up: a monitoring receiver -> headers read -> batches -> conversion workers -> the
+writer thread (:mod:`daemons.mcs.workers`).
 
 The order (umcore.daemon.lifecycle): the configuration, the connector (the database exists and
 has UM's tables; the Parquet directory is writable) and the receiver's UM configuration are all
-checked before anything starts (``__main__``); then the monitoring context joins the statistics
-topic, the metrics and status pages start, the pid file is written.  At stop (SIGINT/SIGTERM)
-the receiver closes first, what was received is handed to the writer, the writer finishes and
-closes the connector (UM: "SIGINT = clean shutdown, outstanding IO finished"), then the pid
-file goes.
+checked before anything starts (``__main__``); then the conversion workers start (a worker that
+cannot: exit 1), the monitoring context joins the statistics topic, the metrics and status pages
+start, the pid file is written.  At stop (SIGINT/SIGTERM) the receiver closes first, what was
+received is handed to the workers, every batch is converted and stored, the workers end and the
+connector is closed (UM: "SIGINT = clean shutdown, outstanding IO finished"), then the pid file
+goes.  Workers that keep dying (more than :data:`~daemons.mcs.workers.MAX_RESTARTS` within
+:data:`~daemons.mcs.workers.RESTART_WINDOW` seconds) stop the daemon the same way, with exit
+status 1; a single death is logged, counted and the worker replaced.
 """
 
 from __future__ import annotations
@@ -17,12 +21,8 @@ import logging
 import time
 from typing import Any
 
-from daemons.mcs.connectors import (
-    Connector,
-    ParquetConnector,
-    SqliteConnector,
-    Writer,
-)
+from daemons.mcs.connectors import Connector, ParquetConnector, SqliteConnector
+from daemons.mcs.workers import Intake, WorkerPool, WorkerStartError
 from umcore import __version__ as pyum_version
 from umcore.config.mcs import McsConfig
 from umcore.daemon.lifecycle import StopSignals
@@ -31,13 +31,14 @@ from umcore.daemon.metrics import MetricSpec, MetricsServer, new_registry
 from umcore.daemon.pidfile import PidFile
 from umcore.daemon.web import Block, Heading, Para, Table, WebPages
 from umcore.errors import ConfigError
-from umcore.monitor.collector import Collector
+from umcore.monitor.attributes import decode_stats
 from umcore.monitor.modopts import MONITOR_CONTEXT_NAME, TransportOpts, monitoring_attributes
 
 __all__ = [
     "BATCH",
     "FLUSH_INTERVAL",
     "configure_logging",
+    "counts",
     "make_connector",
     "receiver_attributes",
     "serve",
@@ -88,8 +89,26 @@ def receiver_attributes(config: McsConfig) -> dict[str, Any]:
     return monitoring_attributes(opts)
 
 
+def counts(intake: Intake, pool: WorkerPool) -> dict[str, int]:
+    """The messages received: in all; stored per kind; not stored -- control, other formats
+    (raw), unparsable (bad: by the header, or by the worker's decode), dropped (the received
+    list was full).  A kind's count grows when a worker has decoded the message."""
+    a, d = intake.counts, pool.decoded
+    return {
+        "received": a["received"],
+        "ums": d["ums"],
+        "ump": d["ump"],
+        "dro": d["dro"],
+        "srs": d["srs"],
+        "control": a["control"] + d["control"],
+        "raw": a["raw"] + d["raw"],
+        "bad": a["bad"] + d["bad"],
+        "dropped": a["dropped"],
+    }
+
+
 def _status_pages(
-    config: McsConfig, collector: Collector, writer: Writer, where: str, monotonic: Any
+    config: McsConfig, intake: Intake, writer: WorkerPool, where: str, monotonic: Any
 ) -> WebPages:
     pages = WebPages(
         monotonic=monotonic, label="status page", title="pyum MCS", daemon="MCS",
@@ -101,13 +120,15 @@ def _status_pages(
             "receiving": where,
             "connector": config.connector,
             "destination": config.database or config.parquet_directory,
-            "received": dict(collector.counts),
-            "pending": collector.pending,
+            "received": counts(intake, writer),
+            "pending": intake.pending,
             "written": dict(writer.written),
             "queued_batches": writer.queued,
             "dropped_by_writer": writer.dropped,
             "failed": writer.failed,
-            "last_error": writer.last_error or collector.last_error,
+            "worker_crashes": writer.worker_crashes,
+            "fatal": writer.fatal,
+            "last_error": writer.fatal or writer.last_error or writer.last_bad or intake.last_error,
         }
 
     def blocks(d: dict[str, Any]) -> list[Block]:
@@ -121,8 +142,16 @@ def _status_pages(
             Heading("Written"),
             Table(["kind", "rows"], sorted(d["written"].items())),
             Table(
-                ["pending", "queued batches", "dropped by the writer", "failed"],
-                [[d["pending"], d["queued_batches"], d["dropped_by_writer"], d["failed"]]],
+                ["pending", "queued batches", "dropped by the writer", "failed", "worker crashes"],
+                [
+                    [
+                        d["pending"],
+                        d["queued_batches"],
+                        d["dropped_by_writer"],
+                        d["failed"],
+                        d["worker_crashes"],
+                    ]
+                ],
             ),
             Para(f"Last error: {d['last_error'] or 'none'}"),
         ]
@@ -131,9 +160,9 @@ def _status_pages(
     return pages
 
 
-def _registry(collector: Collector, writer: Writer) -> Any:
+def _registry(intake: Intake, writer: WorkerPool) -> Any:
     def counter(name: str) -> Any:
-        return lambda: collector.counts[name]
+        return lambda: counts(intake, writer)[name]
 
     def written(kind: str) -> Any:
         return lambda: writer.written[kind]
@@ -142,16 +171,17 @@ def _registry(collector: Collector, writer: Writer) -> Any:
         [
             *(
                 MetricSpec(f"pyum_mcs_received_{k}", "counter", f"Statistics messages: {k}", counter(k))
-                for k in collector.counts
+                for k in counts(intake, writer)
             ),
             *(
                 MetricSpec(f"pyum_mcs_written_{k}", "counter", f"Rows written: {k}", written(k))
                 for k in writer.written
             ),
-            MetricSpec("pyum_mcs_pending", "gauge", "Records waiting for the writer", lambda: collector.pending),
-            MetricSpec("pyum_mcs_writer_queued_batches", "gauge", "Batches queued for the writer thread", lambda: writer.queued),
+            MetricSpec("pyum_mcs_pending", "gauge", "Messages waiting to be batched", lambda: intake.pending),
+            MetricSpec("pyum_mcs_writer_queued_batches", "gauge", "Batches queued for the conversion workers", lambda: writer.queued),
             MetricSpec("pyum_mcs_writer_dropped", "counter", "Records dropped: the writer's queue was full", lambda: writer.dropped),
             MetricSpec("pyum_mcs_write_failed", "counter", "Records the connector failed to write", lambda: writer.failed),
+            MetricSpec("pyum_mcs_worker_crashes", "counter", "Conversion worker processes that died", lambda: writer.worker_crashes),
         ]
     )  # fmt: skip
 
@@ -179,11 +209,19 @@ async def serve(
         stopping = signals.stopping
     log.info("pyum MCS %s (Monitoring Collector Service) starting", pyum_version)
     attrs = attributes if attributes is not None else receiver_attributes(config)
-    collector = Collector()
-    writer = Writer(connector)
+    intake = Intake()
+    writer = WorkerPool(connector, on_fatal=lambda reason: loop.call_soon_threadsafe(stopping.set))
+    try:
+        await asyncio.to_thread(writer.start)
+    except WorkerStartError as exc:
+        log.error("not started: %s", exc)
+        connector.close()
+        if signals is not None:
+            signals.uninstall()
+        return 1
 
     def flush() -> None:
-        while batch := collector.take_batch(BATCH):
+        while batch := intake.take_batch(BATCH):
             writer.submit(batch)
 
     def on_message(msg: m.Message) -> None:
@@ -191,19 +229,18 @@ async def serve(
             if msg.type in (m.MSG_BOS, m.MSG_EOS):
                 log.info("[%s] %s", msg.source, msg.type_name)
             return
-        bad = collector.counts["bad"]
-        rec = collector.receive(msg.data, msg.source, time.time())
-        if rec is not None:
-            if verbose:
-                log.info("%s message from %r (%s) at %s", rec.kind, rec.application_id,
-                         rec.sender, msg.source)  # fmt: skip
-            if collector.pending >= BATCH:
+        bad = intake.counts["bad"]
+        kind = intake.receive(msg.data, msg.source, time.time())
+        if kind is not None:
+            if verbose:  # the one place the daemon's process decodes a message
+                a = decode_stats(msg.data).attributes
+                log.info("%s message from %r (%s) at %s", kind, a.application_id,
+                         a.sender_ipv4, msg.source)  # fmt: skip
+            if intake.pending >= BATCH:
                 flush()
-        elif collector.counts["bad"] != bad and (
-            verbose or collector.counts["bad"] == bad + 1 == 1
-        ):
+        elif intake.counts["bad"] != bad and (verbose or intake.counts["bad"] == bad + 1 == 1):
             log.warning("bad statistics message %s (counted; the first is logged)",
-                        collector.last_error)  # fmt: skip
+                        intake.last_error)  # fmt: skip
 
     where = (
         f"topics matching {config.wildcard_topic!r}"
@@ -214,7 +251,11 @@ async def serve(
     status: WebPages | None = None
     pid: PidFile | None = None
     ticker: asyncio.Task[None] | None = None
-    ctx = await Context.create(attrs["context"], name=MONITOR_CONTEXT_NAME)
+    try:
+        ctx = await Context.create(attrs["context"], name=MONITOR_CONTEXT_NAME)
+    except BaseException:
+        await asyncio.to_thread(writer.close)
+        raise
     receiver: Any = None
     try:
         if config.wildcard_topic:
@@ -233,11 +274,11 @@ async def serve(
 
         ticker = asyncio.create_task(tick(), name="MCS flush")
         if metrics is not None:
-            metrics_server = MetricsServer(_registry(collector, writer))
+            metrics_server = MetricsServer(_registry(intake, writer))
             mhost, mport = await metrics_server.start(*metrics)
             log.info("metrics on http://%s:%d/metrics", mhost, mport)
         if web_monitor is not None:
-            status = _status_pages(config, collector, writer, where, loop.time)
+            status = _status_pages(config, intake, writer, where, loop.time)
             try:
                 await status.start(*web_monitor)
             except OSError as exc:
@@ -268,11 +309,16 @@ async def serve(
             pid.remove()
         if signals is not None:
             signals.uninstall()
-        c = collector.counts
+        c = counts(intake, writer)
         log.info(
             "stopped: received %d (ums %d, ump %d, dro %d, srs %d; control %d, other formats %d, "
-            "bad %d, dropped %d); written %d, dropped by the writer %d, failed %d",
+            "bad %d, dropped %d); written %d, dropped by the writer %d, failed %d; "
+            "conversion worker deaths %d",
             c["received"], c["ums"], c["ump"], c["dro"], c["srs"], c["control"], c["raw"],
             c["bad"], c["dropped"], sum(writer.written.values()), writer.dropped, writer.failed,
+            writer.worker_crashes,
         )  # fmt: skip
+    if writer.fatal:
+        log.error("exit status 1: %s", writer.fatal)
+        return 1
     return 0

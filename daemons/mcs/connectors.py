@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-A connector takes batches of :class:`~umcore.monitor.collector.Record` on the writer thread
-(:class:`Writer`), never on the event loop: a slow disk delays the writer, never the receiver.
+A connector stores batches on the writer thread of :class:`~daemons.mcs.workers.WorkerPool`,
+never on the event loop: a slow disk delays the writer, never the receiver.  What it stores was
+converted in a worker process by its :attr:`Connector.converter` (:mod:`daemons.mcs.convert`).
 
 - :class:`SqliteConnector` -- UM's storage contract (dro-monitoring-config.md B5): a database
   that exists before MCS starts, with UM's four tables ``umsmonmsg``, ``umpmonmsg``,
@@ -14,14 +15,10 @@ A connector takes batches of :class:`~umcore.monitor.collector.Record` on the wr
   ``DIR/kind=K/date=YYYY-MM-DD/`` (Hive partitioning, which Spark and pyarrow read as columns),
   each row the flat key columns, the message as a nested struct typed from the ``.proto``
   descriptors, and the raw protobuf bytes, in row groups of :data:`ROW_GROUP_ROWS`; a batch is
-  built column by column
-  (:class:`~umcore.monitor.pbcolumns.Columns`: no dict per message).  A file is written as ``*.parquet.inprogress`` and
-  renamed when closed -- after :data:`ROLL_ROWS` rows or :data:`ROLL_SECONDS`, and at stop -- so
-  a reader never sees half a file.
-
-:class:`Writer` owns the thread and a bounded queue of batches (:data:`MAX_QUEUED_BATCHES`); a
-batch that does not fit is counted as dropped.  A batch the connector fails to write is logged
-(one line per failure kind, the reason) and counted; the next batch is tried afresh.
+  built column by column (:class:`ParquetConverter`, in a worker;
+  :class:`~umcore.monitor.pbcolumns.Columns`: no dict per message).  A file is written as
+  ``*.parquet.inprogress`` and renamed when closed -- after :data:`ROLL_ROWS` rows or
+  :data:`ROLL_SECONDS`, and at stop -- so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ from __future__ import annotations
 import logging
 import operator
 import os
-import queue
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +38,6 @@ from umcore.monitor.pb import dro_mon_pb2, srs_mon_pb2, ump_mon_pb2, ums_mon_pb2
 from umcore.monitor.pbcolumns import Columns
 
 __all__ = [
-    "MAX_QUEUED_BATCHES",
     "ROLL_ROWS",
     "ROLL_SECONDS",
     "ROW_GROUP_ROWS",
@@ -51,9 +45,11 @@ __all__ = [
     "UM_SCHEMA",
     "Connector",
     "ParquetConnector",
+    "ParquetConverter",
     "SqliteConnector",
-    "Writer",
     "init_db",
+    "load_converter",
+    "sqlite_rows",
 ]
 
 log = logging.getLogger("MCS")
@@ -67,9 +63,6 @@ UM_SCHEMA = (
     + "".join(f"CREATE TABLE {t}(message json);\n" for t in TABLES.values())
     + "COMMIT;\n"
 )
-# Batches waiting for the writer thread: with the daemon's batch size, tens of seconds of a busy
-# network's statistics; beyond that the disk is not keeping up and the newest batches go.
-MAX_QUEUED_BATCHES = 64
 # A Parquet file is closed (and becomes visible) after this many rows or seconds.
 ROLL_ROWS = 100_000
 ROLL_SECONDS = 60.0
@@ -95,15 +88,40 @@ _CLASSES: dict[str, Any] = {
 
 
 class Connector:
-    """What a connector does (on the writer thread)."""
+    """What a connector does.  Storing messages is two steps: *convert* them (decode, the JSON
+    rows, the Arrow tables: the costly part, run in a conversion worker process,
+    :mod:`daemons.mcs.workers`) and :meth:`store` the result (the transaction, the files: on the
+    writer thread of the daemon's process).  :attr:`converter` names, as ``module:callable``, the
+    factory a worker calls once to get its conversion function (:mod:`daemons.mcs.convert`);
+    :meth:`write` does both steps for decoded records in the calling thread."""
 
     name = "connector"
+    converter = ""
 
     def write(self, batch: Sequence[Record]) -> None:
         raise NotImplementedError
 
+    def store(self, converted: Any) -> None:
+        raise NotImplementedError
+
     def close(self) -> None:
         """Finish what is written (at stop)."""
+
+
+def load_converter(spec: str) -> Any:
+    """The object ``module:name`` names (a connector's :attr:`Connector.converter`)."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def sqlite_rows(batch: Sequence[Record]) -> dict[str, list[tuple[str]]]:
+    """The SQLite connector's conversion: UM's JSON row of every record, by table."""
+    by_table: dict[str, list[tuple[str]]] = {}
+    for r in batch:
+        by_table.setdefault(TABLES[r.kind], []).append((r.json,))
+    return by_table
 
 
 def init_db(path: str) -> None:
@@ -122,6 +140,7 @@ class SqliteConnector(Connector):
     """UM's SQLite storage (module docstring)."""
 
     name = "sqlite"
+    converter = "daemons.mcs.convert:sqlite"
 
     def __init__(self, path: str, *, source: str = "sqlite_database_path") -> None:
         if not Path(path).is_file():
@@ -151,9 +170,11 @@ class SqliteConnector(Connector):
         self.path = path
 
     def write(self, batch: Sequence[Record]) -> None:
-        by_table: dict[str, list[tuple[str]]] = {}
-        for r in batch:
-            by_table.setdefault(TABLES[r.kind], []).append((r.json,))
+        self.store(sqlite_rows(batch))
+
+    def store(self, converted: dict[str, list[tuple[str]]]) -> None:
+        """One transaction: the rows of :func:`sqlite_rows`."""
+        by_table = converted
         cur = self.conn.cursor()
         cur.execute("BEGIN")
         try:
@@ -181,10 +202,62 @@ class _OpenFile:
         self.held_rows = 0
 
 
+class ParquetConverter:
+    """The Parquet connector's conversion (and its converter factory): records to one Arrow
+    table per kind and date, column by column.  Needs pyarrow (ImportError)."""
+
+    def __init__(self) -> None:
+        import pyarrow as pa
+
+        self.pa = pa
+        self.schemas = {kind: self._schema(cls) for kind, cls in _CLASSES.items()}
+        self.columns = {kind: Columns(cls.DESCRIPTOR) for kind, cls in _CLASSES.items()}
+
+    def _schema(self, cls: Any) -> Any:
+        pa = self.pa
+        return pa.schema(
+            [
+                pa.field("time", pa.timestamp("ms", tz="UTC")),
+                pa.field("application_id", pa.string()),
+                pa.field("sender", pa.string()),
+                pa.field("process_id", pa.uint64()),
+                pa.field("object_id", pa.uint64()),
+                pa.field("context_instance", pa.string()),
+                pa.field("domain_id", pa.uint32()),
+                pa.field("source", pa.string()),
+                pa.field("message", arrow_type(cls.DESCRIPTOR)),
+                pa.field("raw", pa.binary()),
+            ]
+        )
+
+    def __call__(self, batch: Sequence[Record]) -> list[tuple[str, str, Any]]:
+        groups: dict[tuple[str, str], list[Record]] = {}
+        for r in batch:
+            groups.setdefault((r.kind, r.date), []).append(r)
+        pa = self.pa
+        out = []
+        for (kind, date), recs in groups.items():
+            # column-wise: the key columns transposed in C, the messages through the kind's
+            # column builders (no dict per message)
+            keys: dict[str, Any] = dict(
+                zip(KEY_COLUMNS, zip(*map(_KEYS, recs), strict=True), strict=True)
+            )
+            keys["time"] = [int(t * 1000) for t in keys["time"]]
+            message = self.columns[kind]
+            message.extend([r.message for r in recs])
+            schema = self.schemas[kind]
+            arrays = [pa.array(keys[c], schema.field(c).type) for c in KEY_COLUMNS]
+            arrays.append(message.build())
+            arrays.append(pa.array([r.raw for r in recs], pa.binary()))
+            out.append((kind, date, pa.Table.from_arrays(arrays, schema=schema)))
+        return out
+
+
 class ParquetConnector(Connector):
     """Parquet files partitioned by kind and date (module docstring).  Needs pyarrow."""
 
     name = "parquet"
+    converter = "daemons.mcs.convert:parquet"
 
     def __init__(
         self,
@@ -204,55 +277,26 @@ class ParquetConnector(Connector):
         self.dir = Path(directory)
         if not self.dir.is_dir() or not os.access(self.dir, os.W_OK):
             raise ConfigError(f"{directory} is not a writable directory", source=source)
-        self.schemas = {kind: self._schema(cls) for kind, cls in _CLASSES.items()}
-        self.columns = {kind: Columns(cls.DESCRIPTOR) for kind, cls in _CLASSES.items()}
+        self._convert = ParquetConverter()
+        self.schemas = self._convert.schemas
         self.row_group_rows = row_group_rows
         self.open: dict[tuple[str, str], _OpenFile] = {}
         self.seq = 0
         self.files_closed = 0
 
-    def _schema(self, cls: Any) -> Any:
-        pa = self.pa
-        return pa.schema(
-            [
-                pa.field("time", pa.timestamp("ms", tz="UTC")),
-                pa.field("application_id", pa.string()),
-                pa.field("sender", pa.string()),
-                pa.field("process_id", pa.uint64()),
-                pa.field("object_id", pa.uint64()),
-                pa.field("context_instance", pa.string()),
-                pa.field("domain_id", pa.uint32()),
-                pa.field("source", pa.string()),
-                pa.field("message", arrow_type(cls.DESCRIPTOR)),
-                pa.field("raw", pa.binary()),
-            ]
-        )
-
     def write(self, batch: Sequence[Record]) -> None:
-        groups: dict[tuple[str, str], list[Record]] = {}
-        for r in batch:
-            groups.setdefault((r.kind, r.date), []).append(r)
+        self.store(self._convert(batch))
+
+    def store(self, converted: list[tuple[str, str, Any]]) -> None:
+        """The tables of :class:`ParquetConverter` into their files (held until a row group is
+        full; a file rolled after :data:`ROLL_ROWS` rows or :data:`ROLL_SECONDS`)."""
         now = time.monotonic()
-        pa = self.pa
-        for key, recs in groups.items():
-            kind, _ = key
-            # column-wise: the key columns transposed in C, the messages through the kind's
-            # column builders (no dict per message)
-            keys: dict[str, Any] = dict(
-                zip(KEY_COLUMNS, zip(*map(_KEYS, recs), strict=True), strict=True)
-            )
-            keys["time"] = [int(t * 1000) for t in keys["time"]]
-            message = self.columns[kind]
-            message.extend([r.message for r in recs])
-            schema = self.schemas[kind]
-            arrays = [pa.array(keys[c], schema.field(c).type) for c in KEY_COLUMNS]
-            arrays.append(message.build())
-            arrays.append(pa.array([r.raw for r in recs], pa.binary()))
-            table = pa.Table.from_arrays(arrays, schema=schema)
+        for kind, date, table in converted:
+            key = (kind, date)
             f = self._file(key, now)
             f.held.append(table)
-            f.held_rows += len(recs)
-            f.rows += len(recs)
+            f.held_rows += table.num_rows
+            f.rows += table.num_rows
             if f.held_rows >= self.row_group_rows:
                 self._flush(f)
             if f.rows >= ROLL_ROWS:
@@ -291,63 +335,3 @@ class ParquetConnector(Connector):
     def close(self) -> None:
         for key in list(self.open):
             self._close(key)
-
-
-class Writer:
-    """The writer thread: batches in a bounded queue, written by one connector (module
-    docstring).  Counters are read by the event loop (plain ints, written by one thread)."""
-
-    _STOP: Any = object()
-
-    def __init__(self, connector: Connector) -> None:
-        self.connector = connector
-        self._queue: queue.Queue[Any] = queue.Queue(MAX_QUEUED_BATCHES)
-        self.written: dict[str, int] = dict.fromkeys(TABLES, 0)
-        self.batches = 0
-        self.dropped = 0
-        self.failed = 0
-        self.last_error = ""
-        self._thread = threading.Thread(target=self._run, name="mcs-writer", daemon=True)
-        self._thread.start()
-
-    def submit(self, batch: list[Record]) -> bool:
-        """Queue ``batch`` for writing; False (counted in ``dropped``) when the queue is full."""
-        try:
-            self._queue.put_nowait(batch)
-        except queue.Full:
-            self.dropped += len(batch)
-            return False
-        return True
-
-    def _run(self) -> None:
-        while True:
-            batch = self._queue.get()
-            if batch is self._STOP:
-                break
-            try:
-                self.connector.write(batch)
-            except Exception as exc:  # a full disk, a locked database: the next batch retries
-                self.failed += len(batch)
-                reason = f"{type(exc).__name__}: {exc}"
-                if reason != self.last_error:
-                    log.error("%s connector: a batch of %d not written: %s",
-                              self.connector.name, len(batch), reason)  # fmt: skip
-                self.last_error = reason
-                continue
-            self.batches += 1
-            for r in batch:
-                self.written[r.kind] += 1
-        try:
-            self.connector.close()
-        except Exception as exc:
-            log.error("%s connector: closing failed: %s", self.connector.name, exc)
-
-    def close(self, timeout: float | None = None) -> None:
-        """Write what is queued, close the connector, end the thread (blocks: call it from a
-        thread, e.g. ``asyncio.to_thread``)."""
-        self._queue.put(self._STOP)
-        self._thread.join(timeout)
-
-    @property
-    def queued(self) -> int:
-        return self._queue.qsize()

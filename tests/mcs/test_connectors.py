@@ -1,4 +1,4 @@
-"""MCS connectors on the writer thread: UM's SQLite database (created by --init-db, one JSON row
+"""MCS connectors (as the writer thread uses them): UM's SQLite database (created by --init-db, one JSON row
 per message, refused when missing or lacking UM's tables) and pyum's Parquet files (partitioned
 by kind and date, renamed when complete, the same messages as the JSON rows)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemons.mcs.connectors import TABLES, ParquetConnector, SqliteConnector, Writer, init_db
+from daemons.mcs.connectors import TABLES, ParquetConnector, SqliteConnector, init_db
 from umcore.errors import ConfigError
 from umcore.monitor.attributes import MonAttributes, encode_stats
 from umcore.monitor.collector import Collector, Record
@@ -42,10 +42,10 @@ def test_sqlite_rows_are_ums_json_per_table(tmp_path: Path) -> None:
     init_db(db)
     init_db(db)  # again: the tables exist, nothing changes
     recs = records()
-    w = Writer(SqliteConnector(db))
-    assert w.submit(recs[:7]) and w.submit(recs[7:])
-    w.close()
-    assert w.written == {"ums": 4, "ump": 4, "dro": 4, "srs": 4} and w.failed == 0
+    lite = SqliteConnector(db)
+    lite.write(recs[:7])
+    lite.write(recs[7:])
+    lite.close()
     conn = sqlite3.connect(db)
     for kind, table in TABLES.items():
         rows = [r[0] for r in conn.execute(f"SELECT message FROM {table}")]
@@ -70,17 +70,15 @@ def test_sqlite_refuses_a_missing_or_foreign_database(tmp_path: Path) -> None:
         SqliteConnector(str(junk))
 
 
-def test_a_failing_batch_is_counted_and_the_next_one_written(tmp_path: Path) -> None:
+def test_a_failing_batch_is_rolled_back(tmp_path: Path) -> None:
     db = str(tmp_path / "ummon.db")
     init_db(db)
     conn = SqliteConnector(db)
     recs = records(1)
-    broken = [*recs[:1], Record.__new__(Record)]  # a record with nothing in it
-    w = Writer(conn)
-    w.submit(broken)
-    w.submit(recs)
-    w.close()
-    assert w.failed == 2 and w.written["ums"] == 1 and "AttributeError" in w.last_error
+    with pytest.raises(sqlite3.Error):  # the second table's insert fails: nothing is kept
+        conn.store({"umsmonmsg": [(recs[0].json,)], "nosuchtable": [("x",)]})
+    conn.write(recs)
+    conn.close()
     assert sqlite3.connect(db).execute("SELECT count(*) FROM umsmonmsg").fetchone() == (1,)
 
 
@@ -89,9 +87,9 @@ def test_parquet_files_by_kind_and_date_hold_the_messages(tmp_path: Path) -> Non
     out = tmp_path / "pq"
     out.mkdir()
     recs = records()
-    w = Writer(ParquetConnector(str(out)))
-    w.submit(recs)
-    w.close()
+    conn = ParquetConnector(str(out))
+    conn.write(recs)
+    conn.close()
     assert not list(out.rglob("*.inprogress"))
     parts = sorted(p.relative_to(out).parent.as_posix() for p in out.rglob("*.parquet"))
     assert "kind=ums/date=2023-11-14" in parts and "kind=srs/date=2023-11-17" in parts
