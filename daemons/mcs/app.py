@@ -32,6 +32,7 @@ from umcore.daemon.pidfile import PidFile
 from umcore.daemon.web import Block, Heading, Para, Table, WebPages
 from umcore.errors import ConfigError
 from umcore.monitor.attributes import decode_stats
+from umcore.monitor.framing import LBMMonError
 from umcore.monitor.modopts import MONITOR_CONTEXT_NAME, TransportOpts, monitoring_attributes
 
 __all__ = [
@@ -233,9 +234,12 @@ async def serve(
         kind = intake.receive(msg.data, msg.source, time.time())
         if kind is not None:
             if verbose:  # the one place the daemon's process decodes a message
-                a = decode_stats(msg.data).attributes
-                log.info("%s message from %r (%s) at %s", kind, a.application_id,
-                         a.sender_ipv4, msg.source)  # fmt: skip
+                try:
+                    a = decode_stats(msg.data).attributes
+                    sender = f"{a.application_id!r} ({a.sender_ipv4})"
+                except LBMMonError as exc:  # a worker will count it bad
+                    sender = f"? ({exc})"
+                log.info("%s message from %s at %s", kind, sender, msg.source)
             if intake.pending >= BATCH:
                 flush()
         elif intake.counts["bad"] != bad and (verbose or intake.counts["bad"] == bad + 1 == 1):

@@ -41,11 +41,16 @@ configfile: root <um-mcs version="1.0"> with
 The properties file (Java properties): sqlite_database_path=PATH, or parquet_directory=DIR.
 Relative paths are relative to the file that names them.  UM's hdfs connector is not in pyum.
 
-Writing happens on a thread of its own, in transactions of up to 5,000 messages every quarter
-second; when the disk falls behind, batches beyond 64 queued are dropped and counted.
+The daemon's process reads each message's header only; worker processes (one per processor,
+at most four) decode and convert batches of up to 5,000 messages, handed over every quarter
+second, and a thread writes them (one transaction per batch, in arrival order).  When the
+workers or the disk fall behind, batches beyond 64 queued are dropped and counted.  A worker
+that dies is logged, counted and replaced; the batch it was converting is counted as failed.
 
 Exit status: 0 after SIGINT/SIGTERM (what was received is written first), 1 for a bad
-configuration or connector (one line: file, line, element, what), 2 for a bad command line.
+configuration or connector (one line: file, line, element, what), or when conversion workers
+died more than 5 times within 60 seconds (what was converted is written first), 2 for a bad
+command line.
 """
 
 MCSDS = """\

@@ -462,7 +462,10 @@ class WorkerPool:
                 result = self._results.pop(self._next)
                 self._next += 1
                 self._cond.notify_all()
-            self._store(result)
+            try:
+                self._store(result)
+            except Exception as exc:  # not expected: the writer must go on (the stop waits)
+                log.exception("storing a batch failed: %s", exc)
         try:
             self.connector.close()
         except Exception as exc:
