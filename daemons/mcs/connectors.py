@@ -288,10 +288,14 @@ class ParquetConnector(Connector):
         self.store(self._convert(batch))
 
     def store(self, converted: list[tuple[str, str, Any]]) -> None:
-        """The tables of :class:`ParquetConverter` into their files (held until a row group is
-        full; a file rolled after :data:`ROLL_ROWS` rows or :data:`ROLL_SECONDS`)."""
+        """The tables of :class:`ParquetConverter` (or each as an Arrow IPC stream, as a worker
+        sends them) into their files (held until a row group is full; a file rolled after
+        :data:`ROLL_ROWS` rows or :data:`ROLL_SECONDS`)."""
         now = time.monotonic()
-        for kind, date, table in converted:
+        for kind, date, data in converted:
+            table = data
+            if not isinstance(data, self.pa.Table):
+                table = self.pa.ipc.open_stream(data).read_all()
             key = (kind, date)
             f = self._file(key, now)
             f.held.append(table)
