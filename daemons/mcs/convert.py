@@ -9,15 +9,18 @@ returns ``(converted, counts, records, last_bad)``: what the connector's ``store
 messages per :data:`DECODED` verdict, how many records were converted, the last unparsable
 message's reason.  The verdicts are :class:`~umcore.monitor.collector.Collector`'s.
 
-- :func:`parquet` decodes every message in full (the Collector: its attributes are the Parquet
-  key columns) and builds the Arrow tables (:class:`~daemons.mcs.connectors.ParquetConverter`),
-  handed over as Arrow IPC streams.
+- :func:`parquet` needs every message's attributes (the Parquet key columns): :func:`records_of`
+  takes them from the payload's ``UMMonAttributes`` (which the full decode gives precedence) when
+  :func:`plain_frame` vouches for the framing, and builds the Arrow tables
+  (:class:`~daemons.mcs.connectors.ParquetConverter`), handed over as Arrow IPC streams.
 - :func:`sqlite` makes UM's JSON rows, which hold the protobuf message only: it checks a message's
   lbmmon framing with :func:`plain_frame` -- the attribute block walked in place, the format
   module read from it, nothing built -- parses the payload and writes its JSON.  Only a
   message :func:`plain_frame` does not vouch for (a malformed or unusual attribute block) goes
-  through the Collector, whose verdict and words then count: the rows and the counts are the
-  Collector's in every case (tests/mcs/test_convert.py compares them on mutated packets).
+  through the Collector, whose verdict and words then count.
+
+Either way the rows, records and counts are the Collector's (tests/mcs/test_convert.py compares
+them on every kind of message and thousands of damaged ones).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from daemons.mcs.connectors import TABLES, ParquetConverter
-from umcore.monitor.attributes import MESSAGE_CLASSES, decode_stats
+from umcore.monitor.attributes import MESSAGE_CLASSES, MonAttributes, StatsMessage, decode_stats
 from umcore.monitor.collector import KINDS, Collector, Record
 from umcore.monitor.framing import (
     FORMAT_PB,
@@ -42,7 +45,7 @@ from umcore.monitor.framing import (
 )
 from umcore.monitor.pbjson import to_json
 
-__all__ = ["DECODED", "decode_batch", "parquet", "plain_frame", "sqlite"]
+__all__ = ["DECODED", "decode_batch", "json_rows", "parquet", "plain_frame", "records_of", "sqlite"]
 
 #: The verdicts counted per batch: messages per kind, control, other formats (raw), unparsable.
 DECODED = (*TABLES, "control", "raw", "bad")
@@ -123,6 +126,48 @@ def decode_batch(batch: Batch) -> tuple[list[Record], dict[str, int], str]:
     return records, {k: col.counts[k] for k in DECODED}, col.last_error
 
 
+def records_of(batch: Batch) -> tuple[list[Record], dict[str, int], str]:
+    """:func:`decode_batch`'s records, counts and last bad one, the short way where
+    :func:`plain_frame` vouches for the framing and the payload carries its ``UMMonAttributes``
+    with a sender (as UM's PB format module sends them): the attributes are then the payload's
+    alone (:func:`~umcore.monitor.attributes.decode_stats` gives them precedence), the
+    attribute block is not taken apart."""
+    records: list[Record] = []
+    counts = dict.fromkeys(DECODED, 0)
+    last_bad = ""
+    classes = MESSAGE_CLASSES
+    for data, source, now in batch:
+        frame = plain_frame(data)
+        if frame is not None:
+            ptype, module, offset = frame
+            cls = classes.get(ptype)
+            kind = KINDS.get(ptype)
+            if cls is None or not (module == 0 or (module >> 8) & 0xFF == FORMAT_PB):
+                counts["control" if ptype == _CONTROL else "raw"] += 1
+                continue
+            if kind is not None and "attributes" in cls.DESCRIPTOR.fields_by_name:
+                message = cls()
+                try:
+                    message.ParseFromString(data[offset:])
+                except (DecodeError, ValueError, RecursionError):
+                    pass  # the full decode below says why
+                else:
+                    pb = message.attributes  # type: ignore[attr-defined]
+                    if message.HasField("attributes") and pb.sender_ipv4_address:
+                        attributes = MonAttributes.from_pb(pb)
+                        stats = StatsMessage(ptype, attributes, message, data[offset:])
+                        records.append(Record(kind, stats, source, now))
+                        counts[kind] += 1
+                        continue
+        more, verdict, bad = decode_batch([(data, source, now)])
+        records.extend(more)
+        for k, v in verdict.items():
+            counts[k] += v
+        if bad:
+            last_bad = bad
+    return records, counts, last_bad
+
+
 def parquet() -> Callable[[Batch], Converted]:
     """The Parquet connector's converter factory: each table as an Arrow IPC stream (what
     crosses the pipe: written at memory speed, read back without a copy -- pickling the tables
@@ -132,7 +177,7 @@ def parquet() -> Callable[[Batch], Converted]:
     tables = ParquetConverter()
 
     def convert(batch: Batch) -> Converted:
-        records, counts, last_bad = decode_batch(batch)
+        records, counts, last_bad = records_of(batch)
         out = []
         for kind, date, table in tables(records):
             sink = pa.BufferOutputStream()

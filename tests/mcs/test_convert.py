@@ -9,7 +9,14 @@ import random
 import pytest
 
 from daemons.mcs.connectors import sqlite_rows
-from daemons.mcs.convert import DECODED, decode_batch, json_rows, parquet, plain_frame
+from daemons.mcs.convert import (
+    DECODED,
+    decode_batch,
+    json_rows,
+    parquet,
+    plain_frame,
+    records_of,
+)
 from umcore.monitor.attributes import MonAttributes, encode_stats
 from umcore.monitor.framing import (
     AttrType,
@@ -69,7 +76,8 @@ def test_every_kind_as_the_collector_has_it() -> None:
     assert '"gatewayName":"dro-é"' in rows["dromonmsg"][0][0] and last_bad == ""
 
 
-def test_damaged_packets_get_the_collectors_verdict() -> None:
+def damaged_packets() -> list[tuple[bytes, str, float]]:
+    """3,000 of :func:`packets`, each with a byte changed, cut short or lengthened."""
     rng = random.Random(21)
     good = packets()
     damaged = []
@@ -84,6 +92,11 @@ def test_damaged_packets_get_the_collectors_verdict() -> None:
         else:
             p += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4)))
         damaged.append((bytes(p), SOURCE, 1.0))
+    return damaged
+
+
+def test_damaged_packets_get_the_collectors_verdict() -> None:
+    damaged = damaged_packets()
     rows, counts, stored, last_bad = json_rows(damaged)
     want_rows, want_counts, want_stored = collector_way(damaged)
     assert counts == want_counts and stored == want_stored
@@ -108,3 +121,14 @@ def test_parquet_converter_counts_and_tables() -> None:
         ("dro", "2023-11-14", 1), ("srs", "2023-11-14", 1), ("ump", "2023-11-14", 1),
         ("ums", "1970-01-01", 1), ("ums", "2023-11-14", 2),
     ]  # fmt: skip
+
+
+def test_records_the_short_way_are_the_collectors() -> None:
+    batch = [(p, SOURCE, 2.0) for p in packets()] + damaged_packets()
+    records, counts, last_bad = records_of(batch)
+    want, want_counts, want_bad = decode_batch(batch)
+    assert counts == want_counts and last_bad == want_bad
+    assert len(records) == len(want) > 300
+    for got, rec in zip(records, want, strict=True):
+        assert (got.kind, got.keys(), got.raw) == (rec.kind, rec.keys(), rec.raw)
+        assert got.message == rec.message
