@@ -24,8 +24,10 @@ What runs where (one 2-core machine, loopback only):
   to :func:`bench.store.raw_loop` (a blocking loop in a subprocess: each read's frames written
   to disk in the Store's disk format, no fsync, one ACK per read) and to a raw receiver
   connection in this process; no pyum machinery.  Its p99 is what this machine's loopback
-  TCP, page-cache writes and scheduling cost by themselves: on the shared 2-core host it is
-  itself ~2-4 ms at 50,000 msgs/s (``--no-raw`` skips it).
+  TCP, page-cache writes and scheduling cost by themselves: on the shared, loaded 2-core host
+  it is itself ~3-4 ms at 50,000 msgs/s (median 3.9 ms of 5 runs; p50 0.3-0.5 ms), and its
+  open loop (150,000-500,000 msgs/s) shows the machine is not what bounds pyum's open loop
+  (``--no-raw`` skips it).
 
 Phases, for each system, interleaved (the order alternates per rate): 64-byte payloads at the
 offered rates :data:`RATES` msgs/s (the sender wakes every 1 ms (:data:`TICK`), sends
