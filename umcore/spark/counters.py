@@ -26,6 +26,7 @@ from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from umcore.spark.schema import U64
 
@@ -37,6 +38,7 @@ SENTINELS = (18446744073709551615, 4294967295)
 # deltas(): a sample's value minus 2^63 (the order-preserving map of an unsigned 64-bit value
 # onto a signed one) is held in a column of this name while the deltas are taken.
 _BIASED = "_value_biased"
+_PREV = "_value_prev"  # the series' sample before, biased likewise
 
 
 def long_form(
@@ -45,20 +47,26 @@ def long_form(
     """``df`` (with ``time`` and ``keys``) as rows ``keys..., time, metric, counter, value``:
     ``counters`` maps a metric to its ``(counter name, column)`` pairs (a metric may sum
     several counters, e.g. the same count of each transport type)."""
+    # Only the cells that hold a sample become rows: a metric summing the same counter of
+    # several transport types finds one present (a oneof), so most cells are null, and
+    # exploding them only for deltas() to drop them after a shuffle was most of a job's time.
+    # A cell without a sample is a null struct, dropped right after the explode, in the same
+    # generated code (an array ``filter`` with a lambda is interpreted, row by row: slower).
     cells = [
-        F.struct(
-            F.lit(metric).alias("metric"),
-            F.lit(name).alias("counter"),
-            col.cast(U64).alias("value"),
+        F.when(
+            _sampled(col.cast(U64)),
+            F.struct(
+                F.lit(metric).alias("metric"),
+                F.lit(name).alias("counter"),
+                col.cast(U64).alias("value"),
+            ),
         )
         for metric, pairs in counters.items()
         for name, col in pairs
     ]
-    # Only the cells that hold a sample become rows: a metric summing the same counter of
-    # several transport types finds one present (a oneof), so most cells are null, and
-    # exploding them only for deltas() to drop them was most of a job's time.
-    present = F.filter(F.array(*cells), lambda c: _sampled(c["value"]))
-    out = df.select("time", *keys, F.explode(present).alias("c"))
+    out = df.select("time", *keys, F.explode(F.array(*cells)).alias("c")).where(
+        F.col("c").isNotNull()
+    )
     return out.select("time", *keys, "c.metric", "c.counter", "c.value")
 
 
@@ -77,12 +85,24 @@ def deltas(samples: DataFrame, keys: Sequence[str], *, gauge: bool = False) -> D
     # (Java BigDecimal) was most of a job's time.  A difference beyond a long fails the job as
     # the decimal's cast to long did (Spark's ANSI mode, its default).
     biased = (v - F.lit(Decimal(1 << 63)).cast(U64)).cast("long")
-    kept = samples.where(_sampled(v)).withColumn(_BIASED, biased)
-    b = F.col(_BIASED)
-    w = Window.partitionBy(*keys, "counter").orderBy("time", _BIASED)
-    prev = F.lag(b).over(w)
+    # Shuffled by the keys alone (the window wants rows clustered by the keys and the counter;
+    # the keys suffice): a caller grouping the deltas by columns that include every key then
+    # needs no other shuffle.  After the values became longs: fewer bytes to move.
+    kept = samples.where(_sampled(v)).withColumn(_BIASED, biased).drop("value").repartition(*keys)
+    b, prev = F.col(_BIASED), F.col(_PREV)
+    # The series' rows are sorted by the window's partition columns first: numbers before
+    # strings, so most comparisons end at a number (the sort's 8-byte prefix) instead of going
+    # through the strings (application names, source strings) every row of a series shares --
+    # the order of the partition columns changes nothing but the sort's cost.
+    numeric = [k for k in keys if isinstance(samples.schema[k].dataType, T.NumericType)]
+    rest = [k for k in keys if k not in numeric]
+    w = Window.partitionBy(*numeric, "counter", *rest).orderBy("time", _BIASED)
     delta = F.abs(b - prev) if gauge else F.when(b >= prev, b - prev)
-    return kept.withColumn("delta", delta.cast("long")).drop(_BIASED)
+    # the value again as it came (a caller not reading it costs nothing: the column is pruned)
+    value = (b.cast(U64) + F.lit(Decimal(1 << 63)).cast(U64)).cast(U64)
+    out = kept.withColumn(_PREV, F.lag(b).over(w))  # once: two lags in delta's expression
+    cols = [value.alias(c) if c == "value" else F.col(c) for c in samples.columns]
+    return out.select(*cols, delta.cast("long").alias("delta"))
 
 
 def interval_start(time: Column, seconds: int) -> Column:

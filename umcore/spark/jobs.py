@@ -73,7 +73,7 @@ def _transport(element: str, kinds: Sequence[str]) -> Column:
 def _summed(
     long: DataFrame, keys: Sequence[str], group: Sequence[str], metrics: Sequence[str], secs: int
 ) -> DataFrame:
-    d = deltas(long, keys)
+    d = deltas(long, keys)  # by the keys: where they are all group columns, no other shuffle
     bucket = interval_start(F.col("time"), secs).alias("interval_start")
     agg = [
         F.coalesce(F.sum(F.when(F.col("metric") == m, F.col("delta"))), F.lit(0))
@@ -82,6 +82,13 @@ def _summed(
         for m in metrics
     ]
     return d.groupBy(bucket, *group).agg(*agg)
+
+
+def _ordered(df: DataFrame, *cols: str) -> DataFrame:
+    """``df`` sorted by ``cols``, in one partition: a result goes to the driver whole (the
+    report takes it as one Arrow table), and one sorted partition costs a small shuffle where
+    ``orderBy``'s range partitioning costs a sampling job over the result and a shuffle."""
+    return df.repartition(1).sortWithinPartitions(*cols)
 
 
 def _ids_as_longs(df: DataFrame) -> DataFrame:
@@ -124,11 +131,12 @@ def source_rates(spark: SparkSession, path: str, interval: int) -> DataFrame:
         },
     )
     out = _ids_back(_summed(long, keys, keys, ("msgs", "bytes"), interval))
-    return out.select(
+    out = out.select(
         "*",
         (F.col("msgs") / F.lit(float(interval))).alias("msgs_per_s"),
         (F.col("bytes") / F.lit(float(interval))).alias("bytes_per_s"),
-    ).orderBy("interval_start", *keys)
+    )
+    return _ordered(out, "interval_start", *keys)
 
 
 def loss_hotspots(spark: SparkSession, path: str, interval: int) -> DataFrame:
@@ -168,7 +176,7 @@ def loss_hotspots(spark: SparkSession, path: str, interval: int) -> DataFrame:
         "interval_start", "hour"
     )
     total = sum((F.col(m) for m in metrics), F.lit(0))
-    return out.select("*", total.alias("total")).orderBy("hour", "sender")
+    return _ordered(out.select("*", total.alias("total")), "hour", "sender")
 
 
 def store_lag(spark: SparkSession, path: str, interval: int) -> DataFrame:
@@ -194,7 +202,7 @@ def store_lag(spark: SparkSession, path: str, interval: int) -> DataFrame:
         ack.alias("high_ack_sqn"),
         F.pmod(lead - ack, F.lit(1 << 32)).alias("lag"),
     )
-    return out.orderBy("time", "store", "src_regid", "rcv_regid")
+    return _ordered(out, "time", "store", "src_regid", "rcv_regid")
 
 
 def tr_churn(spark: SparkSession, path: str, interval: int) -> DataFrame:
@@ -223,7 +231,7 @@ def tr_churn(spark: SparkSession, path: str, interval: int) -> DataFrame:
     out = summed.join(changes, ["interval_start", *BASE_KEYS], "full_outer").fillna(
         0, [*counters, "topic_changes"]
     )
-    return out.orderBy("interval_start", *BASE_KEYS)
+    return _ordered(out, "interval_start", *BASE_KEYS)
 
 
 def dro_portals(spark: SparkSession, path: str, interval: int) -> DataFrame:
@@ -283,7 +291,7 @@ def dro_portals(spark: SparkSession, path: str, interval: int) -> DataFrame:
     out = _summed(
         long, keys, ("application_id", "portal", "portal_type"), tuple(counters), interval
     ).withColumnRenamed("application_id", "dro")
-    return out.orderBy("interval_start", "dro", "portal")
+    return _ordered(out, "interval_start", "dro", "portal")
 
 
 JOBS: dict[str, Job] = {

@@ -18,7 +18,8 @@ and with the JVM's first JIT compiler only (:data:`LOCAL_JAVA_OPTIONS`, as
 ``spark.driver.defaultJavaOptions``: options the user gives in ``spark.driver.extraJavaOptions``,
 from ``conf`` or Spark's defaults file, come after it and win; a ``conf`` that sets
 ``spark.driver.defaultJavaOptions`` replaces it); a cluster's driver and executors keep the JVM's
-defaults.
+defaults.  A local session's shuffles keep their partitions (:data:`LOCAL_NO_COALESCE`), a
+whole number of waves over its cores, unless ``conf`` says otherwise.
 
 A local driver JVM also maps the classes it loads from a class-data sharing archive (Java's
 AppCDS, a dynamic archive: ``-XX:SharedArchiveFile``) kept in the user's cache,
@@ -67,6 +68,11 @@ __all__ = [
 DEFAULT_MASTER = "local[*]"
 # Shuffle partitions: Spark's 200 is for clusters; a job's aggregates are small.
 SHUFFLE_PARTITIONS = 8
+# A local session does not let adaptive execution merge a shuffle's partitions: on a few cores
+# the merge leaves a count that does not divide among them (8 of source-rates' window became
+# 3 tasks on 2 cores: two waves, the second with one core idle); its partitions are instead
+# a whole number of waves (SHUFFLE_PARTITIONS rounded up to a multiple of the cores).
+LOCAL_NO_COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
 # A local job run by name lives for seconds to a few minutes in a new JVM, and much of its CPU
 # goes to warming that JVM up: C1 alone compiles far less than C1 + C2 (source-rates over
 # 1,000,000 rows, session start to report written: JVM CPU 47 s instead of 60 s, wall 0.85-0.97
@@ -225,6 +231,14 @@ def start_session(
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if master.startswith("local"):
+        given = conf or {}
+        if LOCAL_NO_COALESCE not in given:
+            spark.conf.set(LOCAL_NO_COALESCE, "false")
+        if "spark.sql.shuffle.partitions" not in given:
+            cores = max(1, spark.sparkContext.defaultParallelism)
+            waves = -(-SHUFFLE_PARTITIONS // cores)
+            spark.conf.set("spark.sql.shuffle.partitions", str(waves * cores))
     if dump is not None:
         atexit.register(_cds_finish, spark, dump)
     tmp = tempfile.mkdtemp(prefix="pyum-spark-")
