@@ -84,8 +84,9 @@ __all__ = [
 
 log = logging.getLogger("MCS")
 
-# Worker processes: one per processor, the event loop's process needing little; at most four
-# (the writer thread, storing one batch at a time, keeps up with about that many).
+# Worker processes: one per processor (a worker's conversion is ~3 decodes a message, the daemon's
+# own process ~0.5); at most four: each is an interpreter with protobuf (and pyarrow) loaded,
+# tens of MB, and a network's statistics are a few hundred messages a second.
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 # Batches waiting for a worker: with the daemon's batch size, tens of seconds of a busy
 # network's statistics; beyond that the workers or the disk are not keeping up and the newest
@@ -166,8 +167,8 @@ class Intake:
 
 
 def _worker_main(conn: Any, converter: str) -> None:
-    """A worker process: batches in, ``(status, converted, counts, records, last_bad, cpu)``
-    out (module docstring)."""
+    """A worker process: batches in, ``(status, converted, error, counts, records, last_bad,
+    cpu seconds)`` out (module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
