@@ -8,7 +8,8 @@ small), and writes under ``DIR/<job>/`` from there: ``table.parquet/`` and ``tab
 Spark jobs over the result cost several times the whole report besides, and on a cluster they
 would land on the executors' disks rather than beside the page), ``chart.png`` (matplotlib,
 headless ``Agg`` backend) and ``index.html``, which shows the chart and the first rows and links
-the rest.  The CSV has a header line and gives times as Spark's CSV writer does (ISO 8601,
+the rest (matplotlib and pyarrow's writers are imported in a thread while Spark computes the
+result).  The CSV has a header line and gives times as Spark's CSV writer does (ISO 8601,
 milliseconds, ``Z``: sessions run in UTC); a field holding a comma or a quote is quoted
 (RFC 4180).  The chart plots the job's ``x`` against its ``y`` columns; a line chart draws one line per
 ``series`` (at most :data:`MAX_SERIES`, the largest), a bar chart sums each ``y`` per ``x``.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import html
 import os
 import shutil
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -30,6 +32,20 @@ __all__ = ["MAX_SERIES", "write_report"]
 
 MAX_SERIES = 10  # lines in one chart: more are unreadable; the table has them all
 HTML_ROWS = 200  # rows shown on the page; the CSV and Parquet files have all
+
+
+def _load_libraries() -> None:
+    """Import what the report draws and writes with (pyplot alone takes most of a second)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+        import pyarrow.compute
+        import pyarrow.csv
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:  # the report's own import says what is missing, in the caller
+        pass
 
 
 def _columns(table: Any, names: list[str]) -> list[dict[str, Any]]:
@@ -154,7 +170,14 @@ def write_report(job: Job, result: DataFrame, out_dir: str) -> str:
     """Write ``result`` of ``job`` under ``out_dir/<job>/``; the HTML page's path."""
     base = os.path.join(out_dir, job.name)
     os.makedirs(base, exist_ok=True)
-    table = result.toArrow()  # the one Spark job; Arrow: far faster than Rows
+    # The libraries are imported while Spark computes the result: this process only waits on
+    # the JVM meanwhile.  The thread is joined before they are used.
+    loading = threading.Thread(target=_load_libraries, name="pyum-report-imports", daemon=True)
+    loading.start()
+    try:
+        table = result.toArrow()  # the one Spark job; Arrow: far faster than Rows
+    finally:
+        loading.join()
     _write_tables(table, base)
     _chart(job, _chart_rows(job, table), os.path.join(base, "chart.png"))
     n_rows = table.num_rows
