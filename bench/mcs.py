@@ -164,7 +164,7 @@ def main() -> None:
             # this process's part is one more; all of it on the machine's processors)
             cores = os.cpu_count() or 1
             bound = base_cpu / max(wcpu / WORKERS, mcpu, (wcpu + mcpu) / cores)
-            print(f"   {'':<29}  CPU per message: {WORKERS} workers {wcpu * 1e6:,.0f} us, this "
+            print(f"   {'':<29}  CPU per message: the workers ({WORKERS}) {wcpu * 1e6:,.0f} us, this "
                   f"process {mcpu * 1e6:,.0f} us; the decode {base_cpu * 1e6:,.0f} us "
                   f"(x {wcpu / base_cpu:.1f} and x {mcpu / base_cpu:.1f}): on {cores} idle "
                   f"processors at most {bound:.2f} of decode-only")  # fmt: skip

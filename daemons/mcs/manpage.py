@@ -41,8 +41,8 @@ configfile: root <um-mcs version="1.0"> with
 The properties file (Java properties): sqlite_database_path=PATH, or parquet_directory=DIR.
 Relative paths are relative to the file that names them.  UM's hdfs connector is not in pyum.
 
-The daemon's process reads each message's header only; worker processes (one per processor,
-at most four) decode and convert batches of up to 5,000 messages, handed over every quarter
+The daemon's process reads each message's header only; worker processes (one per processor
+but one, at least one, at most four) decode and convert batches of up to 5,000 messages, handed over every quarter
 second, and a thread writes them (one transaction per batch, in arrival order).  When the
 workers or the disk fall behind, batches beyond 64 queued are dropped and counted.  A worker
 that dies is logged, counted and replaced; the batch it was converting is counted as failed.

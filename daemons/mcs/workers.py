@@ -84,10 +84,12 @@ __all__ = [
 
 log = logging.getLogger("MCS")
 
-# Worker processes: one per processor (a worker's conversion is ~3 decodes a message, the daemon's
-# own process ~0.5); at most four: each is an interpreter with protobuf (and pyarrow) loaded,
-# tens of MB, and a network's statistics are a few hundred messages a second.
-WORKERS = max(1, min(4, os.cpu_count() or 1))
+# Worker processes: one per processor but one -- that one is the daemon's own (the receiver,
+# the event loop, the writer thread); on 2 processors a second worker made the pipeline slower
+# (the two workers and the daemon's process contending: each worker's CPU per message grew by
+# about 40%).  At least one; at most four: each is an interpreter with protobuf (and pyarrow)
+# loaded, tens of MB, and a network's statistics are a few hundred messages a second.
+WORKERS = max(1, min(4, (os.cpu_count() or 1) - 1))
 # Batches waiting for a worker: with the daemon's batch size, tens of seconds of a busy
 # network's statistics; beyond that the workers or the disk are not keeping up and the newest
 # batches go (counted).
