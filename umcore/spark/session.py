@@ -124,7 +124,16 @@ def _cds_key(conf: Mapping[str, str]) -> str | None:
             st = jvm.stat()
             h.update(f"{jvm}:{st.st_size}:{st.st_mtime_ns}".encode())
     h.update(f"{pyspark.__version__}:{os.path.dirname(pyspark.__file__)}".encode())
-    h.update(os.environ.get("SPARK_HOME", "").encode())
+    spark_home = os.environ.get("SPARK_HOME", "")
+    h.update(spark_home.encode())
+    # The JVM maps an archive only while every classpath jar has the size and modification
+    # time it had when the archive was written: a pyspark installed again at the same path
+    # (a rebuilt virtualenv) must get a new archive, not one the JVM refuses on every start.
+    jars = Path(spark_home or os.path.dirname(pyspark.__file__)) / "jars"
+    with contextlib.suppress(OSError):
+        for jar in sorted(os.scandir(jars), key=lambda e: e.name):
+            st = jar.stat()
+            h.update(f"{jar.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     h.update(conf.get("spark.driver.extraClassPath", "").encode())
     return h.hexdigest()[:16]
 
