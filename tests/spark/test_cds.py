@@ -51,8 +51,17 @@ def run(cache: Path) -> dict[str, Any]:
 def test_archive_made_once_used_next_and_damage_tolerated(spark: Any, tmp_path: Path) -> None:
     # ``spark``: the suite's skip/fail rules for Java and pyspark (the session itself is unused)
     archives = tmp_path / "pyum" / "spark-cds"
+    # three archives of other installations: writing a new one keeps the two newest of them
+    archives.mkdir(parents=True)
+    others = [archives / f"spark-{k:016x}-4.jsa" for k in range(3)]
+    for age, other in enumerate(others):
+        other.write_bytes(b"jsa!")
+        os.utime(other, (1_000_000 + age, 1_000_000 + age))
     first = run(tmp_path)
     assert first["state"] == "made", first
+    assert [f.exists() for f in others] == [False, True, True]
+    for other in others[1:]:
+        other.unlink()
     made = sorted(archives.glob("*.jsa"))
     assert len(made) == 1, made
     archive = made[0]

@@ -86,6 +86,10 @@ CDS_ENV = "PYUM_SPARK_CDS"
 CDS_DUMP_WAIT_S = 120.0
 # A temporary archive older than this was left by a process that died: removed.
 CDS_STALE_TMP_S = 3600.0
+# Archives of other keys kept when a new one is to be written (each is ~150-190 MB; a key
+# changes with every Java or pyspark installation, so without a bound the cache only grows):
+# the most recently written ones stay, for installations used side by side.
+CDS_KEEP_OTHERS = 2
 # The dump prints a warning for each class it cannot archive (thousands, from signed jars and
 # generated classes): only errors are shown.
 CDS_DUMP_LOG = "-Xlog:cds*=error"
@@ -161,6 +165,12 @@ def _cds_options(conf: Mapping[str, str]) -> tuple[str, Path | None]:
                 _cds.update(state="used", detail=str(f))
                 return f"-XX:SharedArchiveFile={f}", None
             f.unlink(missing_ok=True)  # not what was renamed into place: never mapped
+        others = sorted(
+            (f for f in d.glob("spark-*.jsa") if not f.name.startswith(f"spark-{key}-")),
+            key=lambda f: f.stat().st_mtime,
+        )
+        for old in others[: max(0, len(others) - CDS_KEEP_OTHERS)]:
+            old.unlink(missing_ok=True)  # the oldest other installations' archives
         fd, tmp = tempfile.mkstemp(prefix=f"spark-{key}.", suffix=".tmp", dir=d)
         os.close(fd)  # the name taken; the JVM writes the file anew at its exit
     except OSError as e:
